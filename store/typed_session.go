@@ -1,0 +1,80 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// TypedSession is a Session with typed keys and values.
+type TypedSession[K, V any] struct {
+	s          Session
+	keys       serde.Serde[K]
+	values     serde.Serde[V]
+	kbuf, vbuf []byte
+}
+
+// NewTypedSession wraps s with serdes for its keys and values.
+func NewTypedSession[K, V any](s Session, keys serde.Serde[K], values serde.Serde[V]) *TypedSession[K, V] {
+	return &TypedSession[K, V]{s: s, keys: keys, values: values}
+}
+
+// Store returns the byte store underneath.
+func (t *TypedSession[K, V]) Store() Session { return t.s }
+
+func (t *TypedSession[K, V]) encodeKey(k K) ([]byte, error) {
+	b, err := t.keys.Encode(t.kbuf[:0], k)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: encode key: %w", t.s.Name(), err)
+	}
+	t.kbuf = b
+	return nonNil(b), nil
+}
+
+// FindSessions calls fn for the sessions of k that end at or after
+// earliestEnd and start at or before latestStart, ordered by end then start.
+func (t *TypedSession[K, V]) FindSessions(k K, earliestEnd, latestStart int64, fn func(start, end int64, v V) bool) error {
+	kb, err := t.keys.Encode(nil, k) // not kbuf: fn may call back into t
+	if err != nil {
+		return fmt.Errorf("store %q: encode key: %w", t.s.Name(), err)
+	}
+	var derr error
+	err = t.s.FindSessions(nonNil(kb), earliestEnd, latestStart, func(start, end int64, vb []byte) bool {
+		v, err := t.values.Decode(vb)
+		if err != nil {
+			derr = fmt.Errorf("store %q: decode value: %w", t.s.Name(), err)
+			return false
+		}
+		return fn(start, end, v)
+	})
+	if err != nil {
+		return err
+	}
+	return derr
+}
+
+// Put sets the value of session [start, end] of k.
+func (t *TypedSession[K, V]) Put(k K, start, end int64, v V) error {
+	kb, err := t.encodeKey(k)
+	if err != nil {
+		return err
+	}
+	vb, err := t.values.Encode(t.vbuf[:0], v)
+	if err != nil {
+		return fmt.Errorf("store %q: encode value: %w", t.s.Name(), err)
+	}
+	t.vbuf = nonNil(vb)
+	return t.s.Put(kb, start, end, t.vbuf)
+}
+
+// Remove deletes session [start, end] of k.
+func (t *TypedSession[K, V]) Remove(k K, start, end int64) error {
+	kb, err := t.encodeKey(k)
+	if err != nil {
+		return err
+	}
+	return t.s.Remove(kb, start, end)
+}
+
+// ExpireBefore drops every session whose end is < end.
+func (t *TypedSession[K, V]) ExpireBefore(end int64) error { return t.s.ExpireBefore(end) }
