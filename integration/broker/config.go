@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// KafkaVersion is the Apache Kafka release the test broker runs. It must match
+// kafka.version in pom.xml.
+const KafkaVersion = "4.1.1"
+
+// Config says where the broker keeps its files. Zero fields take defaults
+// from EnsureDefaults.
+type Config struct {
+	// RepoRoot is the tidemark checkout; pom.xml is read from
+	// RepoRoot/integration/broker.
+	RepoRoot string
+	// StateDir holds server.properties, data/, logs/, pid and bootstrap.
+	// Default: RepoRoot/.kafka (git-ignored).
+	StateDir string
+	// LibDir is where Maven copies the jars. Default:
+	// $XDG_CACHE_HOME/tidemark/kafka-<version>/lib, or ~/.cache/... .
+	LibDir string
+	// Java and Maven executables. Defaults: "java", "mvn".
+	Java, Maven string
+	// HeapMB is the JVM heap. Default 512.
+	HeapMB int
+	// ReadyTimeout bounds the wait for the first client round trip. Default 60s.
+	ReadyTimeout time.Duration
+	// StopTimeout is how long Down waits after SIGTERM before SIGKILL. Default 20s.
+	StopTimeout time.Duration
+}
+
+// EnsureDefaults fills zero fields. It finds RepoRoot by walking up from the
+// working directory to the directory holding go.mod.
+func (c *Config) EnsureDefaults() error {
+	if c.RepoRoot == "" {
+		root, err := FindRepoRoot()
+		if err != nil {
+			return err
+		}
+		c.RepoRoot = root
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir(c.RepoRoot)
+	}
+	if c.LibDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("broker: no cache dir for the Kafka jars (set LibDir): %w", err)
+		}
+		c.LibDir = filepath.Join(cache, "tidemark", "kafka-"+KafkaVersion, "lib")
+	}
+	if c.Java == "" {
+		c.Java = "java"
+	}
+	if c.Maven == "" {
+		c.Maven = "mvn"
+	}
+	if c.HeapMB == 0 {
+		c.HeapMB = 512
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 60 * time.Second
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 20 * time.Second
+	}
+	if c.HeapMB < 128 {
+		return fmt.Errorf("broker: HeapMB %d is below the 128 MiB a broker needs", c.HeapMB)
+	}
+	return nil
+}
+
+// DefaultStateDir is where Up records a running broker: TIDEMARK_KAFKA_DIR
+// if set, else <repo>/.kafka.
+func DefaultStateDir(repoRoot string) string {
+	if d := os.Getenv("TIDEMARK_KAFKA_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(repoRoot, ".kafka")
+}
+
+// FindRepoRoot walks up from the working directory to the nearest go.mod.
+func FindRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("broker: working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("broker: no go.mod above the working directory; run from the tidemark checkout")
+		}
+		dir = parent
+	}
+}
+
+func (c *Config) bootstrapFile() string { return filepath.Join(c.StateDir, "bootstrap") }
+func (c *Config) pidFile() string       { return filepath.Join(c.StateDir, "pid") }
+func (c *Config) dataDir() string       { return filepath.Join(c.StateDir, "data") }
+func (c *Config) logDir() string        { return filepath.Join(c.StateDir, "logs") }
+
+// LogFile is the broker's console log; failures point here.
+func (c *Config) LogFile() string { return filepath.Join(c.logDir(), "broker.log") }

@@ -1,0 +1,77 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// serverProperties is a single-node KRaft broker with static voters (so
+// `format` needs no quorum flag), internal topics sized for one broker, and
+// auto-creation off so tests catch missing-topic bugs.
+func serverProperties(port, controllerPort int, dataDir string) string {
+	lines := []string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", controllerPort),
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, controllerPort),
+		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", port),
+		"controller.listener.names=CONTROLLER",
+		"inter.broker.listener.name=PLAINTEXT",
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"log.dirs=" + dataDir,
+		"num.partitions=1",
+		"default.replication.factor=1",
+		"min.insync.replicas=1",
+		"auto.create.topics.enable=false",
+		"offsets.topic.replication.factor=1",
+		"offsets.topic.num.partitions=1",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"transaction.state.log.num.partitions=1",
+		"share.coordinator.state.topic.replication.factor=1",
+		"share.coordinator.state.topic.min.isr=1",
+		"group.initial.rebalance.delay.ms=0",
+		"log.cleaner.backoff.ms=100",
+		"log.cleaner.dedupe.buffer.size=33554432",
+		// Tests create many short-lived topics; keep the broker's own
+		// housekeeping light on a 2-core machine.
+		"num.network.threads=2",
+		"num.io.threads=4",
+		"log.retention.check.interval.ms=30000",
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+const log4j2Properties = `status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = STDOUT
+logger.kafka.name = kafka.server.KafkaRaftServer
+logger.kafka.level = info
+`
+
+// freePorts asks the kernel for n distinct free TCP ports on 127.0.0.1. The
+// ports are fixed before the broker starts because the advertised listener
+// must name the real port.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("broker: free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
