@@ -1,0 +1,132 @@
+package schemas
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// fuzzDecoder checks the contract a pipeline relies on for bytes from the
+// outside world: Decode never panics, every failure wraps serde.ErrDecode
+// (so the record can be dead-lettered), and whatever decodes re-encodes to
+// bytes that decode to the same encoding again.
+func fuzzDecoder[T Event](f *testing.F, s serde.Serde[T], seeds ...[]byte) {
+	fuzzResolvingDecoder(f, s, s, seeds...)
+}
+
+// fuzzResolvingDecoder is fuzzDecoder for a serde whose Encode writes another
+// schema than its Decode reads (AvroFrom): re-encoding goes through rt.
+func fuzzResolvingDecoder[T Event](f *testing.F, s, rt serde.Serde[T], seeds ...[]byte) {
+	for _, seed := range seeds {
+		f.Add(seed)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := s.Decode(b)
+		if err != nil {
+			if !errors.Is(err, serde.ErrDecode) {
+				t.Fatalf("decode error does not wrap serde.ErrDecode: %v", err)
+			}
+			return
+		}
+		if err := v.Validate(); err != nil {
+			t.Fatalf("decoded an invalid event: %v", err)
+		}
+		b1, err := rt.Encode(nil, v)
+		if err != nil {
+			t.Fatalf("re-encode decoded %+v: %v", v, err)
+		}
+		v2, err := rt.Decode(b1)
+		if err != nil {
+			t.Fatalf("decode re-encoded %x: %v", b1, err)
+		}
+		b2, err := rt.Encode(nil, v2)
+		if err != nil || !bytes.Equal(b1, b2) {
+			t.Fatalf("encoding not stable: %x then %x (%v)", b1, b2, err)
+		}
+	})
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func FuzzDecodeClickAvro(f *testing.F) {
+	fuzzDecoder(f, Click.Avro(), must(Click.Avro().Encode(nil, sampleClick())))
+}
+
+func FuzzDecodeCartAvro(f *testing.F) {
+	fuzzDecoder(f, Cart.Avro(), must(Cart.Avro().Encode(nil, sampleCart())))
+}
+
+func FuzzDecodeInventoryAvro(f *testing.F) {
+	fuzzDecoder(f, Inventory.Avro(), must(Inventory.Avro().Encode(nil, sampleInventory())))
+}
+
+func FuzzDecodePaymentAvro(f *testing.F) {
+	fuzzDecoder(f, Payment.Avro(), must(Payment.Avro().Encode(nil, samplePayment())))
+}
+
+func FuzzDecodeFulfillmentAvro(f *testing.F) {
+	fuzzDecoder(f, Fulfillment.Avro(), must(Fulfillment.Avro().Encode(nil, sampleFulfillment())))
+}
+
+func FuzzDecodeClickAvroFromV1(f *testing.F) {
+	s, err := Click.AvroFrom(clickV1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fuzzResolvingDecoder(f, s, Click.Avro(), encodeWith(f, clickV1, clickV1Native()))
+}
+
+func FuzzDecodeClickJSON(f *testing.F) {
+	fuzzDecoder(f, Click.JSON(), must(Click.JSON().Encode(nil, sampleClick())), []byte(`{"page":"home"}`))
+}
+
+func FuzzDecodeCartJSON(f *testing.F) {
+	fuzzDecoder(f, Cart.JSON(), must(Cart.JSON().Encode(nil, sampleCart())))
+}
+
+func FuzzDecodeInventoryJSON(f *testing.F) {
+	fuzzDecoder(f, Inventory.JSON(), must(Inventory.JSON().Encode(nil, sampleInventory())))
+}
+
+func FuzzDecodePaymentJSON(f *testing.F) {
+	fuzzDecoder(f, Payment.JSON(), must(Payment.JSON().Encode(nil, samplePayment())))
+}
+
+func FuzzDecodeFulfillmentJSON(f *testing.F) {
+	fuzzDecoder(f, Fulfillment.JSON(), must(Fulfillment.JSON().Encode(nil, sampleFulfillment())))
+}
+
+// FuzzDecodeRegistryWire fuzzes the wire-format path: header parsing, schema
+// lookup by id (against the fake registry, so unknown ids are 404s) and
+// resolution of an old writer.
+func FuzzDecodeRegistryWire(f *testing.F) {
+	ctx := context.Background()
+	fake, reg := newFakeRegistry(f)
+	clicks, err := Click.Registry(ctx, reg, "clicks-value")
+	if err != nil {
+		f.Fatal(err)
+	}
+	carts, err := Cart.Registry(ctx, reg, "carts-value")
+	if err != nil {
+		f.Fatal(err)
+	}
+	fake.mu.Lock()
+	v1 := fake.add(clickV1)
+	fake.mu.Unlock()
+	fuzzDecoder(f, clicks,
+		must(clicks.Encode(nil, sampleClick())),
+		must(carts.Encode(nil, sampleCart())),
+		wire(v1, encodeWith(f, clickV1, clickV1Native())),
+		[]byte{1, 0, 0, 0, 1, 2},
+	)
+}

@@ -1,0 +1,191 @@
+package schemas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// Registry caches writer schemas fetched from a Confluent Schema Registry by
+// id. Schema ids are immutable in a registry, so a fetched schema is cached
+// forever; unknown ids are not cached, because the schema may be registered
+// later (a producer racing its registration). One Registry can back any
+// number of serdes and is safe for concurrent use.
+type Registry struct {
+	cl *sr.Client
+
+	mu      sync.Mutex
+	schemas map[int]sr.Schema
+}
+
+// NewRegistry wraps a franz-go registry client.
+func NewRegistry(cl *sr.Client) *Registry {
+	return &Registry{cl: cl, schemas: map[int]sr.Schema{}}
+}
+
+// SchemaByID returns the schema registered under id. A missing id fails with
+// ErrUnknownSchemaID (and serde.ErrDecode); any other failure with
+// ErrRegistry.
+func (r *Registry) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
+	r.mu.Lock()
+	s, ok := r.schemas[id]
+	r.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := r.cl.SchemaByID(ctx, id)
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return sr.Schema{}, fmt.Errorf("%w: %w: %d", serde.ErrDecode, ErrUnknownSchemaID, id)
+		}
+		return sr.Schema{}, fmt.Errorf("%w: fetch schema id %d: %w", ErrRegistry, id, err)
+	}
+	r.mu.Lock()
+	r.schemas[id] = s
+	r.mu.Unlock()
+	return s, nil
+}
+
+// register registers text under subject and returns its id; registering an
+// identical schema again returns the existing id.
+func (r *Registry) register(ctx context.Context, subject, text string) (int, error) {
+	s := sr.Schema{Schema: text, Type: sr.TypeAvro}
+	id, err := r.cl.RegisterSchema(ctx, subject, s, -1, -1)
+	if err != nil {
+		return 0, fmt.Errorf("%w: register schema under subject %q: %w", ErrRegistry, subject, err)
+	}
+	r.mu.Lock()
+	r.schemas[id] = s
+	r.mu.Unlock()
+	return id, nil
+}
+
+// DefaultFetchTimeout bounds the registry fetch that Decode makes for a
+// schema id it has not seen.
+const DefaultFetchTimeout = 10 * time.Second
+
+// RegistrySerde reads and writes the Confluent wire format: magic byte 0, the
+// big-endian 4-byte schema id, then the Avro payload. It encodes with the
+// embedded schema (registered under a subject when the serde is built) and
+// decodes every record with its writer's schema, resolved to the embedded
+// one.
+type RegistrySerde[T Event] struct {
+	spec    *Spec[T]
+	reg     *Registry
+	id      int
+	timeout time.Duration
+	header  sr.ConfluentHeader
+
+	mu  sync.RWMutex
+	res map[int]*resolution
+}
+
+// RegistryOpt configures a RegistrySerde.
+type RegistryOpt func(*registryConfig)
+
+type registryConfig struct{ timeout time.Duration }
+
+// WithFetchTimeout sets how long Decode waits for the registry when it meets
+// a new schema id (default DefaultFetchTimeout). DecodeContext uses the
+// caller's context instead.
+func WithFetchTimeout(d time.Duration) RegistryOpt {
+	return func(c *registryConfig) { c.timeout = d }
+}
+
+// Registry registers the embedded schema under subject (for a topic's values
+// the Confluent convention is "<topic>-value") and returns a serde that
+// encodes with its id.
+func (s *Spec[T]) Registry(ctx context.Context, reg *Registry, subject string, opts ...RegistryOpt) (*RegistrySerde[T], error) {
+	cfg := registryConfig{timeout: DefaultFetchTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.timeout <= 0 {
+		return nil, fmt.Errorf("schemas: fetch timeout is %v, must be positive", cfg.timeout)
+	}
+	id, err := reg.register(ctx, subject, s.text)
+	if err != nil {
+		return nil, fmt.Errorf("schemas: %s serde: %w", s.name, err)
+	}
+	return &RegistrySerde[T]{
+		spec:    s,
+		reg:     reg,
+		id:      id,
+		timeout: cfg.timeout,
+		res:     map[int]*resolution{id: s.self},
+	}, nil
+}
+
+// SchemaID is the id the serde encodes with.
+func (r *RegistrySerde[T]) SchemaID() int { return r.id }
+
+func (r *RegistrySerde[T]) Encode(dst []byte, v T) ([]byte, error) {
+	dst, _ = r.header.AppendEncode(dst, r.id, nil) // never fails
+	return r.spec.encode(dst, v)
+}
+
+// Decode implements serde.Serde. The Serde contract has no context, so a
+// registry fetch for an unseen schema id is bounded by the fetch timeout;
+// callers that have a context should use DecodeContext.
+func (r *RegistrySerde[T]) Decode(b []byte) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	return r.DecodeContext(ctx, b)
+}
+
+// DecodeContext decodes one record, fetching its writer schema from the
+// registry if this serde has not seen the id yet.
+func (r *RegistrySerde[T]) DecodeContext(ctx context.Context, b []byte) (T, error) {
+	var zero T
+	typ := zero.Type()
+	if len(b) < 5 {
+		return zero, decodeErr(typ, ErrWireFormat, fmt.Sprintf("%d bytes, the header alone is 5", len(b)))
+	}
+	if b[0] != 0 {
+		return zero, decodeErr(typ, ErrWireFormat, fmt.Sprintf("magic byte is %#x, want 0x0", b[0]))
+	}
+	id, payload, err := r.header.DecodeID(b)
+	if err != nil {
+		return zero, decodeErr(typ, ErrWireFormat, err)
+	}
+	res, err := r.resolution(ctx, id)
+	if err != nil {
+		return zero, err
+	}
+	return r.spec.decodeWith(res, payload)
+}
+
+func (r *RegistrySerde[T]) resolution(ctx context.Context, id int) (*resolution, error) {
+	r.mu.RLock()
+	res, ok := r.res[id]
+	r.mu.RUnlock()
+	if ok {
+		return res, nil
+	}
+	var zero T
+	s, err := r.reg.SchemaByID(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("schemas: decode %s: %w", zero.Type(), err)
+	}
+	if s.Type != sr.TypeAvro {
+		return nil, fmt.Errorf("%w: %w", serde.ErrDecode, &WrongEventTypeError{Want: r.spec.name, Got: fmt.Sprintf("a %v schema (id %d)", s.Type, id)})
+	}
+	res, err = r.spec.resolve(s.Schema)
+	if err != nil {
+		// Not cached: an incompatible writer is rare and the error must stay
+		// loud; the fetched schema itself is cached by the Registry.
+		return nil, fmt.Errorf("%w: schema id %d: %w", serde.ErrDecode, id, err)
+	}
+	r.mu.Lock()
+	r.res[id] = res
+	r.mu.Unlock()
+	return res, nil
+}
