@@ -1,0 +1,143 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeSession struct {
+	log       *[]string
+	committed bool
+	endErr    error
+	pending   Offsets
+	stable    Offsets
+	stableErr error
+}
+
+func (f *fakeSession) Begin() error { *f.log = append(*f.log, "begin"); return nil }
+func (f *fakeSession) End(_ context.Context, commit bool) (bool, error) {
+	*f.log = append(*f.log, fmt.Sprintf("end(commit=%v)", commit))
+	return f.committed && commit, f.endErr
+}
+func (f *fakeSession) Pending() Offsets { return f.pending }
+func (f *fakeSession) Committed(context.Context, Offsets) (Offsets, error) {
+	*f.log = append(*f.log, "fetch-stable")
+	return f.stable, f.stableErr
+}
+
+type fakeParticipant struct {
+	name     string
+	log      *[]string
+	applyErr error
+}
+
+func (p fakeParticipant) Apply(context.Context) error {
+	*p.log = append(*p.log, "apply:"+p.name)
+	return p.applyErr
+}
+func (p fakeParticipant) Discard() { *p.log = append(*p.log, "discard:"+p.name) }
+
+func offsets(at int64) Offsets { return Offsets{"carts": {0: at, 1: at + 1}} }
+
+func TestCommitterFollowsTheProtocol(t *testing.T) {
+	tests := []struct {
+		name     string
+		sess     fakeSession
+		applyErr error
+		abort    bool
+		wantLog  string
+		wantErr  error // nil, or a sentinel the error must wrap
+		anyErr   bool
+		wantComm bool
+	}{
+		{name: "commit applies every participant after EndTxn, then faults in order",
+			sess:    fakeSession{committed: true, pending: offsets(10)},
+			wantLog: "begin fault:0 end(commit=true) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
+		{name: "an abort discards every participant",
+			sess: fakeSession{pending: offsets(10)}, abort: true,
+			wantLog: "begin fault:0 end(commit=false) discard:t0 discard:t1"},
+		{name: "a session abort at commit (rebalance) discards",
+			sess:    fakeSession{committed: false, pending: offsets(10)},
+			wantLog: "begin fault:0 end(commit=true) discard:t0 discard:t1"},
+		{name: "an End error whose offsets landed is applied, then the session restarts",
+			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10)},
+			wantLog: "begin fault:0 end(commit=true) fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
+		{name: "an End error whose offsets did not land is discarded",
+			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(4)},
+			wantLog: "begin fault:0 end(commit=true) fetch-stable discard:t0 discard:t1", anyErr: true},
+		{name: "an End error that cannot be resolved neither applies nor discards",
+			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stableErr: errors.New("down")},
+			wantLog: "begin fault:0 end(commit=true) fetch-stable", wantErr: ErrOutcomeUnknown},
+		{name: "a transaction without input offsets cannot be resolved",
+			sess:    fakeSession{endErr: errors.New("timeout")},
+			wantLog: "begin fault:0 end(commit=true)", wantErr: ErrOutcomeUnknown},
+		{name: "a fenced session neither applies nor discards",
+			sess:    fakeSession{endErr: fmt.Errorf("%w: producer fenced", ErrFenced), pending: offsets(10)},
+			wantLog: "begin fault:0 end(commit=true)", wantErr: ErrFenced},
+		{name: "an Apply failure after commit asks for a restart",
+			sess: fakeSession{committed: true, pending: offsets(10)}, applyErr: errors.New("disk full"),
+			wantLog: "begin fault:0 end(commit=true) fault:1 apply:t0", wantErr: ErrOutcomeUnknown, wantComm: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log []string
+			tt.sess.log = &log
+			parts := []Participant{
+				fakeParticipant{name: "t0", log: &log, applyErr: tt.applyErr},
+				fakeParticipant{name: "t1", log: &log},
+			}
+			c := NewCommitter(&tt.sess, func() []Participant { return parts },
+				WithFaultHook(func(p Point) { log = append(log, fmt.Sprintf("fault:%d", p)) }),
+				WithClock(func() time.Time { return time.Unix(0, 0) }))
+			if err := c.Begin(); err != nil {
+				t.Fatal(err)
+			}
+			var st Stats
+			var err error
+			if tt.abort {
+				st, err = c.Abort(context.Background())
+			} else {
+				st, err = c.Commit(context.Background())
+			}
+			if got := strings.Join(log, " "); got != tt.wantLog {
+				t.Errorf("log\n got  %s\n want %s", got, tt.wantLog)
+			}
+			switch {
+			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+				t.Errorf("err = %v, want %v", err, tt.wantErr)
+			case tt.wantErr == nil && tt.anyErr != (err != nil):
+				t.Errorf("err = %v, want error: %v", err, tt.anyErr)
+			}
+			if st.Committed != tt.wantComm {
+				t.Errorf("stats committed = %v, want %v", st.Committed, tt.wantComm)
+			}
+		})
+	}
+}
+
+func TestOutcomeFromStableOffsets(t *testing.T) {
+	tests := []struct {
+		name             string
+		committed        Offsets
+		wantComm, wantOK bool
+	}{
+		{"all partitions at the pending offsets: committed", Offsets{"a": {0: 5, 1: 7}}, true, true},
+		{"all partitions behind: aborted", Offsets{"a": {0: 2, 1: 3}}, false, true},
+		{"nothing committed yet: aborted", Offsets{}, false, true},
+		{"some at, some behind: unknown", Offsets{"a": {0: 5, 1: 3}}, false, false},
+		{"ahead of pending (another member committed since): unknown", Offsets{"a": {0: 9, 1: 9}}, false, false},
+	}
+	pending := Offsets{"a": {0: 5, 1: 7}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := outcome(pending, tt.committed)
+			if c != tt.wantComm || ok != tt.wantOK {
+				t.Fatalf("outcome = (%v, %v), want (%v, %v)", c, ok, tt.wantComm, tt.wantOK)
+			}
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaSession adapts kgo.GroupTransactSession (EOS v2: one producer for all
+// of the process's tasks, offsets committed in the transaction with group
+// metadata, aborts on rebalance) to Session.
+type KafkaSession struct {
+	s     *kgo.GroupTransactSession
+	adm   *kadm.Client
+	group string
+}
+
+// NewKafkaSession wraps an existing session; group is its consumer group.
+func NewKafkaSession(s *kgo.GroupTransactSession, group string) *KafkaSession {
+	return &KafkaSession{s: s, adm: kadm.NewClient(s.Client()), group: group}
+}
+
+// Client is the session's client, for producing and polling.
+func (k *KafkaSession) Client() *kgo.Client { return k.s.Client() }
+
+func (k *KafkaSession) Begin() error { return k.s.Begin() }
+
+func (k *KafkaSession) End(ctx context.Context, commit bool) (bool, error) {
+	committed, err := k.s.End(ctx, kgo.TransactionEndTry(commit))
+	if err != nil && isFenced(err) {
+		err = fmt.Errorf("%w: %v", ErrFenced, err)
+	}
+	return committed, err
+}
+
+// Pending lists only partitions whose offset advances: a partition that was
+// assigned but not consumed from cannot tell a committed outcome from an
+// aborted one.
+func (k *KafkaSession) Pending() Offsets {
+	cl := k.s.Client()
+	before := cl.CommittedOffsets()
+	out := Offsets{}
+	for topic, ps := range cl.UncommittedOffsets() {
+		for p, eo := range ps {
+			if prev, ok := before[topic][p]; ok && prev.Offset == eo.Offset {
+				continue
+			}
+			if out[topic] == nil {
+				out[topic] = map[int32]int64{}
+			}
+			out[topic][p] = eo.Offset
+		}
+	}
+	return out
+}
+
+func (k *KafkaSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
+	resp, err := k.adm.FetchOffsets(kadm.RequireStable(ctx), k.group)
+	if err != nil {
+		return nil, fmt.Errorf("txn: fetch committed offsets of group %s: %w", k.group, err)
+	}
+	out := Offsets{}
+	for topic, ps := range of {
+		for p := range ps {
+			o, ok := resp.Lookup(topic, p)
+			if !ok {
+				continue
+			}
+			if o.Err != nil {
+				return nil, fmt.Errorf("txn: committed offset %s/%d: %w", topic, p, o.Err)
+			}
+			if out[topic] == nil {
+				out[topic] = map[int32]int64{}
+			}
+			out[topic][p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// isFenced reports the errors that mean a newer producer (same
+// transactional id) or group generation owns the work.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.FencedInstanceID)
+}
+
+// AtLeastOnceSession runs the same commit path without transactions for
+// users who accept duplicates after a crash: End flushes, then commits the
+// consumed offsets; outputs are visible as soon as they are produced.
+type AtLeastOnceSession struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	group string
+}
+
+// NewAtLeastOnceSession wraps a group-consuming, non-transactional client
+// created with kgo.DisableAutoCommit.
+func NewAtLeastOnceSession(cl *kgo.Client, group string) *AtLeastOnceSession {
+	return &AtLeastOnceSession{cl: cl, adm: kadm.NewClient(cl), group: group}
+}
+
+func (a *AtLeastOnceSession) Begin() error { return nil }
+
+func (a *AtLeastOnceSession) End(ctx context.Context, commit bool) (bool, error) {
+	if !commit {
+		// Produced records cannot be taken back; rewinding makes the
+		// aborted work run again (at least once).
+		return false, nil
+	}
+	if err := a.cl.Flush(ctx); err != nil {
+		return false, fmt.Errorf("txn: flush: %w", err)
+	}
+	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
+		return false, fmt.Errorf("txn: commit offsets: %w", err)
+	}
+	return true, nil
+}
+
+func (a *AtLeastOnceSession) Pending() Offsets {
+	out := Offsets{}
+	for topic, ps := range a.cl.UncommittedOffsets() {
+		out[topic] = map[int32]int64{}
+		for p, eo := range ps {
+			out[topic][p] = eo.Offset
+		}
+	}
+	return out
+}
+
+func (a *AtLeastOnceSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
+	k := KafkaSession{adm: a.adm, group: a.group}
+	return k.Committed(ctx, of)
+}

@@ -1,0 +1,152 @@
+package txn_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+type overlay struct{ applied, discarded int }
+
+func (o *overlay) Apply(context.Context) error { o.applied++; return nil }
+func (o *overlay) Discard()                    { o.discarded++ }
+
+func newSession(t *testing.T, in, out, group, txnID string) *txn.KafkaSession {
+	t.Helper()
+	s, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(kafkatest.Brokers(t)...),
+		kgo.TransactionalID(txnID),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DefaultProduceTopic(out),
+	)
+	if err != nil {
+		t.Fatalf("session: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return txn.NewKafkaSession(s, group)
+}
+
+// pollN polls until n records arrived.
+func pollN(t *testing.T, ctx context.Context, cl *kgo.Client, n int) []*kgo.Record {
+	t.Helper()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cl.PollRecords(ctx, n-len(got))
+		if ctx.Err() != nil {
+			t.Fatalf("polled %d of %d records", len(got), n)
+		}
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
+
+func TestAbortDiscardsRewindsAndHidesOutputs(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, nil)
+	var recs []*kgo.Record
+	for i := range 4 {
+		recs = append(recs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "in-%d", i)})
+	}
+	kafkatest.Produce(t, recs...)
+	sess := newSession(t, in, out, kafkatest.UniqueName(t, "g"), kafkatest.UniqueName(t, "txn"))
+	ov := &overlay{}
+	c := txn.NewCommitter(sess, func() []txn.Participant { return []txn.Participant{ov} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	process := func() []string {
+		if err := c.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		var vals []string
+		for _, r := range pollN(t, ctx, sess.Client(), 4) {
+			vals = append(vals, string(r.Value))
+			sess.Client().Produce(ctx, kgo.SliceRecord(append([]byte("out-"), r.Value...)), nil)
+		}
+		return vals
+	}
+	first := process()
+	st, err := c.Abort(ctx)
+	if err != nil || st.Committed || ov.discarded != 1 || ov.applied != 0 {
+		t.Fatalf("abort: stats %+v err %v overlay %+v", st, err, ov)
+	}
+	// The session rewound to the committed offsets: the same inputs again.
+	second := process()
+	if fmt.Sprint(first) != fmt.Sprint(second) {
+		t.Fatalf("after abort the inputs were %v, want the same %v again", second, first)
+	}
+	st, err = c.Commit(ctx)
+	if err != nil || !st.Committed || ov.applied != 1 {
+		t.Fatalf("commit: stats %+v err %v overlay %+v", st, err, ov)
+	}
+	if got := st.Offsets[in][0]; got != 4 {
+		t.Fatalf("committed offset %d, want 4", got)
+	}
+	outs := kafkatest.ConsumeExactly(t, out, 4, kafkatest.Timeout, time.Second)
+	var vals []string
+	for _, r := range outs {
+		vals = append(vals, string(r.Value))
+	}
+	sort.Strings(vals)
+	if fmt.Sprint(vals) != "[out-in-0 out-in-1 out-in-2 out-in-3]" {
+		t.Fatalf("outputs %v: the aborted copy leaked or a record is missing", vals)
+	}
+}
+
+// TestZombieWithSameTransactionalIDIsFenced: a second producer with the same
+// transactional id fences the first, whose commit must then fail with
+// ErrFenced without applying anything.
+func TestZombieWithSameTransactionalIDIsFenced(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, nil)
+	kafkatest.Produce(t, &kgo.Record{Topic: in, Value: []byte("x")})
+	group, id := kafkatest.UniqueName(t, "g"), kafkatest.UniqueName(t, "txn")
+	zombie := newSession(t, in, out, group, id)
+	ov := &overlay{}
+	c := txn.NewCommitter(zombie, func() []txn.Participant { return []txn.Participant{ov} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	pollN(t, ctx, zombie.Client(), 1)
+	if err := zombie.Client().ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The successor initialises the same transactional id: this bumps the
+	// producer epoch and aborts the zombie's open transaction.
+	successor := kafkatest.Client(t, kgo.TransactionalID(id), kgo.DefaultProduceTopic(out))
+	if err := successor.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := successor.ProduceSync(ctx, kgo.StringRecord("successor")).FirstErr(); err != nil {
+		t.Fatalf("successor produce: %v", err)
+	}
+	if err := successor.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("successor commit: %v", err)
+	}
+
+	_, err := c.Commit(ctx)
+	if !errors.Is(err, txn.ErrFenced) {
+		t.Fatalf("zombie commit: err = %v, want ErrFenced", err)
+	}
+	if ov.applied != 0 {
+		t.Fatalf("zombie applied its overlay")
+	}
+	got := kafkatest.ConsumeExactly(t, out, 1, kafkatest.Timeout, time.Second)
+	if string(got[0].Value) != "successor" {
+		t.Fatalf("visible output %q, want only the successor's", got[0].Value)
+	}
+}
