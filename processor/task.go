@@ -1,0 +1,243 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Sentinel errors of the task core.
+var (
+	// ErrUnknownTopic: a record for a topic the task does not read.
+	ErrUnknownTopic = errors.New("processor: topic not read by task")
+	// ErrWrongPartition: a record of another partition than the task's.
+	ErrWrongPartition = errors.New("processor: record of another partition")
+	// ErrTaskClosed: the task was closed.
+	ErrTaskClosed = errors.New("processor: task closed")
+)
+
+// Collector receives the records a task produces, in production order. rec
+// and its slices are only valid during the call. An error fails the record
+// (or punctuation) being processed.
+type Collector interface {
+	Collect(task topology.TaskID, rec *topology.OutputRecord) error
+}
+
+// CollectorFunc adapts a function to a Collector.
+type CollectorFunc func(task topology.TaskID, rec *topology.OutputRecord) error
+
+func (f CollectorFunc) Collect(task topology.TaskID, rec *topology.OutputRecord) error {
+	return f(task, rec)
+}
+
+// TaskConfig is what a task needs from its runtime.
+type TaskConfig struct {
+	Topology    *topology.Topology
+	SubTopology int
+	Partition   int32
+	// Stores opens the task's stores (memstore in the test driver, Badger
+	// with changelogs in the service).
+	Stores store.Provider
+	// Output receives produced records.
+	Output Collector
+	// PartitionCount returns a sink topic's partition count; user
+	// partitioners need it. Nil means every topic has one partition.
+	PartitionCount func(topic string) (int32, error)
+	// WallClock is the runtime's time in ms when the task starts; Punctuate
+	// moves it on.
+	WallClock int64
+}
+
+// OpenStore is a store instance a task opened.
+type OpenStore struct {
+	Spec  store.Spec
+	Store store.Store
+}
+
+// input is the task's view of one source topic partition.
+type input struct {
+	topic string
+	src   topology.Source
+	time  int64 // stream time of this input, -1 before its first record
+}
+
+// Task runs one sub-topology for one partition. It is not safe for
+// concurrent use: its runtime calls it from one goroutine.
+type Task struct {
+	id          topology.TaskID
+	cfg         TaskConfig
+	inst        *topology.Instance
+	stores      []OpenStore
+	storeByName map[string]store.Store
+	inputs      map[string]*input
+	inputList   []*input
+	cur         *input
+	meta        topology.RecordMeta
+	inRecord    bool
+	punctuating bool
+	streamTime  int64
+	wall        int64
+	lateness    int64
+	schedules   []*schedule
+	metrics     Metrics
+	closed      bool
+}
+
+// NewTask opens the task's stores and instantiates its sub-topology.
+func NewTask(cfg TaskConfig) (*Task, error) {
+	if cfg.Topology == nil || cfg.Stores == nil || cfg.Output == nil {
+		return nil, fmt.Errorf("processor: new task %d_%d: Topology, Stores and Output are required", cfg.SubTopology, cfg.Partition)
+	}
+	subs := cfg.Topology.SubTopologies()
+	if cfg.SubTopology < 0 || cfg.SubTopology >= len(subs) {
+		return nil, fmt.Errorf("processor: new task %d_%d: topology has %d sub-topologies", cfg.SubTopology, cfg.Partition, len(subs))
+	}
+	t := &Task{
+		id:          topology.TaskID{SubTopology: cfg.SubTopology, Partition: cfg.Partition},
+		cfg:         cfg,
+		storeByName: map[string]store.Store{},
+		inputs:      map[string]*input{},
+		streamTime:  -1,
+		wall:        cfg.WallClock,
+		lateness:    cfg.Topology.AllowedLateness().Milliseconds(),
+		metrics:     newMetrics(),
+	}
+	for _, spec := range subs[cfg.SubTopology].Stores {
+		s, err := cfg.Stores.Open(spec, cfg.Partition)
+		if err != nil {
+			t.closeStores()
+			return nil, errorf(t, "open store %q: %w", spec.Name, err)
+		}
+		t.stores = append(t.stores, OpenStore{Spec: spec, Store: s})
+		t.storeByName[spec.Name] = s
+	}
+	inst, err := cfg.Topology.Instantiate(cfg.SubTopology, t)
+	if err != nil {
+		t.closeStores()
+		return nil, err
+	}
+	t.inst = inst
+	for _, topic := range inst.Topics() {
+		src, _ := inst.Source(topic)
+		in := &input{topic: topic, src: src, time: -1}
+		t.inputs[topic] = in
+		t.inputList = append(t.inputList, in)
+	}
+	return t, nil
+}
+
+func errorf(t *Task, format string, args ...any) error {
+	return fmt.Errorf("task %s: "+format, append([]any{t.id}, args...)...)
+}
+
+// ID names the task.
+func (t *Task) ID() topology.TaskID { return t.id }
+
+// Topics are the source topics the task reads (partition ID().Partition of
+// each), sorted.
+func (t *Task) Topics() []string { return t.inst.Topics() }
+
+// Stores are the stores the task opened, in declaration order, with their
+// specs: what the runtime checkpoints, restores and closes.
+func (t *Task) Stores() []OpenStore { return append([]OpenStore(nil), t.stores...) }
+
+// Process runs one input record through the sub-topology, then fires the
+// stream-time punctuators it made due. Outputs reach the Collector before
+// Process returns.
+func (t *Task) Process(rec *topology.InputRecord) error {
+	if t.closed {
+		return ErrTaskClosed
+	}
+	in := t.inputs[rec.Topic]
+	if in == nil {
+		return errorf(t, "%w: %q", ErrUnknownTopic, rec.Topic)
+	}
+	if rec.Partition != t.id.Partition {
+		return errorf(t, "%w: %s/%d", ErrWrongPartition, rec.Topic, rec.Partition)
+	}
+	t.cur = in
+	t.meta = topology.RecordMeta{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	t.inRecord = true
+	err := in.src.Deliver(rec)
+	t.inRecord = false
+	if err != nil {
+		return errorf(t, "%w", err)
+	}
+	t.metrics.Processed++
+	return t.runDue(topology.StreamTime, t.streamTime)
+}
+
+// Punctuate moves the task's wall clock to now (ms; it never goes back) and
+// fires the wall-clock punctuators that are due.
+func (t *Task) Punctuate(now int64) error {
+	if t.closed {
+		return ErrTaskClosed
+	}
+	if now > t.wall {
+		t.wall = now
+	}
+	return t.runDue(topology.WallClockTime, t.wall)
+}
+
+// StreamTime is the largest event time processed, -1 before any record.
+// Every output produced so far derives from inputs no later than it.
+func (t *Task) StreamTime() int64 { return t.streamTime }
+
+// Watermark is the minimum over the task's inputs of (input stream time −
+// allowed lateness), or math.MinInt64 before any input has a record. Inputs
+// that have not had a record yet do not hold it back, so one idle topic
+// cannot stall a task; the runtime should treat a watermark as provisional
+// until every input has been read.
+func (t *Task) Watermark() int64 {
+	wm := int64(math.MaxInt64)
+	for _, in := range t.inputList {
+		if in.time >= 0 && in.time-t.lateness < wm {
+			wm = in.time - t.lateness
+		}
+	}
+	if wm == math.MaxInt64 {
+		return math.MinInt64
+	}
+	return wm
+}
+
+// InputStreamTime is the stream time of one input topic, -1 before its
+// first record.
+func (t *Task) InputStreamTime(topic string) int64 {
+	if in := t.inputs[topic]; in != nil {
+		return in.time
+	}
+	return -1
+}
+
+// Metrics returns a snapshot of the task's counters.
+func (t *Task) Metrics() Metrics { return t.metrics.clone() }
+
+// Close closes the processors, then the stores, and returns every error.
+func (t *Task) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var errs []error
+	if err := t.inst.Close(); err != nil {
+		errs = append(errs, errorf(t, "close processors: %w", err))
+	}
+	if err := t.closeStores(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Task) closeStores() error {
+	var errs []error
+	for _, s := range t.stores {
+		if err := s.Store.Close(); err != nil {
+			errs = append(errs, errorf(t, "close store %q: %w", s.Spec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

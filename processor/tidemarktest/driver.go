@@ -1,0 +1,291 @@
+// Package tidemarktest runs a topology in memory, deterministically and
+// without a broker, through the same processor.Task code the service runs.
+// It is modelled on Kafka Streams' TopologyTestDriver: pipe records with
+// timestamps into input topics, read what the topology wrote to output
+// topics, inspect stores, and advance the wall clock to fire punctuators.
+//
+// Records written to topics the topology also reads (repartition topics and
+// user topics read back) are looped back in memory, breadth-first, before
+// Pipe returns. Every topic has one partition unless WithPartitions says
+// otherwise; records are partitioned with processor.DefaultPartition, like
+// the Java client, so co-partitioning behaves as it would on Kafka.
+package tidemarktest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Option configures a Driver.
+type Option func(*config)
+
+type config struct {
+	wall       time.Time
+	partitions map[string]int32
+	defParts   int32
+	provider   store.Provider
+}
+
+// WithWallClock sets the initial wall-clock time (default: the Unix epoch,
+// so runs are reproducible).
+func WithWallClock(t time.Time) Option { return func(c *config) { c.wall = t } }
+
+// WithPartitions gives topic n partitions.
+func WithPartitions(topic string, n int32) Option {
+	return func(c *config) { c.partitions[topic] = n }
+}
+
+// WithDefaultPartitions gives every topic without WithPartitions n
+// partitions (default 1).
+func WithDefaultPartitions(n int32) Option { return func(c *config) { c.defParts = n } }
+
+// WithStoreProvider replaces the in-memory stores.
+func WithStoreProvider(p store.Provider) Option { return func(c *config) { c.provider = p } }
+
+// Driver runs a topology. It is not safe for concurrent use.
+type Driver struct {
+	topo     *topology.Topology
+	cfg      config
+	tasks    map[topology.TaskID]*processor.Task
+	order    []*processor.Task
+	logs     map[string]*topicLog
+	offsets  map[string][]int64
+	loop     topicLog // records queued for loop-back
+	queue    []queued
+	wall     int64
+	in       topology.InputRecord
+	draining bool
+	closed   bool
+}
+
+type queued struct {
+	task *processor.Task
+	rec  int // index into loop.recs
+}
+
+// New creates one task per sub-topology and partition. It checks the
+// topology's co-partitioning requirements against the configured partition
+// counts, as the service will against the cluster's.
+func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
+	cfg := config{wall: time.Unix(0, 0), partitions: map[string]int32{}, defParts: 1, provider: memstore.NewProvider()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d := &Driver{
+		topo:    topo,
+		cfg:     cfg,
+		tasks:   map[topology.TaskID]*processor.Task{},
+		logs:    map[string]*topicLog{},
+		offsets: map[string][]int64{},
+		wall:    cfg.wall.UnixMilli(),
+	}
+	for _, r := range topo.RepartitionTopics() {
+		if _, set := cfg.partitions[r.Name]; !set && r.Partitions > 0 {
+			cfg.partitions[r.Name] = r.Partitions
+		}
+	}
+	if err := topo.CheckCopartitioning(func(topic string) (int32, bool) { return d.partitionCount(topic), true }); err != nil {
+		return nil, fmt.Errorf("tidemarktest: %w", err)
+	}
+	for _, st := range topo.SubTopologies() {
+		var n int32
+		for _, topic := range st.SourceTopics {
+			n = max(n, d.partitionCount(topic))
+		}
+		for p := int32(0); p < n; p++ {
+			t, err := processor.NewTask(processor.TaskConfig{
+				Topology:    topo,
+				SubTopology: st.ID,
+				Partition:   p,
+				Stores:      cfg.provider,
+				Output:      processor.CollectorFunc(d.collect),
+				PartitionCount: func(topic string) (int32, error) {
+					return d.partitionCount(topic), nil
+				},
+				WallClock: d.wall,
+			})
+			if err != nil {
+				d.Close()
+				return nil, fmt.Errorf("tidemarktest: %w", err)
+			}
+			d.tasks[t.ID()] = t
+			d.order = append(d.order, t)
+		}
+	}
+	return d, nil
+}
+
+func (d *Driver) partitionCount(topic string) int32 {
+	if n, ok := d.cfg.partitions[topic]; ok {
+		return n
+	}
+	return d.cfg.defParts
+}
+
+func (d *Driver) nextOffset(topic string, p int32) int64 {
+	offs := d.offsets[topic]
+	for int32(len(offs)) <= p {
+		offs = append(offs, 0)
+	}
+	o := offs[p]
+	offs[p]++
+	d.offsets[topic] = offs
+	return o
+}
+
+// collect is every task's Collector: it keeps the record for Output readers
+// (repartition topics excepted) and queues it for loop-back when the
+// topology reads its topic.
+func (d *Driver) collect(_ topology.TaskID, rec *topology.OutputRecord) error {
+	p := rec.Partition
+	if p < 0 {
+		p = processor.DefaultPartition(rec.Key, d.partitionCount(rec.Topic))
+	}
+	off := d.nextOffset(rec.Topic, p)
+	if !d.topo.IsRepartitionTopic(rec.Topic) {
+		l := d.logs[rec.Topic]
+		if l == nil {
+			l = &topicLog{}
+			d.logs[rec.Topic] = l
+		}
+		l.add(rec, p, off)
+	}
+	if sub, ok := d.topo.SubTopologyOf(rec.Topic); ok {
+		t := d.tasks[topology.TaskID{SubTopology: sub, Partition: p}]
+		if t == nil {
+			return fmt.Errorf("tidemarktest: no task for %s/%d", rec.Topic, p)
+		}
+		d.loop.add(rec, p, off)
+		d.queue = append(d.queue, queued{task: t, rec: len(d.loop.recs) - 1})
+	}
+	return nil
+}
+
+// drain processes looped-back records until none are left.
+func (d *Driver) drain() error {
+	if d.draining {
+		return nil
+	}
+	d.draining = true
+	defer func() { d.draining = false }()
+	for i := 0; i < len(d.queue); i++ {
+		q := d.queue[i]
+		d.loop.input(q.rec, &d.in)
+		if err := q.task.Process(&d.in); err != nil {
+			d.queue, d.loop.recs, d.loop.arena = d.queue[:0], d.loop.recs[:0], d.loop.arena[:0]
+			return err
+		}
+	}
+	d.queue = d.queue[:0]
+	d.loop.reset()
+	return nil
+}
+
+// pipe sends one serialized record to the task reading topic.
+func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topology.Header) error {
+	if d.closed {
+		return errors.New("tidemarktest: driver closed")
+	}
+	sub, ok := d.topo.SubTopologyOf(topic)
+	if !ok {
+		return fmt.Errorf("tidemarktest: topology does not read topic %q", topic)
+	}
+	p := processor.DefaultPartition(key, d.partitionCount(topic))
+	t := d.tasks[topology.TaskID{SubTopology: sub, Partition: p}]
+	d.in = topology.InputRecord{Topic: topic, Partition: p, Offset: d.nextOffset(topic, p), Key: key, Value: value, Timestamp: ts, Headers: headers}
+	if err := t.Process(&d.in); err != nil {
+		return err
+	}
+	return d.drain()
+}
+
+// AdvanceWallClock moves the wall clock forward and fires the wall-clock
+// punctuators of every task that are due.
+func (d *Driver) AdvanceWallClock(by time.Duration) error {
+	d.wall += by.Milliseconds()
+	for _, t := range d.order {
+		if err := t.Punctuate(d.wall); err != nil {
+			return err
+		}
+		if err := d.drain(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WallClock is the driver's current wall-clock time.
+func (d *Driver) WallClock() time.Time { return time.UnixMilli(d.wall) }
+
+// Tasks are the driver's tasks, by sub-topology then partition.
+func (d *Driver) Tasks() []*processor.Task { return append([]*processor.Task(nil), d.order...) }
+
+// Metrics sums the counters of every task, including dropped records.
+func (d *Driver) Metrics() processor.Metrics {
+	var m processor.Metrics
+	for _, t := range d.order {
+		m = m.Add(t.Metrics())
+	}
+	return m
+}
+
+// Store returns the instance of the named store in the task of partition p.
+func (d *Driver) Store(name string, p int32) (store.Store, error) {
+	for _, t := range d.order {
+		if t.ID().Partition != p {
+			continue
+		}
+		for _, s := range t.Stores() {
+			if s.Spec.Name == name {
+				return s.Store, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("tidemarktest: no store %q in partition %d", name, p)
+}
+
+// stores returns every partition's instance of the named store.
+func (d *Driver) stores(name string) ([]store.Store, error) {
+	var out []store.Store
+	for _, t := range d.order {
+		for _, s := range t.Stores() {
+			if s.Spec.Name == name {
+				out = append(out, s.Store)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("tidemarktest: no store %q", name)
+	}
+	return out, nil
+}
+
+// Close closes every task.
+func (d *Driver) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for _, t := range d.order {
+		errs = append(errs, t.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Topics lists the topics with records written by the topology, sorted.
+func (d *Driver) Topics() []string {
+	out := make([]string, 0, len(d.logs))
+	for t := range d.logs {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

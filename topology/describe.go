@@ -1,0 +1,82 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Description is the structure of a built topology, like Kafka Streams'
+// TopologyDescription: what Describe prints, as data.
+type Description struct {
+	SubTopologies []SubTopologyDescription
+}
+
+// SubTopologyDescription describes one sub-topology.
+type SubTopologyDescription struct {
+	ID    int
+	Nodes []NodeDescription
+}
+
+// NodeDescription describes one node.
+type NodeDescription struct {
+	Name     string
+	Kind     NodeKind
+	Operator string
+	// Topics are a source's topics or a sink's topic.
+	Topics       []string
+	Stores       []string
+	Predecessors []string
+	Successors   []string
+}
+
+// Describe returns the topology's structure; its String form is stable and
+// meant for golden files and logs.
+func (t *Topology) Describe() Description {
+	var d Description
+	for _, st := range t.subs {
+		sd := SubTopologyDescription{ID: st.ID}
+		for _, n := range st.nodes {
+			nd := NodeDescription{Name: n.name, Kind: n.kind, Operator: n.op, Topics: n.topics, Stores: n.stores}
+			for _, p := range n.parents {
+				nd.Predecessors = append(nd.Predecessors, p.name)
+			}
+			for _, c := range n.children {
+				nd.Successors = append(nd.Successors, c.name)
+			}
+			sd.Nodes = append(sd.Nodes, nd)
+		}
+		d.SubTopologies = append(d.SubTopologies, sd)
+	}
+	return d
+}
+
+// String renders the description in the layout of Kafka Streams'
+// TopologyDescription.
+func (d Description) String() string {
+	var b strings.Builder
+	b.WriteString("Topologies:\n")
+	for _, st := range d.SubTopologies {
+		fmt.Fprintf(&b, "   Sub-topology: %d\n", st.ID)
+		for _, n := range st.Nodes {
+			switch n.Kind {
+			case KindSource:
+				fmt.Fprintf(&b, "    Source: %s (topics: [%s])\n", n.Name, strings.Join(n.Topics, ", "))
+			case KindSink:
+				fmt.Fprintf(&b, "    Sink: %s (topic: %s)\n", n.Name, n.Topics[0])
+			default:
+				fmt.Fprintf(&b, "    Processor: %s (stores: [%s])\n", n.Name, strings.Join(n.Stores, ", "))
+			}
+			if len(n.Successors) > 0 {
+				fmt.Fprintf(&b, "      --> %s\n", strings.Join(n.Successors, ", "))
+			}
+			if len(n.Predecessors) > 0 {
+				fmt.Fprintf(&b, "      <-- %s\n", strings.Join(n.Predecessors, ", "))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// String renders Describe.
+func (t *Topology) String() string { return t.Describe().String() }

@@ -1,0 +1,165 @@
+package topology
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// PunctuationType says which clock drives a punctuator.
+type PunctuationType int
+
+const (
+	// StreamTime punctuators fire as stream time advances, driven purely by
+	// data: with no input, they do not fire.
+	StreamTime PunctuationType = iota + 1
+	// WallClockTime punctuators fire as the runtime's clock advances (the test
+	// driver's AdvanceWallClock).
+	WallClockTime
+)
+
+func (p PunctuationType) String() string {
+	switch p {
+	case StreamTime:
+		return "stream-time"
+	case WallClockTime:
+		return "wall-clock-time"
+	}
+	return "unknown"
+}
+
+// Punctuator is called with the time (stream or wall clock, ms) that made it
+// fire.
+type Punctuator func(timestamp int64) error
+
+// Cancellable cancels a scheduled punctuator.
+type Cancellable interface{ Cancel() }
+
+// DropReason says why a record was dropped rather than processed.
+type DropReason int
+
+const (
+	// DropLate: the record arrived after its window (plus grace) closed.
+	DropLate DropReason = iota + 1
+	// DropInvalidTimestamp: the extracted timestamp was negative.
+	DropInvalidTimestamp
+	// DropSkipped: an aggregation or join skipped a tombstone.
+	DropSkipped
+)
+
+func (r DropReason) String() string {
+	switch r {
+	case DropLate:
+		return "late"
+	case DropInvalidTimestamp:
+		return "invalid-timestamp"
+	case DropSkipped:
+		return "skipped"
+	}
+	return "unknown"
+}
+
+// TaskID names a task: one sub-topology instance for one input partition.
+type TaskID struct {
+	SubTopology int
+	Partition   int32
+}
+
+func (id TaskID) String() string { return fmt.Sprintf("%d_%d", id.SubTopology, id.Partition) }
+
+// TaskEnv is what an instantiated sub-topology needs from the task that runs
+// it. package processor implements it; nothing here reads a clock or does
+// I/O, so tasks stay deterministic.
+type TaskEnv interface {
+	TaskID() TaskID
+	// Store returns the task's open instance of the named store.
+	Store(name string) (store.Store, error)
+	// Schedule registers a punctuator (see PunctuationType).
+	Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancellable, error)
+	// ObserveTimestamp is called by a source node with the event time of the
+	// record it is about to forward, before any processor sees it, so stream
+	// time includes the record being processed.
+	ObserveTimestamp(ts int64)
+	// StreamTime is the task's stream time: the largest event time it has
+	// processed, or -1 before the first record.
+	StreamTime() int64
+	// WallClock is the runtime's current time in ms.
+	WallClock() int64
+	// Meta locates the input record being processed; ok is false during
+	// punctuation.
+	Meta() (meta RecordMeta, ok bool)
+	// Emit sends a record to a sink topic. rec is only valid during the call.
+	Emit(rec *OutputRecord) error
+	// PartitionCount is the partition count of topic, needed by user
+	// partitioners.
+	PartitionCount(topic string) (int32, error)
+	// Dropped counts a record that node dropped.
+	Dropped(node string, reason DropReason)
+}
+
+// opEnv is a node's view of its task.
+type opEnv struct {
+	TaskEnv
+	node   string
+	shared map[string]any
+}
+
+func (e *opEnv) store(name string) (store.Store, error) {
+	s, err := e.TaskEnv.Store(name)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: store %q: %w", e.node, name, err)
+	}
+	return s, nil
+}
+
+func (e *opEnv) keyValue(name string) (store.KeyValue, error) {
+	s, err := e.store(name)
+	if err != nil {
+		return nil, err
+	}
+	kv, ok := s.(store.KeyValue)
+	if !ok {
+		return nil, fmt.Errorf("operator %q: store %q is a %s store, want key-value", e.node, name, s.Kind())
+	}
+	return kv, nil
+}
+
+func (e *opEnv) window(name string) (store.Window, error) {
+	s, err := e.store(name)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := s.(store.Window)
+	if !ok {
+		return nil, fmt.Errorf("operator %q: store %q is a %s store, want window", e.node, name, s.Kind())
+	}
+	return w, nil
+}
+
+func (e *opEnv) session(name string) (store.Session, error) {
+	s, err := e.store(name)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := s.(store.Session)
+	if !ok {
+		return nil, fmt.Errorf("operator %q: store %q is a %s store, want session", e.node, name, s.Kind())
+	}
+	return w, nil
+}
+
+// sharedValue returns the per-task value under key, creating it with mk:
+// the two sides of a join share their time tracker this way.
+func (e *opEnv) sharedValue(key string, mk func() any) any {
+	if v, ok := e.shared[key]; ok {
+		return v
+	}
+	v := mk()
+	e.shared[key] = v
+	return v
+}
+
+func errorf(node, format string, args ...any) error {
+	return fmt.Errorf("operator %q: "+format, append([]any{node}, args...)...)
+}

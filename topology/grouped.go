@@ -1,0 +1,188 @@
+package topology
+
+import (
+	"fmt"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// GroupedStream is a stream partitioned by its key, ready to aggregate.
+type GroupedStream[K, V any] struct {
+	s Stream[K, V]
+}
+
+// GroupByKey groups by the current key. A stream whose key may have changed
+// (Map, SelectKey, FlatMap, Process) is first repartitioned through
+// "<app>-<name>-repartition", named by Named or generated.
+func (s Stream[K, V]) GroupByKey(opts ...Option) GroupedStream[K, V] {
+	if s.rekeyed {
+		s = s.repartition("REPARTITION", newOpConfig(opts))
+	} else if cfg := newOpConfig(opts); len(cfg.used) > 0 {
+		s.b.fail(errorf(s.n.name, "%w: GroupByKey options apply only when a repartition is needed", ErrInvalidTopology))
+	}
+	return GroupedStream[K, V]{s: s}
+}
+
+// GroupBy re-keys records with f and repartitions them by the new key.
+// keys is the serde of the new key (nil keeps the stream's, when K2 is K).
+func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opts ...Option) GroupedStream[K2, V] {
+	rk := s.selectKey[K2]("GROUPBY", f, nil)
+	if keys != nil {
+		rk.ks = keys
+	}
+	return GroupedStream[K2, V]{s: rk.repartition("REPARTITION", newOpConfig(opts))}
+}
+
+// Count counts records per key. Tombstones are skipped.
+func (g GroupedStream[K, V]) Count(opts ...Option) Table[K, int64] {
+	return aggregateKV(g, "COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
+}
+
+// Reduce combines each key's values with f, the first value being the
+// initial aggregate. It needs the stream's value serde for its store.
+func (g GroupedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[K, V] {
+	return aggregateKV(g, "REDUCE", nil, func(_ K, v V, agg V) V { return f(agg, v) }, g.s.vs, opts)
+}
+
+// Aggregate folds each key's records into an aggregate, starting from
+// init(). The output timestamp of each update is the maximum timestamp of
+// the records aggregated so far, as in Kafka Streams.
+func (g GroupedStream[K, V]) Aggregate[VA any](init func() VA, add func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[K, VA] {
+	if init == nil {
+		init = func() VA { var z VA; return z }
+	}
+	return aggregateKV(g, "AGGREGATE", init, add, aggSerde, opts)
+}
+
+// aggregateKV adds a key-value aggregation. A nil init means reduce: the
+// first value is the aggregate.
+func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[K, VA] {
+	s := g.s
+	cfg := newOpConfig(opts)
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
+	name := s.b.addStore(n, cfg, "", kvSpec(), true)
+	if s.ks == nil {
+		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
+	}
+	if aggSerde == nil {
+		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
+	}
+	reduce := init == nil
+	n.impl = opFunc[K, V, K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, V], error) {
+		kv, err := tsKV(env, name, s.ks, aggSerde)
+		if err != nil {
+			return nil, err
+		}
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			if r.Tombstone {
+				env.Dropped(env.node, DropSkipped)
+				return nil
+			}
+			old, oldTS, found, err := kv.get(r.Key)
+			if err != nil {
+				return err
+			}
+			var agg VA
+			switch {
+			case found:
+				agg = add(r.Key, r.Value, old)
+			case reduce:
+				agg = any(r.Value).(VA)
+			default:
+				agg = add(r.Key, r.Value, init())
+			}
+			ts := r.Timestamp
+			if found && oldTS > ts {
+				ts = oldTS
+			}
+			if err := kv.put(r.Key, ts, agg); err != nil {
+				return err
+			}
+			return next.forward(Record[K, change[VA]]{Key: r.Key, Timestamp: ts, Headers: r.Headers,
+				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}})
+		}), nil
+	})
+	return Table[K, VA]{b: s.b, n: n, ks: s.ks, vs: aggSerde, store: name, src: &storeGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
+}
+
+// tsStore is a typed view of a timestamped key-value store, reusing its
+// buffers (one per task instance).
+type tsStore[K, V any] struct {
+	name string
+	node string
+	kv   interface {
+		Get([]byte) ([]byte, bool, error)
+		Put(k, v []byte) error
+		Delete([]byte) error
+	}
+	ks         serde.Serde[K]
+	vs         serde.Serde[V]
+	kbuf, vbuf []byte
+}
+
+func tsKV[K, V any](env *opEnv, name string, ks serde.Serde[K], vs serde.Serde[V]) (*tsStore[K, V], error) {
+	kv, err := env.keyValue(name)
+	if err != nil {
+		return nil, err
+	}
+	return &tsStore[K, V]{name: name, node: env.node, kv: kv, ks: ks, vs: vs}, nil
+}
+
+func (s *tsStore[K, V]) key(k K) ([]byte, error) {
+	b, err := s.ks.Encode(s.kbuf[:0], k)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: store %q: encode key: %w", s.node, s.name, err)
+	}
+	s.kbuf = b
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+func (s *tsStore[K, V]) get(k K) (v V, ts int64, found bool, err error) {
+	kb, err := s.key(k)
+	if err != nil {
+		return v, 0, false, err
+	}
+	raw, found, err := s.kv.Get(kb)
+	if err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("operator %q: store %q: get: %w", s.node, s.name, err)
+		}
+		return v, 0, false, err
+	}
+	ts, vb, err := DecodeTimestamped(raw)
+	if err == nil {
+		v, err = s.vs.Decode(vb)
+	}
+	if err != nil {
+		return v, 0, false, fmt.Errorf("operator %q: store %q: decode value: %w", s.node, s.name, err)
+	}
+	return v, ts, true, nil
+}
+
+func (s *tsStore[K, V]) put(k K, ts int64, v V) error {
+	kb, err := s.key(k)
+	if err != nil {
+		return err
+	}
+	if s.vbuf, err = appendValueTS(s.vbuf, s.vs, ts, v); err != nil {
+		return fmt.Errorf("operator %q: store %q: encode value: %w", s.node, s.name, err)
+	}
+	if err := s.kv.Put(kb, s.vbuf); err != nil {
+		return fmt.Errorf("operator %q: store %q: put: %w", s.node, s.name, err)
+	}
+	return nil
+}
+
+func (s *tsStore[K, V]) del(k K) error {
+	kb, err := s.key(k)
+	if err != nil {
+		return err
+	}
+	if err := s.kv.Delete(kb); err != nil {
+		return fmt.Errorf("operator %q: store %q: delete: %w", s.node, s.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package topology
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one typed record flowing through a topology.
+//
+// Tombstone marks a delete: a record whose value bytes were null. Its Value
+// is the zero value of V. Sinks write tombstones as null values and tables
+// delete their key. Operators that do not compute a new value (Filter,
+// SelectKey, Peek, Merge, Repartition, branches, sinks) pass tombstones
+// through; Map passes the flag on with the mapped key, MapValues skips the
+// mapper and forwards a tombstone; FlatMap, FlatMapValues, aggregations and
+// joins skip tombstones (aggregations and joins count them as skipped, the
+// way Kafka Streams skips null values).
+type Record[K, V any] struct {
+	Key       K
+	Value     V
+	Timestamp int64 // event time, ms since the epoch
+	Headers   []Header
+	Tombstone bool
+}
+
+// InputRecord is a serialized record consumed from a source topic partition.
+// The task does not keep rec or its slices after processing it, so callers
+// may reuse both.
+type InputRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte // nil is a tombstone
+	Timestamp int64  // the record timestamp from Kafka, ms since the epoch
+	Headers   []Header
+}
+
+// OutputRecord is a serialized record produced to a sink topic. Its slices
+// are only valid during TaskEnv.Emit: copy them to keep them.
+type OutputRecord struct {
+	Topic string
+	// Partition is the partition a user partitioner chose, or -1 for the
+	// default partitioner (murmur2 of the key bytes, like the Java client).
+	Partition int32
+	Key       []byte
+	Value     []byte // nil is a tombstone
+	Timestamp int64
+	Headers   []Header
+	// Node is the sink node that produced the record.
+	Node string
+}
+
+// RecordMeta locates the input record being processed.
+type RecordMeta struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}

@@ -1,0 +1,127 @@
+package topology
+
+import (
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// To writes the stream to topic with the stream's serdes. A
+// WithPartitioner option chooses partitions; otherwise the runtime's default
+// partitioner (murmur2 of the key bytes) does.
+func (s Stream[K, V]) To(topic string, opts ...Option) {
+	cfg := newOpConfig(opts)
+	n := s.b.addNode(KindSink, "SINK", []*node{s.n}, cfg, nil, "partitioner")
+	n.topics = []string{topic}
+	n.impl = s.sinkOp(n, cfg)
+}
+
+func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
+	if s.ks == nil {
+		s.b.fail(errorf(n.name, "%w: key serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
+	}
+	if s.vs == nil {
+		s.b.fail(errorf(n.name, "%w: value serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
+	}
+	op := &sinkOp[K, V]{topic: n.topics[0], ks: s.ks, vs: s.vs}
+	if cfg.partitioner != nil {
+		f, ok := cfg.partitioner.(func(string, K, V, int32) int32)
+		if !ok {
+			s.b.fail(errorf(n.name, "%w: partitioner %T does not take %T keys and values", ErrInvalidTopology, cfg.partitioner, Record[K, V]{}))
+		}
+		op.partition = f
+	}
+	return op
+}
+
+type sinkOp[K, V any] struct {
+	topic     string
+	ks        serde.Serde[K]
+	vs        serde.Serde[V]
+	partition func(string, K, V, int32) int32
+}
+
+func (o *sinkOp[K, V]) instantiate(env *opEnv, _ []any) (any, error) {
+	s := &sinkInst[K, V]{op: o, env: env}
+	s.out.Topic = o.topic
+	s.out.Node = env.node
+	return receiver[K, V](s), nil
+}
+
+// sinkInst reuses its key and value buffers and its OutputRecord: TaskEnv.Emit
+// must copy what it keeps, which is what keeps the stateless path free of
+// per-record allocations here.
+type sinkInst[K, V any] struct {
+	op   *sinkOp[K, V]
+	env  *opEnv
+	out  OutputRecord
+	kbuf []byte
+	vbuf []byte
+}
+
+func (s *sinkInst[K, V]) process(r Record[K, V]) error {
+	var err error
+	if s.kbuf, err = s.op.ks.Encode(s.kbuf[:0], r.Key); err != nil {
+		return errorf(s.env.node, "encode key for %q: %w", s.op.topic, err)
+	}
+	s.out.Key = s.kbuf
+	if r.Tombstone {
+		s.out.Value = nil
+	} else {
+		if s.vbuf, err = s.op.vs.Encode(s.vbuf[:0], r.Value); err != nil {
+			return errorf(s.env.node, "encode value for %q: %w", s.op.topic, err)
+		}
+		if s.vbuf == nil {
+			s.vbuf = []byte{}
+		}
+		s.out.Value = s.vbuf
+	}
+	s.out.Partition = -1
+	if s.op.partition != nil {
+		n, err := s.env.PartitionCount(s.op.topic)
+		if err != nil {
+			return errorf(s.env.node, "partition count of %q: %w", s.op.topic, err)
+		}
+		p := s.op.partition(s.op.topic, r.Key, r.Value, n)
+		if p < 0 || p >= n {
+			return errorf(s.env.node, "partitioner chose partition %d of %q, which has %d", p, s.op.topic, n)
+		}
+		s.out.Partition = p
+	}
+	s.out.Timestamp = r.Timestamp
+	s.out.Headers = r.Headers
+	return s.env.Emit(&s.out)
+}
+
+// Repartition writes the stream through an internal topic
+// "<app>-<name>-repartition" and reads it back, so records are partitioned
+// by their current key. It ends a sub-topology and starts another.
+func (s Stream[K, V]) Repartition(opts ...Option) Stream[K, V] {
+	return s.repartition("REPARTITION", newOpConfig(opts))
+}
+
+func (s Stream[K, V]) repartition(op string, cfg *opConfig) Stream[K, V] {
+	sinkCfg := &opConfig{name: cfg.name, used: map[string]bool{}}
+	sink := s.b.addNode(KindSink, op, []*node{s.n}, sinkCfg, nil)
+	for k := range cfg.used {
+		if k != "partitions" && k != "partitioner" {
+			s.b.fail(errorf(sink.name, "%w: option %s does not apply to %s", ErrInvalidTopology, k, op))
+		}
+	}
+	if cfg.name == "" && s.b.strict {
+		s.b.fail(errorf(sink.name, "%w: repartition topic has a generated name; name the operator with Named (RequireNamedState)", ErrInvalidTopology))
+	}
+	topic := s.b.app + "-" + sink.name + "-repartition"
+	sink.topics = []string{topic}
+	sink.internal = true
+	sink.impl = s.sinkOp(sink, cfg)
+	if err := s.b.claimTopic(topic, sink.name); err != nil {
+		s.b.fail(err)
+	}
+	s.b.repart = append(s.b.repart, InternalTopic{
+		Name:       topic,
+		Partitions: cfg.partitions,
+		Config:     map[string]string{"cleanup.policy": "delete", "retention.ms": "-1"},
+	})
+	src := newSource(s.b, []string{topic}, s.ks, s.vs, &opConfig{name: sink.name + "-source", used: map[string]bool{}}, true)
+	src.chain, src.pos = sink.chain, sink.pos+1
+	return Stream[K, V]{b: s.b, n: src, ks: s.ks, vs: s.vs}
+}

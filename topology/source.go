@@ -1,0 +1,94 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// newSource adds a source node reading topics. internal marks a repartition
+// topic's source.
+func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], values serde.Serde[V], cfg *opConfig, internal bool) *node {
+	op := &sourceOp[K, V]{ks: keys, vs: values}
+	explicit := cfg.name != ""
+	if !explicit {
+		cfg.name = sourceName(topics)
+	}
+	n := b.addNode(KindSource, "SOURCE", nil, cfg, op, "extractor")
+	n.topics = topics
+	n.internal = internal
+	if !explicit {
+		n.chain = strings.Join(topics, "+")
+	}
+	if len(topics) == 0 {
+		b.fail(errorf(n.name, "%w: source without topics", ErrInvalidTopology))
+	}
+	if keys == nil && !internal {
+		b.fail(errorf(n.name, "%w: key serde of source topics %v", ErrMissingSerde, topics))
+	}
+	if values == nil && !internal {
+		b.fail(errorf(n.name, "%w: value serde of source topics %v", ErrMissingSerde, topics))
+	}
+	if cfg.extractor != nil {
+		f, ok := cfg.extractor.(func(Record[K, V], int64) int64)
+		if !ok {
+			b.fail(errorf(n.name, "%w: timestamp extractor %T does not take %T", ErrInvalidTopology, cfg.extractor, Record[K, V]{}))
+		}
+		op.extract = f
+	}
+	return n
+}
+
+type sourceOp[K, V any] struct {
+	ks      serde.Serde[K]
+	vs      serde.Serde[V]
+	extract func(Record[K, V], int64) int64
+}
+
+func (o *sourceOp[K, V]) instantiate(env *opEnv, children []any) (any, error) {
+	next, err := forwarderOf[K, V](env, children)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceInst[K, V]{op: o, env: env, next: next}, nil
+}
+
+type sourceInst[K, V any] struct {
+	op   *sourceOp[K, V]
+	env  *opEnv
+	next forwarder[K, V]
+}
+
+// Deliver decodes the record; null keys decode to the zero K and null
+// values become tombstones without calling the serde.
+func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
+	r := Record[K, V]{Timestamp: in.Timestamp, Headers: in.Headers}
+	var err error
+	if in.Key != nil {
+		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
+			return s.wrap(in, fmt.Errorf("decode key: %w", err))
+		}
+	}
+	if in.Value == nil {
+		r.Tombstone = true
+	} else if r.Value, err = s.op.vs.Decode(in.Value); err != nil {
+		return s.wrap(in, fmt.Errorf("decode value: %w", err))
+	}
+	if s.op.extract != nil {
+		r.Timestamp = s.op.extract(r, s.env.StreamTime())
+	}
+	if r.Timestamp < 0 {
+		s.env.Dropped(s.env.node, DropInvalidTimestamp)
+		return nil
+	}
+	s.env.ObserveTimestamp(r.Timestamp)
+	if err := s.next.forward(r); err != nil {
+		return s.wrap(in, err)
+	}
+	return nil
+}
+
+func (s *sourceInst[K, V]) wrap(in *InputRecord, err error) error {
+	return fmt.Errorf("source %q %s/%d@%d: %w", s.env.node, in.Topic, in.Partition, in.Offset, err)
+}
