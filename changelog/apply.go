@@ -1,0 +1,221 @@
+package changelog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// ErrNotFlushed is returned by Apply when the overlay holds writes of
+// logged stores that Flush never produced: they are in no changelog, so
+// Badger would hold state Kafka cannot restore.
+var ErrNotFlushed = errors.New("changelog: Apply of logged writes that were not flushed")
+
+// errTooBig switches Apply to the staged path.
+var errTooBig = errors.New("overlay too big for one transaction")
+
+// emitFunc writes one key: a put of value, or a delete.
+type emitFunc func(key, value []byte, del bool) error
+
+// Apply writes the overlay to Badger atomically together with offsets, the
+// changelog positions the transaction just committed (from Flush), and
+// applies pending expiry. Call it only after the transaction committed; on
+// error the task must be restored before it processes again (its overlay is
+// kept, so a retry is possible).
+func (t *Task) Apply(offsets Offsets) error {
+	if t.closed {
+		return store.ErrClosed
+	}
+	if !t.flushed && t.hasLogged() {
+		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, ErrNotFlushed)
+	}
+	now := time.Now()
+	var bytes int64
+	meta := func(emit emitFunc) error {
+		for tp, off := range offsets {
+			if err := emit(offsetKey(tp.Topic, tp.Partition), encodeApplied(off, now), false); err != nil {
+				return err
+			}
+		}
+		for _, st := range t.stores {
+			if st.newCut > st.cut {
+				if err := emit(metaKey(metaCut, st.id), putTime(nil, st.newCut), false); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := t.applyInTxn(meta, &bytes)
+	if errors.Is(err, errTooBig) || errors.Is(err, badger.ErrTxnTooBig) {
+		bytes = 0
+		err = t.applyStaged(meta, &bytes)
+	}
+	if err != nil {
+		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, err)
+	}
+	t.db.written.Add(bytes)
+	for _, st := range t.stores {
+		st.cut = st.newCut
+	}
+	t.pending.Clear(false)
+	t.flushed = false
+	t.resetSnapshot()
+	return nil
+}
+
+func (t *Task) hasLogged() bool {
+	found := false
+	t.pending.Ascend(func(e *entry) bool { found = e.st.spec.Logged; return !found })
+	return found
+}
+
+// applyInTxn is the common case: one Badger transaction holds the overlay,
+// the expiry deletes and the offsets.
+func (t *Task) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
+	limit := t.db.opts.applyTxnLimit
+	if limit > 0 && t.pending.Len() > limit {
+		return errTooBig
+	}
+	txn := t.db.bdb.NewTransaction(true)
+	defer txn.Discard()
+	n := 0
+	emit := func(key, value []byte, del bool) error {
+		n++
+		if limit > 0 && n > limit {
+			return errTooBig
+		}
+		*bytes += int64(len(key) + len(value))
+		if del {
+			return txn.Delete(key)
+		}
+		return txn.Set(key, value)
+	}
+	if err := t.dataOps(emit); err != nil {
+		return err
+	}
+	if err := meta(emit); err != nil {
+		return err
+	}
+	return txn.Commit()
+}
+
+// applyStaged handles an overlay too big for one transaction: stage, mark
+// (the commit point, with the offsets), copy into place, clean up. Each
+// step is idempotent, and OpenDB redoes the last two for a marked epoch.
+func (t *Task) applyStaged(meta func(emitFunc) error, bytes *int64) error {
+	db := t.db
+	epoch := db.epoch.Add(1)
+	wb := db.bdb.NewWriteBatch()
+	defer wb.Cancel()
+	var seq uint64
+	err := t.dataOps(func(key, value []byte, del bool) error {
+		seq++
+		*bytes += int64(len(key) + len(value))
+		return wb.Set(stagedKey(epoch, seq), encodeStaged(key, value, del))
+	})
+	if err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	if err := db.hook("staged"); err != nil {
+		return err
+	}
+	err = db.bdb.Update(func(txn *badger.Txn) error {
+		if err := meta(func(key, value []byte, del bool) error { return txn.Set(key, value) }); err != nil {
+			return err
+		}
+		return txn.Set(metaKey(metaApplied, binary.BigEndian.AppendUint64(nil, epoch)), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("mark epoch %d: %w", epoch, err)
+	}
+	if err := db.hook("marked"); err != nil {
+		return err
+	}
+	return db.finishStaged(epoch)
+}
+
+func (db *DB) hook(step string) error {
+	if db.opts.applyHook == nil {
+		return nil
+	}
+	return db.opts.applyHook(step)
+}
+
+// dataOps emits the overlay's writes, their time-index entries, and the
+// deletes of windows and sessions below a raised expiry cut.
+func (t *Task) dataOps(emit emitFunc) error {
+	var err error
+	t.pending.Ascend(func(e *entry) bool {
+		st := e.st
+		if st.spec.Kind == store.KindKeyValue {
+			err = emit(e.key, e.value, e.del)
+			return err == nil
+		}
+		suffix := e.key[len(st.dprefix):]
+		var tm int64
+		if tm, err = suffixTime(st.spec.Kind, suffix); err != nil {
+			return false
+		}
+		if tm < st.newCut {
+			return true // the expiry below deletes whatever Badger holds
+		}
+		if err = emit(e.key, e.value, e.del); err != nil {
+			return false
+		}
+		err = emit(indexKey(st.id, tm, suffix), nil, e.del)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, st := range t.stores {
+		if st.newCut <= st.cut {
+			continue
+		}
+		if err := t.expire(st, emit); err != nil {
+			return fmt.Errorf("expire store %q before %d: %w", st.spec.Name, st.newCut, err)
+		}
+	}
+	return nil
+}
+
+// expire emits deletes for st's Badger entries whose indexed time is below
+// its new cut. Keys are collected first: emit may write to a transaction
+// that must not be iterated while it is written.
+func (t *Task) expire(st *storeState, emit emitFunc) error {
+	ip := withNS(nsIndex, st.id)
+	hi := putTime(append([]byte(nil), ip...), st.newCut)
+	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})
+	defer it.Close()
+	for it.Seek(ip); it.Valid(); it.Next() {
+		ik := it.Item().Key()
+		if string(ik) >= string(hi) {
+			break
+		}
+		ik = it.Item().KeyCopy(nil)
+		suffix := ik[len(ip)+8:]
+		if err := emit(append(append([]byte(nil), st.dprefix...), suffix...), nil, true); err != nil {
+			return err
+		}
+		if err := emit(ik, nil, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func indexKey(id []byte, tm int64, suffix []byte) []byte {
+	k := make([]byte, 0, 1+len(id)+8+len(suffix))
+	k = append(append(k, nsIndex), id...)
+	k = putTime(k, tm)
+	return append(k, suffix...)
+}

@@ -1,0 +1,146 @@
+package changelog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// DB is the one Badger database of a process. Every task's stores live in
+// it under their own key prefixes. It is safe for concurrent use by the
+// tasks; each Task is used from its own goroutine.
+type DB struct {
+	bdb  *badger.DB
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	epoch atomic.Uint64 // staged-apply epochs; see apply.go
+
+	// written counts bytes written since the last Checkpoint, for its cost
+	// estimate.
+	written atomic.Int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ErrCorrupt is wrapped by OpenDB's error when the directory cannot be
+// opened and Options.KeepCorrupt is set.
+var ErrCorrupt = errors.New("changelog: local state is corrupt")
+
+// OpenDB opens (or creates) the Badger DB of a process in dir and finishes
+// any Apply a crash interrupted. A directory Badger cannot open, or one of
+// another format version, is moved aside and replaced by an empty DB unless
+// opts.KeepCorrupt: every store then rebuilds from its changelog, which is
+// always correct, merely slower.
+func OpenDB(dir string, opts Options) (*DB, error) {
+	opts.ensureDefaults()
+	db, err := openDB(dir, opts)
+	if err == nil || opts.KeepCorrupt || opts.ReadOnly || !errors.Is(err, ErrCorrupt) {
+		return db, err
+	}
+	aside := fmt.Sprintf("%s.corrupt-%d", strings.TrimRight(dir, string(os.PathSeparator)), time.Now().Unix())
+	opts.Logger.Warn("local state is unreadable; moving it aside and rebuilding from the changelogs",
+		"dir", dir, "moved_to", aside, "err", err)
+	if rerr := os.Rename(dir, aside); rerr != nil {
+		return nil, fmt.Errorf("changelog: move corrupt state %s aside: %w (open failed: %v)", dir, rerr, err)
+	}
+	return openDB(dir, opts)
+}
+
+func openDB(dir string, opts Options) (*DB, error) {
+	if opts.ReadOnly {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("changelog: create state dir %s: %w", dir, err)
+	}
+	bdb, err := badger.Open(badgerOptions(dir, opts))
+	if err != nil {
+		if isLockErr(err) {
+			return nil, fmt.Errorf("changelog: open state dir %s: in use by another process: %w", dir, err)
+		}
+		return nil, fmt.Errorf("changelog: open state dir %s: %w: %v", dir, ErrCorrupt, err)
+	}
+	db := &DB{bdb: bdb, dir: dir, opts: opts, log: opts.Logger}
+	db.epoch.Store(uint64(time.Now().UnixNano()))
+	if err := db.checkFormat(); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		if err := db.recoverStaged(); err != nil {
+			_ = bdb.Close()
+			return nil, fmt.Errorf("changelog: finish interrupted apply in %s: %w", dir, err)
+		}
+	}
+	return db, nil
+}
+
+func isLockErr(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot acquire directory lock") || strings.Contains(s, "resource temporarily unavailable")
+}
+
+// checkFormat stamps a new DB with the format version and rejects a DB of
+// another version as corrupt, which triggers a rebuild.
+func (db *DB) checkFormat() error {
+	key := metaKey(metaFormat)
+	var found bool
+	var version uint64
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return it.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("format key of %d bytes", len(v))
+			}
+			version = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("changelog: read format of %s: %w: %v", db.dir, ErrCorrupt, err)
+	}
+	if found {
+		if version != formatVersion {
+			return fmt.Errorf("changelog: state dir %s has format %d, want %d: %w", db.dir, version, formatVersion, ErrCorrupt)
+		}
+		return nil
+	}
+	if db.opts.ReadOnly {
+		return nil
+	}
+	return db.bdb.Update(func(txn *badger.Txn) error {
+		return txn.Set(key, binary.BigEndian.AppendUint64(nil, formatVersion))
+	})
+}
+
+// Dir returns the directory the DB lives in.
+func (db *DB) Dir() string { return db.dir }
+
+// Close closes the DB. Tasks must be closed first.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		if err := db.bdb.Close(); err != nil {
+			db.closeErr = fmt.Errorf("changelog: close %s: %w", db.dir, err)
+		}
+	})
+	return db.closeErr
+}

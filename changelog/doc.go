@@ -1,0 +1,45 @@
+// Package changelog makes operator state durable: key-value, window and
+// session stores on one Badger DB per process, backed by compacted changelog
+// topics in Kafka, with the overlay that keeps uncommitted writes out of
+// Badger, and the restore, rebuild and replay paths.
+//
+// # Invariant
+//
+// Badger always holds a committed prefix of every store plus the changelog
+// offsets that prefix reflects. Writes of a task go to its overlay first;
+// Flush produces them as changelog records into the open Kafka transaction;
+// only after that transaction commits does Apply move the overlay into
+// Badger, in one atomic step together with the new offsets. An abort calls
+// Discard and Badger never saw the writes. A crash anywhere leaves Badger at
+// the last applied commit, and Restore replays the changelog (read_committed)
+// from the recorded offsets to the last stable offset. Local state is never
+// ahead of Kafka, so it never has to be wiped after a crash.
+//
+// Apply is atomic in two ways. An overlay that fits in one Badger
+// transaction is written in one. A larger one is first staged under a fresh
+// epoch (not atomic, and harmless: staged entries are invisible to reads),
+// then a single small transaction writes the epoch's applied marker together
+// with the offsets — the commit point — and only then are the staged entries
+// copied into place and removed. OpenDB finishes every marked epoch and drops
+// unmarked staging left by a crash.
+//
+// # Layout
+//
+// One DB serves every store and partition of a process, keyed by prefix:
+//
+//	d <store> <partition> <suffix>        data
+//	i <store> <partition> <time> <suffix> time index of window and session stores
+//	m ...                                 offsets, expiry cuts, store registry, format
+//	s <epoch> <seq>                       staged entries of a large Apply
+//
+// The suffix is the raw key for key-value stores, esc(key)+start for windows
+// and esc(key)+end+start for sessions, where esc is an order-preserving,
+// prefix-free escaping; so byte order of the suffix is the order each store
+// contract promises. The changelog record key is a one-byte kind tag followed
+// by the same suffix, so a changelog can be replayed without knowing the
+// topology, and compaction keeps exactly one record per stored entry.
+//
+// Window and session expiry is not logged: the changelog's compact,delete
+// retention drops old windows, and the expiry cut is persisted with Apply so
+// restored entries below it stay invisible.
+package changelog

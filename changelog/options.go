@@ -1,0 +1,75 @@
+package changelog
+
+import (
+	"log/slog"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// DefaultMemoryBudget fits a 2-core, small-RAM machine: the Badger caches
+// and memtables of one process stay around this size.
+const DefaultMemoryBudget = 128 << 20
+
+// Options configure OpenDB. The zero value is valid.
+type Options struct {
+	// MemoryBudget in bytes bounds what Badger keeps in memory: memtables
+	// take 1/4, the block cache 1/4, the index cache 1/8. Default
+	// DefaultMemoryBudget; at least 16 MiB.
+	MemoryBudget int64
+	// Logger receives Badger's own warnings and errors, and restore
+	// progress. Default slog.Default().
+	Logger *slog.Logger
+	// ReadOnly opens an existing DB for inspection (tidemark state).
+	ReadOnly bool
+	// KeepCorrupt, when false (the default), moves a directory Badger
+	// cannot open aside (to <dir>.corrupt-<unix time>) and starts empty,
+	// so every store is rebuilt from its changelog. When true, OpenDB fails
+	// instead.
+	KeepCorrupt bool
+
+	// applyTxnLimit, when > 0, forces the staged Apply path for overlays
+	// with more entries: tests use it to exercise that path on small data.
+	applyTxnLimit int
+	// applyHook, when set, is called at each step of a staged Apply; an
+	// error stops Apply there, as a crash would.
+	applyHook func(step string) error
+}
+
+func (o *Options) ensureDefaults() {
+	if o.MemoryBudget <= 0 {
+		o.MemoryBudget = DefaultMemoryBudget
+	}
+	o.MemoryBudget = max(o.MemoryBudget, 16<<20)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// badgerOptions sizes Badger from the memory budget. Badger's defaults
+// (64 MiB memtables × 5, 256 MiB block cache, 4 compactors) assume a
+// server; here memory and cores are shared with the JVM broker in tests and
+// with the processing goroutines in production.
+func badgerOptions(dir string, o Options) badger.Options {
+	mem := o.MemoryBudget
+	memtable := clamp(mem/8, 4<<20, 64<<20) // two of them: 1/4 of the budget
+	return badger.DefaultOptions(dir).
+		WithLogger(slogLogger{o.Logger.With("component", "badger")}).
+		WithReadOnly(o.ReadOnly).
+		WithSyncWrites(false). // Checkpoint syncs; Kafka is the durable log
+		WithDetectConflicts(false). // each key space has one writer: its task
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(memtable).
+		WithNumMemtables(2).
+		WithBaseTableSize(clamp(memtable/4, 1<<20, 8<<20)).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(8).
+		WithBlockCacheSize(mem / 4).
+		WithIndexCacheSize(mem / 8).
+		WithNumCompactors(2). // Badger's minimum for L0 to progress
+		WithNumGoroutines(2).
+		WithValueThreshold(1 << 10). // small values stay in the LSM tree
+		WithValueLogFileSize(64 << 20).
+		WithCompactL0OnClose(false)
+}
+
+func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }

@@ -1,0 +1,441 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// RestoreTarget is one store partition to bring up to date from its
+// changelog partition (the store's partition of Topic).
+type RestoreTarget struct {
+	Store     string
+	Partition int32
+	Topic     string
+	// Kind, when set, is checked against every record's kind tag, so a
+	// store is never filled from another store's changelog. Replay leaves
+	// it zero and learns the kind from the records.
+	Kind store.Kind
+}
+
+func (t RestoreTarget) tp() TopicPartition { return TopicPartition{t.Topic, t.Partition} }
+
+// RestoreOptions configure a restore.
+type RestoreOptions struct {
+	// ClientOpts reach the cluster: seed brokers, TLS, SASL, dial timeout.
+	// Restore adds its own consumer options (read_committed, partitions).
+	ClientOpts []kgo.Opt
+	// Progress, when set, is called about every ProgressInterval and once
+	// at the end (Done set); it is the hook for metrics.
+	Progress         func(RestoreProgress)
+	ProgressInterval time.Duration // default 1s
+	// Logger for progress lines (every 5 s) and rebuild decisions; default
+	// the DB's logger.
+	Logger *slog.Logger
+	// Now is the clock for the delete.retention.ms check; default time.Now.
+	Now func() time.Time
+}
+
+// RestoreProgress is a snapshot of a running restore.
+type RestoreProgress struct {
+	Restored  int64         // records applied so far (markers excluded)
+	Remaining int64         // offsets left until every end offset
+	Total     int64         // offsets to read at the start
+	Rate      float64       // records per second since the start
+	Elapsed   time.Duration //
+	Rebuilt   []TopicPartition
+	Done      bool
+}
+
+// RestoreResult summarises a finished restore.
+type RestoreResult struct {
+	Records  int64
+	Duration time.Duration
+	// Rebuilt lists the partitions restored from their log start because
+	// local state was missing, older than delete.retention.ms, or did not
+	// fit the topic's offsets.
+	Rebuilt []TopicPartition
+	// Offsets is where each target now stands.
+	Offsets Offsets
+}
+
+type restoreState struct {
+	RestoreTarget
+	id      []byte
+	dprefix []byte
+	cut     int64
+	from    int64
+	end     int64 // last stable offset at the start of the restore
+	pos     int64
+}
+
+// Restore brings each target up to its changelog's last stable offset:
+// from the applied offset Badger recorded, or from the log start when local
+// state is missing, older than the topic's delete.retention.ms (tombstones
+// it did not see may be gone), or outside the topic's offsets (the topic
+// was recreated). It reads read_committed, so aborted writes never appear,
+// and it is done when the fetch position reaches the end offset: the
+// consumer keeps control records, so a trailing commit or abort marker
+// moves the position too.
+//
+// Restore is idempotent: a crash part-way leaves the old offsets in Badger
+// and the next restore replays from there. Nothing may read the targets
+// while it runs.
+func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts RestoreOptions) (RestoreResult, error) {
+	start := time.Now()
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = db.log
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = time.Second
+	}
+	res := RestoreResult{Offsets: Offsets{}}
+	if len(targets) == 0 {
+		return res, nil
+	}
+	if db.opts.ReadOnly {
+		return res, errors.New("changelog: restore into a read-only DB")
+	}
+	admCl, err := kgo.NewClient(opts.ClientOpts...)
+	if err != nil {
+		return res, fmt.Errorf("changelog: restore: new client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+
+	states, err := db.planRestore(ctx, adm, targets, opts, &res)
+	if err != nil {
+		return res, err
+	}
+	assign := map[string]map[int32]kgo.Offset{}
+	byTP := map[TopicPartition]*restoreState{}
+	var total int64
+	for _, s := range states {
+		byTP[s.tp()] = s
+		if s.pos < s.end {
+			if assign[s.Topic] == nil {
+				assign[s.Topic] = map[int32]kgo.Offset{}
+			}
+			assign[s.Topic][s.Partition] = kgo.NewOffset().At(s.pos)
+			total += s.end - s.pos
+		}
+	}
+	if total > 0 {
+		n, err := db.consume(ctx, byTP, assign, total, start, opts, &res)
+		res.Records = n
+		if err != nil {
+			return res, err
+		}
+	}
+	err = db.bdb.Update(func(txn *badger.Txn) error {
+		for _, s := range states {
+			if err := txn.Set(offsetKey(s.Topic, s.Partition), encodeApplied(s.pos, opts.Now())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("changelog: restore: record offsets: %w", err)
+	}
+	for _, s := range states {
+		res.Offsets[s.tp()] = s.pos
+	}
+	res.Duration = time.Since(start)
+	if opts.Progress != nil {
+		opts.Progress(RestoreProgress{Restored: res.Records, Total: total, Elapsed: res.Duration,
+			Rate: rate(res.Records, res.Duration), Rebuilt: res.Rebuilt, Done: true})
+	}
+	opts.Logger.Info("restore done", "records", res.Records, "duration", res.Duration.Round(time.Millisecond),
+		"records_per_s", int64(rate(res.Records, res.Duration)), "rebuilt", len(res.Rebuilt))
+	return res, nil
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// planRestore reads the topics' offsets and configs and decides, per
+// target, where to start; partitions that need a rebuild are wiped first.
+func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []RestoreTarget, opts RestoreOptions, res *RestoreResult) ([]*restoreState, error) {
+	var topics []string
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if !seen[t.Topic] {
+			seen[t.Topic] = true
+			topics = append(topics, t.Topic)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: restore: list start offsets of %v: %w", topics, err)
+	}
+	// ListCommittedOffsets asks with read_committed isolation: the last
+	// stable offset, not the high watermark (ListEndOffsets).
+	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: restore: list last stable offsets of %v: %w", topics, err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: restore: describe configs of %v: %w", topics, err)
+	}
+	var states []*restoreState
+	for _, t := range targets {
+		so, ok1 := starts.Lookup(t.Topic, t.Partition)
+		eo, ok2 := ends.Lookup(t.Topic, t.Partition)
+		if !ok1 || !ok2 || errors.Is(so.Err, kerr.UnknownTopicOrPartition) || errors.Is(eo.Err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("changelog: restore store %q partition %d: topic %s partition %d: %w",
+				t.Store, t.Partition, t.Topic, t.Partition, ErrTopicNotFound)
+		}
+		if so.Err != nil || eo.Err != nil {
+			return nil, fmt.Errorf("changelog: restore %s/%d: list offsets: %w", t.Topic, t.Partition, errors.Join(so.Err, eo.Err))
+		}
+		s := &restoreState{RestoreTarget: t, id: storeID(t.Store, t.Partition), end: eo.Offset}
+		s.dprefix = withNS(nsData, s.id)
+		applied, found, err := db.AppliedOffset(t.tp())
+		if err != nil {
+			return nil, err
+		}
+		retention := deleteRetention(configs, t.Topic)
+		reason := ""
+		switch {
+		case !found:
+			reason = "no local state"
+		case applied.Offset < so.Offset:
+			reason = fmt.Sprintf("applied offset %d is below the log start %d", applied.Offset, so.Offset)
+		case applied.Offset > eo.Offset:
+			reason = fmt.Sprintf("applied offset %d is past the end %d (topic recreated?)", applied.Offset, eo.Offset)
+		case eo.Offset > applied.Offset && opts.Now().Sub(applied.At) > retention:
+			reason = fmt.Sprintf("local state from %s is older than delete.retention.ms (%s)", applied.At.Format(time.RFC3339), retention)
+		}
+		if reason != "" {
+			opts.Logger.Info("rebuilding store from its changelog", "store", t.Store, "partition", t.Partition,
+				"topic", t.Topic, "reason", reason, "from", so.Offset, "to", eo.Offset)
+			if err := db.wipe(s.id); err != nil {
+				return nil, fmt.Errorf("changelog: rebuild store %q partition %d: wipe: %w", t.Store, t.Partition, err)
+			}
+			s.from = so.Offset
+			res.Rebuilt = append(res.Rebuilt, t.tp())
+		} else {
+			s.from = applied.Offset
+		}
+		s.pos = s.from
+		if s.cut, err = db.readCut(s.id); err != nil {
+			return nil, fmt.Errorf("changelog: restore store %q partition %d: %w", t.Store, t.Partition, err)
+		}
+		states = append(states, s)
+	}
+	return states, nil
+}
+
+// deleteRetention is the topic's delete.retention.ms, or Kafka's default.
+func deleteRetention(configs kadm.ResourceConfigs, topic string) time.Duration {
+	d := 24 * time.Hour
+	rc, err := configs.On(topic, nil)
+	if err != nil {
+		return d
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "delete.retention.ms" && c.Value != nil {
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil {
+				d = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	return d
+}
+
+// wipe deletes a store partition's data, index, expiry cut and registry
+// kind, before a rebuild.
+func (db *DB) wipe(id []byte) error {
+	for _, p := range [][]byte{withNS(nsData, id), withNS(nsIndex, id)} {
+		if err := db.dropPrefix(p); err != nil {
+			return err
+		}
+	}
+	return db.bdb.Update(func(txn *badger.Txn) error { return txn.Delete(metaKey(metaCut, id)) })
+}
+
+// consume reads the assigned partitions up to their end offsets into
+// Badger.
+func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState, assign map[string]map[int32]kgo.Offset,
+	total int64, start time.Time, opts RestoreOptions, res *RestoreResult) (int64, error) {
+	copts := append(append([]kgo.Opt(nil), opts.ClientOpts...),
+		kgo.ConsumePartitions(assign),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(8<<20),
+		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(copts...)
+	if err != nil {
+		return 0, fmt.Errorf("changelog: restore: new consumer: %w", err)
+	}
+	defer cl.Close()
+	wb := db.bdb.NewWriteBatch()
+	defer wb.Cancel()
+
+	var n int64
+	remaining := total
+	lastProgress, lastLog := start, start
+	report := func(force bool) {
+		now := time.Now()
+		if opts.Progress != nil && (force || now.Sub(lastProgress) >= opts.ProgressInterval) {
+			lastProgress = now
+			opts.Progress(RestoreProgress{Restored: n, Remaining: remaining, Total: total,
+				Elapsed: now.Sub(start), Rate: rate(n, now.Sub(start)), Rebuilt: res.Rebuilt})
+		}
+		if now.Sub(lastLog) >= 5*time.Second {
+			lastLog = now
+			opts.Logger.Info("restoring", "records", n, "remaining", remaining,
+				"records_per_s", int64(rate(n, now.Sub(start))))
+		}
+	}
+	var ferr error
+	for remaining > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("changelog: restore: %w", err)
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			ferr = errors.Join(ferr, fmt.Errorf("fetch %s/%d: %w", t, p, err))
+		})
+		if ferr != nil {
+			return n, fmt.Errorf("changelog: restore: %w", ferr)
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if ferr != nil {
+				return
+			}
+			s := byTP[TopicPartition{fp.Topic, fp.Partition}]
+			if s == nil || s.pos >= s.end {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset >= s.end {
+					// Committed after the restore began (the task reads it
+					// live); nothing below the end is left to read.
+					remaining -= s.end - s.pos
+					s.pos = s.end
+					break
+				}
+				if r.Offset < s.pos {
+					continue
+				}
+				if !r.Attrs.IsControl() {
+					if err := s.apply(wb, r); err != nil {
+						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
+						return
+					}
+					n++
+				}
+				remaining -= r.Offset + 1 - s.pos
+				s.pos = r.Offset + 1
+			}
+			if s.pos >= s.end {
+				cl.PauseFetchPartitions(map[string][]int32{s.Topic: {s.Partition}})
+			}
+		})
+		if ferr != nil {
+			return n, fmt.Errorf("changelog: restore: %w", ferr)
+		}
+		report(false)
+	}
+	if err := wb.Flush(); err != nil {
+		return n, fmt.Errorf("changelog: restore: write: %w", err)
+	}
+	db.written.Add(int64(n))
+	return n, nil
+}
+
+// apply writes one changelog record into the store partition.
+func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record) error {
+	if len(r.Key) < 1 {
+		return fmt.Errorf("%w: empty changelog key", errBadKey)
+	}
+	kind, ok := tagKind(r.Key[0])
+	if !ok {
+		return fmt.Errorf("%w: unknown kind tag %q (not a tidemark changelog?)", errBadKey, r.Key[0])
+	}
+	if s.Kind == 0 {
+		s.Kind = kind
+	} else if kind != s.Kind {
+		return fmt.Errorf("%w: a %s record in the changelog of a %s store", errBadKey, kind, s.Kind)
+	}
+	suffix := r.Key[1:]
+	dkey := make([]byte, 0, len(s.dprefix)+len(suffix))
+	dkey = append(append(dkey, s.dprefix...), suffix...)
+	var ikey []byte
+	if kind != store.KindKeyValue {
+		tm, err := suffixTime(kind, suffix)
+		if err != nil {
+			return err
+		}
+		if tm < s.cut {
+			return nil
+		}
+		ikey = indexKey(s.id, tm, suffix)
+	}
+	if r.Value == nil {
+		if err := wb.Delete(dkey); err != nil {
+			return err
+		}
+		if ikey != nil {
+			return wb.Delete(ikey)
+		}
+		return nil
+	}
+	if err := wb.Set(dkey, r.Value); err != nil {
+		return err
+	}
+	if ikey != nil {
+		return wb.Set(ikey, nil)
+	}
+	return nil
+}
+
+// Restore brings every logged store of the task up to date; see
+// DB.Restore. Call it after opening the stores and before processing, with
+// an empty overlay.
+func (t *Task) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult, error) {
+	if t.pending.Len() > 0 || t.flushed {
+		return RestoreResult{}, fmt.Errorf("changelog: restore partition %d: overlay is not empty", t.cfg.Partition)
+	}
+	if opts.Logger == nil {
+		opts.Logger = t.log
+	}
+	var targets []RestoreTarget
+	for _, st := range t.stores {
+		if st.spec.Logged && !st.closed {
+			targets = append(targets, RestoreTarget{Store: st.spec.Name, Partition: t.cfg.Partition, Topic: st.topic, Kind: st.spec.Kind})
+		}
+	}
+	res, err := t.db.Restore(ctx, targets, opts)
+	t.resetSnapshot()
+	for _, st := range t.stores {
+		cut, cerr := t.db.readCut(st.id)
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+		st.cut, st.newCut = cut, cut
+	}
+	return res, err
+}

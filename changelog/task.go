@@ -1,0 +1,307 @@
+package changelog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/google/btree"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// ErrFlushed is returned by writes after Flush and before Apply or Discard:
+// those writes are in no changelog record of the transaction being
+// committed, so applying them would put Badger ahead of Kafka.
+var ErrFlushed = errors.New("changelog: write after Flush before Apply or Discard")
+
+// TaskConfig identifies a task to its stores.
+type TaskConfig struct {
+	// AppID names the changelog topics: "<AppID>-<store>-changelog".
+	AppID string
+	// Partition of the task; every store of the task is opened on it and
+	// its changelog records go to this partition.
+	Partition int32
+	// Producer takes the task's changelog records. Required when a logged
+	// store is opened.
+	Producer Producer
+	// Logger for restore progress; default the DB's logger with the task's
+	// coordinates.
+	Logger *slog.Logger
+}
+
+// Task holds the stores of one task (one partition of one sub-topology)
+// and their uncommitted writes, the overlay. It implements store.Provider.
+// A Task is used from its task's goroutine only.
+//
+// Lifecycle per commit: writes → Flush (changelog records into the
+// transaction) → commit → Apply(offsets), or Discard on abort.
+type Task struct {
+	db  *DB
+	cfg TaskConfig
+	log *slog.Logger
+
+	stores  map[string]*storeState
+	pending *btree.BTreeG[*entry]
+	probe   entry
+	kbuf    []byte
+	rtxn    *badger.Txn // read snapshot, renewed after every Apply
+	flushed bool
+	closed  bool
+}
+
+// entry is one uncommitted write: a put, or a delete (del) that hides what
+// Badger holds under key.
+type entry struct {
+	key   []byte // full data key: 'd' + store id + suffix
+	value []byte
+	del   bool
+	st    *storeState
+}
+
+func lessEntry(a, b *entry) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+// storeState is what a Task knows of one of its stores.
+type storeState struct {
+	spec    store.Spec
+	id      []byte // storeID(name, partition)
+	dprefix []byte // 'd' + id
+	topic   string
+	cut     int64 // expiry cut applied to Badger
+	newCut  int64 // expiry cut requested since the last Apply
+	closed  bool
+}
+
+// NewTask returns a task on db. Open its stores, then Restore them before
+// processing.
+func (db *DB) NewTask(cfg TaskConfig) *Task {
+	l := cfg.Logger
+	if l == nil {
+		l = db.log.With("app", cfg.AppID, "partition", cfg.Partition)
+	}
+	return &Task{
+		db:      db,
+		cfg:     cfg,
+		log:     l,
+		stores:  map[string]*storeState{},
+		pending: btree.NewG(32, lessEntry),
+	}
+}
+
+// TopicName is the changelog topic of a store.
+func TopicName(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
+
+var _ store.Provider = (*Task)(nil)
+
+// Open returns the task's store for spec; partition must be the task's. The
+// store is registered in the DB (so tidemark state can list it) and its
+// persisted expiry cut is loaded.
+func (t *Task) Open(spec store.Spec, partition int32) (store.Store, error) {
+	if t.closed {
+		return nil, store.ErrClosed
+	}
+	if partition != t.cfg.Partition {
+		return nil, fmt.Errorf("changelog: open store %q partition %d on the task of partition %d", spec.Name, partition, t.cfg.Partition)
+	}
+	if spec.Name == "" {
+		return nil, fmt.Errorf("changelog: open store partition %d: spec has no name", partition)
+	}
+	if spec.Logged && t.cfg.Producer == nil {
+		return nil, fmt.Errorf("changelog: open logged store %q partition %d: task has no Producer", spec.Name, partition)
+	}
+	if st, ok := t.stores[spec.Name]; ok && !st.closed {
+		return nil, fmt.Errorf("changelog: store %q partition %d is already open", spec.Name, partition)
+	}
+	st := &storeState{
+		spec:  spec,
+		id:    storeID(spec.Name, partition),
+		topic: TopicName(t.cfg.AppID, spec.Name),
+	}
+	st.dprefix = withNS(nsData, st.id)
+	if err := t.db.register(st); err != nil {
+		return nil, fmt.Errorf("changelog: open store %q partition %d: %w", spec.Name, partition, err)
+	}
+	cut, err := t.db.readCut(st.id)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: open store %q partition %d: %w", spec.Name, partition, err)
+	}
+	st.cut, st.newCut = cut, cut
+	t.stores[spec.Name] = st
+	switch spec.Kind {
+	case store.KindKeyValue:
+		return &kvStore{t: t, st: st}, nil
+	case store.KindWindow:
+		return &windowStore{t: t, st: st}, nil
+	case store.KindSession:
+		return &sessionStore{t: t, st: st}, nil
+	}
+	delete(t.stores, spec.Name)
+	return nil, fmt.Errorf("changelog: open store %q partition %d: unknown kind %d", spec.Name, partition, int(spec.Kind))
+}
+
+// Pending returns the number of uncommitted writes.
+func (t *Task) Pending() int { return t.pending.Len() }
+
+// Discard drops the overlay: the transaction it belonged to aborted.
+func (t *Task) Discard() {
+	t.pending.Clear(false)
+	for _, st := range t.stores {
+		st.newCut = st.cut
+	}
+	t.flushed = false
+}
+
+// Close discards the overlay and releases the read snapshot. It does not
+// close the DB.
+func (t *Task) Close() error {
+	t.Discard()
+	t.closed = true
+	for _, st := range t.stores {
+		st.closed = true
+	}
+	t.resetSnapshot()
+	return nil
+}
+
+func (t *Task) snapshot() *badger.Txn {
+	if t.rtxn == nil {
+		t.rtxn = t.db.bdb.NewTransaction(false)
+	}
+	return t.rtxn
+}
+
+func (t *Task) resetSnapshot() {
+	if t.rtxn != nil {
+		t.rtxn.Discard()
+		t.rtxn = nil
+	}
+}
+
+func (t *Task) check(st *storeState, write bool) error {
+	if t.closed || st.closed {
+		return store.ErrClosed
+	}
+	if write && t.flushed {
+		return fmt.Errorf("store %q partition %d: %w", st.spec.Name, t.cfg.Partition, ErrFlushed)
+	}
+	return nil
+}
+
+// key returns st's full data key for suffix in the task's scratch buffer.
+func (t *Task) key(st *storeState, suffix []byte) []byte {
+	t.kbuf = append(append(t.kbuf[:0], st.dprefix...), suffix...)
+	return t.kbuf
+}
+
+// get reads a full data key through the overlay.
+func (t *Task) get(key []byte) ([]byte, bool, error) {
+	t.probe.key = key
+	e, ok := t.pending.Get(&t.probe)
+	t.probe.key = nil
+	if ok {
+		if e.del {
+			return nil, false, nil
+		}
+		return e.value, true, nil
+	}
+	item, err := t.snapshot().Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// set records a put (value != nil) or delete of a full data key.
+func (t *Task) set(st *storeState, key, value []byte) {
+	t.probe.key = key
+	e, ok := t.pending.Get(&t.probe)
+	t.probe.key = nil
+	if !ok {
+		e = &entry{key: bytes.Clone(key), st: st}
+		t.pending.ReplaceOrInsert(e)
+	}
+	if value == nil {
+		e.value, e.del = nil, true
+		return
+	}
+	e.value = append(make([]byte, 0, len(value)), value...)
+	e.del = false
+}
+
+// scan calls fn for the live entries with full keys in [lo, hi), the
+// overlay merged over the snapshot, in key order. fn must not write to the
+// task's stores.
+func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bool) error {
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: st.dprefix})
+	defer it.Close()
+	it.Seek(lo)
+	var ierr error
+	stopped := false
+	// emit sends Badger's entries below limit (all of them when limit is
+	// nil) and skips one equal to limit: the overlay shadows it.
+	emit := func(limit []byte) bool {
+		for ; it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if hi != nil && bytes.Compare(k, hi) >= 0 {
+				return true
+			}
+			if limit != nil {
+				if c := bytes.Compare(k, limit); c >= 0 {
+					if c == 0 {
+						it.Next()
+					}
+					return true
+				}
+			}
+			more := true
+			if err := item.Value(func(v []byte) error { more = fn(k, v); return nil }); err != nil {
+				ierr = err
+				return false
+			}
+			if !more {
+				return false
+			}
+		}
+		return true
+	}
+	visit := func(e *entry) bool {
+		if !emit(e.key) {
+			stopped = true
+			return false
+		}
+		if !e.del && !fn(e.key, e.value) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	if hi == nil {
+		t.pending.AscendGreaterOrEqual(&entry{key: lo}, visit)
+	} else {
+		t.pending.AscendRange(&entry{key: lo}, &entry{key: hi}, visit)
+	}
+	if !stopped {
+		emit(nil)
+	}
+	return ierr
+}
+
+// cutOf is the expiry cut reads apply: entries below it are gone even if
+// Badger still holds them until the next Apply.
+func (st *storeState) cutOf() int64 { return max(st.cut, st.newCut) }
+
+const minTime = math.MinInt64
