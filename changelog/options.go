@@ -55,7 +55,7 @@ func badgerOptions(dir string, o Options) badger.Options {
 	return badger.DefaultOptions(dir).
 		WithLogger(slogLogger{o.Logger.With("component", "badger")}).
 		WithReadOnly(o.ReadOnly).
-		WithSyncWrites(false). // Checkpoint syncs; Kafka is the durable log
+		WithSyncWrites(false).      // Checkpoint syncs; Kafka is the durable log
 		WithDetectConflicts(false). // each key space has one writer: its task
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(memtable).
