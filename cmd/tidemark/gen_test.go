@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// execGen runs a fresh `gen` command with args and returns stdout, stderr
+// and the error main would print.
+func execGen(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newGenCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func TestGenRejectsInvalidFlagsNamingFlagAndRange(t *testing.T) {
+	t.Setenv("TIDEMARK_BROKERS", "")
+	b := "--brokers=127.0.0.1:1"
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--brokers is required (or set TIDEMARK_BROKERS)"},
+		{[]string{b, "--rate=0"}, "--rate is 0, accepted range (0, 10000000] events/s"},
+		{[]string{b, "--rate=-3"}, "--rate is -3"},
+		{[]string{b, "--profile=sine"}, `--profile is "sine", accepted steady, ramp or burst`},
+		{[]string{b, "--tenants=0"}, "--tenants is 0, accepted range 1..10000"},
+		{[]string{b, "--partitions=0", "--create-topics"}, "--partitions is 0, accepted range 1..10000"},
+		{[]string{b, "--format=xml"}, `--format is "xml", accepted avro or json`},
+		{[]string{b, "--max-disorder=2h"}, "--max-disorder is 2h0m0s, accepted range 0..1h"},
+		{[]string{b, "--duration=-1s"}, "--duration is -1s, must not be negative"},
+		{[]string{b, "--start=yesterday"}, `--start is "yesterday", want RFC 3339`},
+		{[]string{b, "--profile=burst", "--burst-for=1m"}, "need 0 < --burst-for <= --burst-every"},
+		{[]string{b, "--rate=fast"}, `invalid argument "fast" for "--rate"`},
+	}
+	for _, tc := range cases {
+		_, _, err := execGen(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gen %v: err = %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestGenNamesTheUnreachableBroker(t *testing.T) {
+	start := time.Now()
+	_, _, err := execGen(t, "--brokers=127.0.0.1:1", "--dial-timeout=500ms", "--count=10")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka broker 127.0.0.1:1 within 500ms") {
+		t.Fatalf("err = %v, want it to name the broker and the timeout", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("gave up after %v; the dial timeout was 500ms", time.Since(start))
+	}
+}
+
+func TestGenCreatesTopicsAndProducesCount(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := strings.Join(c.ListenAddrs(), ",")
+	t.Setenv("TIDEMARK_BROKERS", addr) // brokers from the environment
+
+	out, logs, err := execGen(t, "--count=500", "--rate=100000", "--create-topics", "--partitions=2",
+		"--topics=it.", "--seed=3", "--start=2026-03-01T12:00:00Z", "--progress-every=1ms")
+	if err != nil {
+		t.Fatalf("gen: %v\n%s", err, logs)
+	}
+	if !strings.Contains(out, "produced 500 events (500 acked, 0 failed)") {
+		t.Fatalf("summary %q, want 500 produced and acked", out)
+	}
+	if !strings.Contains(logs, "created topic") || !strings.Contains(logs, "gen progress") {
+		t.Fatalf("stderr should log topic creation and progress lines when not a terminal:\n%s", logs)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	topics := []string{"it.clicks", "it.carts", "it.inventory", "it.payments", "it.fulfillment"}
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range topics {
+		if d, ok := details[tp]; !ok || len(d.Partitions) != 2 {
+			t.Fatalf("topic %s: %+v, want it created with 2 partitions", tp, d)
+		}
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != 500 {
+		t.Fatalf("topics hold %d records, want 500", total)
+	}
+
+	// Running again against existing topics keeps them and appends.
+	if _, logs, err := execGen(t, "--count=10", "--rate=100000", "--create-topics", "--topics=it."); err != nil || !strings.Contains(logs, "topic exists") {
+		t.Fatalf("second run: %v\n%s", err, logs)
+	}
+}
