@@ -1,0 +1,116 @@
+package tidemarktest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// windowedCount builds clicks -> windowed count -> counts.
+func windowedCount(t *testing.T, w topology.TimeWindows, opts ...topology.Option) (*transcript, *tidemarktest.InputTopic[string, string]) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.WindowedBy(g, w).Count(append(opts, topology.Named("clicks-per-window"))...).ToStream().To("counts")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
+	return tr, tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+}
+
+func TestGoldenTumblingWindowBoundaries(t *testing.T) {
+	tr, in := windowedCount(t, topology.TumblingWindows(10*time.Second, 0))
+	tr.note("tumbling 10s windows are [start, start+10s): 9999 is in [0,10000), 10000 starts the next")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "alice", "b", 9999)
+	pipe(tr, in, "clicks", "alice", "c", 10000)
+	pipe(tr, in, "clicks", "bob", "d", 19999)
+	pipe(tr, in, "clicks", "alice", "e", 25000)
+	tr.note("with no grace, [10000,20000) closed when stream time reached 20000+: a record for it is dropped")
+	pipe(tr, in, "clicks", "alice", "late", 15000)
+	tr.check()
+}
+
+func TestGoldenHoppingWindowsAreEpochAligned(t *testing.T) {
+	tr, in := windowedCount(t, topology.HoppingWindows(10*time.Second, 5*time.Second, time.Minute))
+	tr.note("size 10s advancing 5s: a record belongs to the two windows whose aligned start is in (ts-10s, ts]")
+	pipe(tr, in, "clicks", "alice", "a", 7000)
+	pipe(tr, in, "clicks", "alice", "b", 3000)
+	pipe(tr, in, "clicks", "alice", "c", 10000)
+	pipe(tr, in, "clicks", "alice", "d", 14999)
+	tr.check()
+}
+
+func TestGoldenGraceDropsLateRecords(t *testing.T) {
+	tr, in := windowedCount(t, topology.TumblingWindows(10*time.Second, 5*time.Second))
+	tr.note("window [0,10000) with 5s grace accepts records until stream time reaches 15000")
+	pipe(tr, in, "clicks", "alice", "a", 1000)
+	pipe(tr, in, "clicks", "alice", "b", 14999)
+	pipe(tr, in, "clicks", "alice", "late-but-in-grace", 2000)
+	pipe(tr, in, "clicks", "bob", "c", 15000)
+	pipe(tr, in, "clicks", "alice", "too-late", 3000)
+	tr.note("lateness is per window: the record is dropped only from windows that closed")
+	pipe(tr, in, "clicks", "alice", "on-time", 16000)
+	tr.check()
+}
+
+func TestGoldenEmitFinalWaitsForWindowEndPlusGrace(t *testing.T) {
+	tr, in := windowedCount(t, topology.TumblingWindows(10*time.Second, 2*time.Second), topology.EmitFinal())
+	tr.note("emit final: nothing until stream time reaches window end + grace, then one result per window")
+	pipe(tr, in, "clicks", "alice", "a", 1000)
+	pipe(tr, in, "clicks", "alice", "b", 9000)
+	pipe(tr, in, "clicks", "bob", "c", 10500)
+	pipe(tr, in, "clicks", "alice", "d", 11999)
+	pipe(tr, in, "clicks", "alice", "e", 12000)
+	pipe(tr, in, "clicks", "bob", "f", 35000)
+	tr.check()
+}
+
+func TestGoldenAggregationTimestampIsMaxOfInputs(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.Stream("amounts", serde.String(), serde.Int64()).GroupByKey().
+		Aggregate(func() int64 { return 0 }, func(_ string, v, agg int64) int64 { return agg + v }, serde.Int64(), topology.Named("sums")).
+		ToStream().To("sums")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "sums", tidemarktest.Output(d, "sums", serde.String(), serde.Int64()))
+	in := tidemarktest.Input(d, "amounts", serde.String(), serde.Int64())
+	tr.note("an update's timestamp is the largest timestamp aggregated so far, even when records arrive out of order")
+	pipe(tr, in, "amounts", "sku-1", 5, 1000)
+	pipe(tr, in, "amounts", "sku-1", 7, 500)
+	pipe(tr, in, "amounts", "sku-1", 1, 3000)
+	pipe(tr, in, "amounts", "sku-2", 2, 200)
+	tr.check()
+}
+
+func TestGoldenSessionMerges(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 10*time.Second)).
+		Count(topology.Named("sessions")).ToStream().To("sessions")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "sessions", tidemarktest.Output(d, "sessions", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("gap 5s: records within 5s of a session join it; a replaced session is deleted (tombstone)")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "alice", "b", 3000)
+	pipe(tr, in, "clicks", "alice", "c", 20000)
+	pipe(tr, in, "clicks", "alice", "d", 10000)
+	pipe(tr, in, "clicks", "alice", "e", 14000)
+	tr.note("17000 is within 5s of both [10000,14000] and [20000,20000]: the three merge")
+	pipe(tr, in, "clicks", "alice", "f", 17000)
+	tr.note("stream time 30000, grace 10s: a session ending before 20000 can no longer grow")
+	pipe(tr, in, "clicks", "bob", "g", 30000)
+	pipe(tr, in, "clicks", "alice", "late", 1000)
+	tr.check()
+	got, err := tidemarktest.ReadSessions(d, "sessions", "alice", serde.String(), serde.Int64())
+	must(t, err)
+	// Sessions are kept for gap + grace after they end: at stream time
+	// 30000, [0,3000] has expired and [10000,20000] has not.
+	if len(got) != 1 || got[0].Start != 10000 || got[0].End != 20000 || got[0].Value != 4 {
+		t.Errorf("alice's sessions in the store = %+v, want only [10000,20000]=4", got)
+	}
+}

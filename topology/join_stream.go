@@ -1,0 +1,380 @@
+package topology
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+type joinKind int
+
+const (
+	innerJoin joinKind = iota
+	leftJoin
+	outerJoin
+)
+
+func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTERJOIN"}[k] }
+
+// Join joins s with other on equal keys within w: each pair of records at
+// most w apart yields joiner(key, left, right), timestamped with the later
+// of the two. Inputs whose key may have changed are repartitioned first; the
+// two inputs must be co-partitioned (recorded in CopartitionGroups).
+func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+	return joinStreams(s, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, w, opts)
+}
+
+// LeftJoin is Join that also emits each left record no right record joined,
+// as joiner(key, left, zero, false), once its window has closed (stream
+// time > its timestamp + after + grace), with the left record's timestamp:
+// Kafka Streams' behaviour since 3.1, which avoids spurious left-only
+// results for records that are joined later.
+func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+	return joinStreams(s, other, leftJoin, func(k K, l V, _ bool, r V2, rok bool) VR { return joiner(k, l, r, rok) }, w, opts)
+}
+
+// OuterJoin is LeftJoin that also emits unjoined right records once their
+// window has closed.
+func (s Stream[K, V]) OuterJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, leftFound bool, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+	return joinStreams(s, other, outerJoin, joiner, w, opts)
+}
+
+// sideNames derives the names of a multi-node operator's parts: explicit
+// ones from the user's name, generated ones from the usual rule.
+func sideCfg(cfg *opConfig, suffix string) *opConfig {
+	c := &opConfig{used: map[string]bool{}, notLogged: cfg.notLogged, changelogConf: cfg.changelogConf}
+	if cfg.name != "" {
+		c.name = cfg.name + suffix
+	}
+	return c
+}
+
+func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joinKind, joiner func(K, V, bool, V2, bool) VR, w JoinWindows, opts []Option) Stream[K, VR] {
+	b := s.b
+	cfg := newOpConfig(opts)
+	if s.rekeyed {
+		s = s.repartition("REPARTITION", sideCfg(cfg, "-left"))
+	}
+	if other.rekeyed {
+		other = other.repartition("REPARTITION", sideCfg(cfg, "-right"))
+	}
+	core := &ssJoinOp[K, V, V2, VR]{kind: kind, w: w, joiner: joiner, ks: s.ks, lvs: s.vs, rvs: other.vs}
+	this := b.addNode(KindProcessor, kind.String()+"-THIS", []*node{s.n}, sideCfg(cfg, "-this"), &ssJoinSide[K, V, V2, VR]{op: core, left: true})
+	that := b.addNode(KindProcessor, kind.String()+"-OTHER", []*node{other.n}, sideCfg(cfg, "-other"), &ssJoinSide[K, V, V2, VR]{op: core})
+	b.checkSame(this, other.b)
+	merge := b.addNode(KindProcessor, kind.String(), []*node{this, that}, cfg,
+		opFunc[K, VR, K, VR](func(_ *opEnv, next forwarder[K, VR]) (receiver[K, VR], error) {
+			return receiverFunc[K, VR](next.forward), nil
+		}), "logging")
+	core.name = merge.name
+	if err := w.validate(); err != nil {
+		b.fail(errorf(merge.name, "%w", err))
+	}
+	retention := w.before + w.after + w.grace
+	spec := store.Spec{Kind: store.KindWindow, WindowSize: w.before + w.after + 1, Retention: retention}
+	core.thisStore = b.addStore(this, sideCfg(cfg, "-this"), "", spec, false)
+	core.otherStore = b.addStore(that, sideCfg(cfg, "-other"), "", spec, false)
+	b.connect(this, core.otherStore)
+	b.connect(that, core.thisStore)
+	if kind != innerJoin {
+		core.outerStore = b.addStore(this, sideCfg(cfg, "-outer"), "-OUTER", kvSpec(), false)
+		b.connect(that, core.outerStore)
+	}
+	if s.ks == nil {
+		b.fail(errorf(merge.name, "%w: key serde for the join stores", ErrMissingSerde))
+	}
+	if s.vs == nil || other.vs == nil {
+		b.fail(errorf(merge.name, "%w: value serdes of both join inputs are needed for the join stores", ErrMissingSerde))
+	}
+	b.requireCopartition(merge.name, s.n, other.n)
+	return Stream[K, VR]{b: b, n: merge, ks: s.ks, vs: serdeAs[VR](s.vs)}
+}
+
+// ssJoinOp holds what both sides of a stream-stream join share.
+type ssJoinOp[K, V, V2, VR any] struct {
+	name                              string
+	kind                              joinKind
+	w                                 JoinWindows
+	joiner                            func(K, V, bool, V2, bool) VR
+	ks                                serde.Serde[K]
+	lvs                               serde.Serde[V]
+	rvs                               serde.Serde[V2]
+	thisStore, otherStore, outerStore string
+}
+
+// ssJoinSide is the node for one input; both sides of a task share one
+// ssJoin instance, and so one stream time, as Kafka Streams' joins do.
+type ssJoinSide[K, V, V2, VR any] struct {
+	op   *ssJoinOp[K, V, V2, VR]
+	left bool
+}
+
+func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any, error) {
+	next, err := forwarderOf[K, VR](env, children)
+	if err != nil {
+		return nil, err
+	}
+	var mkErr error
+	inst := env.sharedValue("ssjoin/"+j.op.name, func() any {
+		c := &ssJoin[K, V, V2, VR]{op: j.op, observed: -1, next: next}
+		if c.this, mkErr = env.window(j.op.thisStore); mkErr != nil {
+			return c
+		}
+		if c.other, mkErr = env.window(j.op.otherStore); mkErr != nil {
+			return c
+		}
+		if j.op.outerStore != "" {
+			c.outer, mkErr = env.keyValue(j.op.outerStore)
+		}
+		return c
+	}).(*ssJoin[K, V, V2, VR])
+	if mkErr != nil {
+		return nil, mkErr
+	}
+	if j.left {
+		return receiverFunc[K, V](func(r Record[K, V]) error { return inst.processLeft(env, r) }), nil
+	}
+	return receiverFunc[K, V2](func(r Record[K, V2]) error { return inst.processRight(env, r) }), nil
+}
+
+type ssJoin[K, V, V2, VR any] struct {
+	op               *ssJoinOp[K, V, V2, VR]
+	this, other      store.Window
+	outer            store.KeyValue
+	next             forwarder[K, VR]
+	observed         int64
+	kbuf, vbuf, obuf []byte
+	matched          []int64
+}
+
+const (
+	sideLeft  = 'L'
+	sideRight = 'R'
+)
+
+func (j *ssJoin[K, V, V2, VR]) key(k K) ([]byte, error) {
+	b, err := j.op.ks.Encode(j.kbuf[:0], k)
+	j.kbuf = b
+	if b == nil {
+		b = []byte{}
+	}
+	return b, err
+}
+
+func outerKey(dst []byte, ts int64, side byte, kb []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst[:0], uint64(ts))
+	dst = append(dst, side)
+	return append(dst, kb...)
+}
+
+// appendTo adds an encoded value to the list at (kb, ts) of a window store.
+func appendTo(st store.Window, kb []byte, ts int64, item []byte) error {
+	old, _, err := st.Fetch(kb, ts)
+	if err != nil {
+		return err
+	}
+	return st.Put(kb, ts, appendListItem(bytes.Clone(old), item))
+}
+
+func (j *ssJoin[K, V, V2, VR]) processLeft(env *opEnv, r Record[K, V]) error {
+	if r.Tombstone {
+		env.Dropped(env.node, DropSkipped)
+		return nil
+	}
+	w := j.op.w
+	j.observed = max(j.observed, r.Timestamp)
+	if r.Timestamp+w.after+w.grace < j.observed {
+		env.Dropped(env.node, DropLate)
+		return nil
+	}
+	kb, err := j.key(r.Key)
+	if err != nil {
+		return errorf(env.node, "encode key: %w", err)
+	}
+	if j.vbuf, err = j.op.lvs.Encode(j.vbuf[:0], r.Value); err != nil {
+		return errorf(env.node, "encode value: %w", err)
+	}
+	if err := appendTo(j.this, kb, r.Timestamp, j.vbuf); err != nil {
+		return errorf(env.node, "store record: %w", err)
+	}
+	found := false
+	j.matched = j.matched[:0]
+	var ferr error
+	err = j.other.FetchRange(kb, r.Timestamp-w.before, r.Timestamp+w.after, func(rts int64, list []byte) bool {
+		j.matched = append(j.matched, rts)
+		ferr = eachListItem(list, func(item []byte) error {
+			rv, err := j.op.rvs.Decode(item)
+			if err != nil {
+				return err
+			}
+			found = true
+			return j.next.forward(Record[K, VR]{Key: r.Key, Value: j.op.joiner(r.Key, r.Value, true, rv, true), Timestamp: max(r.Timestamp, rts), Headers: r.Headers})
+		})
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return errorf(env.node, "join: %w", err)
+	}
+	if j.outer != nil {
+		if err := j.settle(env, kb, sideRight, found, sideLeft, r.Timestamp, j.vbuf); err != nil {
+			return err
+		}
+	}
+	return j.finish(env)
+}
+
+func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
+	if r.Tombstone {
+		env.Dropped(env.node, DropSkipped)
+		return nil
+	}
+	w := j.op.w
+	j.observed = max(j.observed, r.Timestamp)
+	if r.Timestamp+w.before+w.grace < j.observed {
+		env.Dropped(env.node, DropLate)
+		return nil
+	}
+	kb, err := j.key(r.Key)
+	if err != nil {
+		return errorf(env.node, "encode key: %w", err)
+	}
+	if j.vbuf, err = j.op.rvs.Encode(j.vbuf[:0], r.Value); err != nil {
+		return errorf(env.node, "encode value: %w", err)
+	}
+	if err := appendTo(j.other, kb, r.Timestamp, j.vbuf); err != nil {
+		return errorf(env.node, "store record: %w", err)
+	}
+	found := false
+	j.matched = j.matched[:0]
+	var ferr error
+	err = j.this.FetchRange(kb, r.Timestamp-w.after, r.Timestamp+w.before, func(lts int64, list []byte) bool {
+		j.matched = append(j.matched, lts)
+		ferr = eachListItem(list, func(item []byte) error {
+			lv, err := j.op.lvs.Decode(item)
+			if err != nil {
+				return err
+			}
+			found = true
+			return j.next.forward(Record[K, VR]{Key: r.Key, Value: j.op.joiner(r.Key, lv, true, r.Value, true), Timestamp: max(r.Timestamp, lts), Headers: r.Headers})
+		})
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return errorf(env.node, "join: %w", err)
+	}
+	if j.outer != nil {
+		if err := j.settle(env, kb, sideLeft, found, sideRight, r.Timestamp, j.vbuf); err != nil {
+			return err
+		}
+	}
+	return j.finish(env)
+}
+
+// settle updates the outer-join store after a record of side mine at ts:
+// the other side's records it matched are no longer unjoined, and an
+// unmatched record waits there for its window to close. Right records only
+// wait in outer joins; left-join results never include lone right records.
+func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, found bool, mine byte, ts int64, enc []byte) error {
+	for _, mts := range j.matched {
+		j.obuf = outerKey(j.obuf, mts, otherSide, kb)
+		if err := j.outer.Delete(j.obuf); err != nil {
+			return errorf(env.node, "outer store: %w", err)
+		}
+	}
+	if found || (mine == sideRight && j.op.kind != outerJoin) {
+		return nil
+	}
+	j.obuf = outerKey(j.obuf, ts, mine, kb)
+	old, _, err := j.outer.Get(j.obuf)
+	if err == nil {
+		err = j.outer.Put(j.obuf, appendListItem(bytes.Clone(old), enc))
+	}
+	if err != nil {
+		return errorf(env.node, "outer store: %w", err)
+	}
+	return nil
+}
+
+type pendingOuter struct {
+	key  []byte
+	list []byte
+}
+
+// finish emits the unjoined records whose windows stream time has closed,
+// oldest first, and expires records no future record can join.
+func (j *ssJoin[K, V, V2, VR]) finish(env *opEnv) error {
+	w := j.op.w
+	if j.outer != nil {
+		var due []pendingOuter
+		upper := binary.BigEndian.AppendUint64(nil, uint64(max(0, j.observed-min(w.before, w.after)-w.grace)))
+		err := j.outer.Range(nil, upper, func(k, v []byte) bool {
+			ts := int64(binary.BigEndian.Uint64(k))
+			look := w.after
+			if k[8] == sideRight {
+				look = w.before
+			}
+			if ts+look+w.grace < j.observed {
+				due = append(due, pendingOuter{key: bytes.Clone(k), list: bytes.Clone(v)})
+			}
+			return true
+		})
+		if err != nil {
+			return errorf(env.node, "scan outer store: %w", err)
+		}
+		for _, p := range due {
+			if err := j.emitUnjoined(env, p); err != nil {
+				return err
+			}
+			if err := j.outer.Delete(p.key); err != nil {
+				return errorf(env.node, "outer store: %w", err)
+			}
+		}
+	}
+	cut := j.observed - w.before - w.after - w.grace
+	if err := j.this.ExpireBefore(cut); err != nil {
+		return errorf(env.node, "expire: %w", err)
+	}
+	if err := j.other.ExpireBefore(cut); err != nil {
+		return errorf(env.node, "expire: %w", err)
+	}
+	return nil
+}
+
+func (j *ssJoin[K, V, V2, VR]) emitUnjoined(env *opEnv, p pendingOuter) error {
+	ts := int64(binary.BigEndian.Uint64(p.key))
+	k, err := j.op.ks.Decode(p.key[9:])
+	if err != nil {
+		return errorf(env.node, "decode key: %w", err)
+	}
+	err = eachListItem(p.list, func(item []byte) error {
+		var out VR
+		if p.key[8] == sideLeft {
+			lv, err := j.op.lvs.Decode(item)
+			if err != nil {
+				return err
+			}
+			var zero V2
+			out = j.op.joiner(k, lv, true, zero, false)
+		} else {
+			rv, err := j.op.rvs.Decode(item)
+			if err != nil {
+				return err
+			}
+			var zero V
+			out = j.op.joiner(k, zero, false, rv, true)
+		}
+		return j.next.forward(Record[K, VR]{Key: k, Value: out, Timestamp: ts})
+	})
+	if err != nil {
+		return errorf(env.node, "emit unjoined: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package topology
+
+// JoinTable looks each record up in table t: records whose key is in t
+// yield joiner(key, value, tableValue) with the stream record's timestamp.
+// Table updates do not trigger output. A stream whose key may have changed
+// is repartitioned first; the stream and the table's source must be
+// co-partitioned.
+func (s Stream[K, V]) JoinTable[V2, VR any](t Table[K, V2], joiner func(key K, value V, tableValue V2) VR, opts ...Option) Stream[K, VR] {
+	return joinStreamTable(s, t, false, func(k K, v V, tv V2, _ bool) VR { return joiner(k, v, tv) }, opts)
+}
+
+// LeftJoinTable is JoinTable that also emits records whose key is not in t,
+// as joiner(key, value, zero, false).
+func (s Stream[K, V]) LeftJoinTable[V2, VR any](t Table[K, V2], joiner func(key K, value V, tableValue V2, found bool) VR, opts ...Option) Stream[K, VR] {
+	return joinStreamTable(s, t, true, joiner, opts)
+}
+
+func joinStreamTable[K, V, V2, VR any](s Stream[K, V], t Table[K, V2], left bool, joiner func(K, V, V2, bool) VR, opts []Option) Stream[K, VR] {
+	cfg := newOpConfig(opts)
+	if s.rekeyed {
+		s = s.repartition("REPARTITION", sideCfg(cfg, "-left"))
+	}
+	op := "STREAM-TABLE-JOIN"
+	if left {
+		op = "STREAM-TABLE-LEFTJOIN"
+	}
+	src := t.src
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg,
+		opFunc[K, V, K, VR](func(env *opEnv, next forwarder[K, VR]) (receiver[K, V], error) {
+			g, err := src.newGetter(env)
+			if err != nil {
+				return nil, err
+			}
+			return receiverFunc[K, V](func(r Record[K, V]) error {
+				if r.Tombstone {
+					env.Dropped(env.node, DropSkipped)
+					return nil
+				}
+				tv, _, found, err := g.get(r.Key)
+				if err != nil {
+					return errorf(env.node, "look up table: %w", err)
+				}
+				if !found && !left {
+					return nil
+				}
+				return next.forward(Record[K, VR]{Key: r.Key, Value: joiner(r.Key, r.Value, tv, found), Timestamp: r.Timestamp, Headers: r.Headers})
+			}), nil
+		}))
+	s.b.checkSame(n, t.b)
+	for _, st := range src.storeNames() {
+		s.b.connect(n, st)
+	}
+	s.b.requireCopartition(n.name, s.n, t.n)
+	return Stream[K, VR]{b: s.b, n: n, ks: s.ks, vs: serdeAs[VR](s.vs)}
+}
+
+// Join joins two tables on their keys: the result has a row for each key in
+// both, joiner(key, left, right), timestamped with the later of the two
+// rows. Changes on either side update it; the result is computed on read.
+func (t Table[K, V]) Join[V2, VR any](other Table[K, V2], joiner func(key K, left V, right V2) VR, opts ...Option) Table[K, VR] {
+	return joinTables(t, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, opts)
+}
+
+// LeftJoin has a row for each key of t, with right found or not.
+func (t Table[K, V]) LeftJoin[V2, VR any](other Table[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, opts ...Option) Table[K, VR] {
+	return joinTables(t, other, leftJoin, func(k K, l V, _ bool, r V2, rok bool) VR { return joiner(k, l, r, rok) }, opts)
+}
+
+// OuterJoin has a row for each key of either table.
+func (t Table[K, V]) OuterJoin[V2, VR any](other Table[K, V2], joiner func(key K, left V, leftFound bool, right V2, rightFound bool) VR, opts ...Option) Table[K, VR] {
+	return joinTables(t, other, outerJoin, joiner, opts)
+}
+
+// present says whether a join row exists given which sides have a value.
+func (k joinKind) present(l, r bool) bool {
+	switch k {
+	case innerJoin:
+		return l && r
+	case leftJoin:
+		return l
+	}
+	return l || r
+}
+
+func joinTables[K, V, V2, VR any](t Table[K, V], o Table[K, V2], kind joinKind, joiner func(K, V, bool, V2, bool) VR, opts []Option) Table[K, VR] {
+	b := t.b
+	cfg := newOpConfig(opts)
+	ls, rs := t.src, o.src
+	this := b.addNode(KindProcessor, "TABLE-"+kind.String()+"-THIS", []*node{t.n}, sideCfg(cfg, "-this"),
+		opFunc[K, change[V], K, change[VR]](func(env *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[V]], error) {
+			g, err := rs.newGetter(env)
+			if err != nil {
+				return nil, err
+			}
+			return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
+				rv, rts, rok, err := g.get(r.Key)
+				if err != nil {
+					return errorf(env.node, "look up other table: %w", err)
+				}
+				c := r.Value
+				out := Record[K, change[VR]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers}
+				if rok {
+					out.Timestamp = max(out.Timestamp, rts)
+				}
+				switch {
+				case kind.present(c.hasNew, rok):
+					out.Value = change[VR]{newV: joiner(r.Key, c.newV, c.hasNew, rv, rok), hasNew: true}
+				case kind.present(c.hasOld, rok):
+					// The row existed and no longer does: a delete.
+				default:
+					return nil
+				}
+				return next.forward(out)
+			}), nil
+		}))
+	that := b.addNode(KindProcessor, "TABLE-"+kind.String()+"-OTHER", []*node{o.n}, sideCfg(cfg, "-other"),
+		opFunc[K, change[V2], K, change[VR]](func(env *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[V2]], error) {
+			g, err := ls.newGetter(env)
+			if err != nil {
+				return nil, err
+			}
+			return receiverFunc[K, change[V2]](func(r Record[K, change[V2]]) error {
+				lv, lts, lok, err := g.get(r.Key)
+				if err != nil {
+					return errorf(env.node, "look up other table: %w", err)
+				}
+				c := r.Value
+				out := Record[K, change[VR]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers}
+				if lok {
+					out.Timestamp = max(out.Timestamp, lts)
+				}
+				switch {
+				case kind.present(lok, c.hasNew):
+					out.Value = change[VR]{newV: joiner(r.Key, lv, lok, c.newV, c.hasNew), hasNew: true}
+				case kind.present(lok, c.hasOld):
+				default:
+					return nil
+				}
+				return next.forward(out)
+			}), nil
+		}))
+	b.checkSame(this, o.b)
+	merge := b.addNode(KindProcessor, "TABLE-"+kind.String(), []*node{this, that}, cfg,
+		opFunc[K, change[VR], K, change[VR]](func(_ *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[VR]], error) {
+			return receiverFunc[K, change[VR]](next.forward), nil
+		}))
+	var stores []string
+	for _, st := range ls.storeNames() {
+		b.connect(this, st)
+		b.connect(that, st)
+		stores = append(stores, st)
+	}
+	for _, st := range rs.storeNames() {
+		b.connect(this, st)
+		b.connect(that, st)
+		stores = append(stores, st)
+	}
+	b.requireCopartition(merge.name, t.n, o.n)
+	src := &funcGetters[K, VR]{stores: stores, mk: func(env *opEnv) (getter[K, VR], error) {
+		lg, err := ls.newGetter(env)
+		if err != nil {
+			return nil, err
+		}
+		rg, err := rs.newGetter(env)
+		if err != nil {
+			return nil, err
+		}
+		return getterFunc[K, VR](func(k K) (v VR, ts int64, found bool, err error) {
+			lv, lts, lok, err := lg.get(k)
+			if err != nil {
+				return v, 0, false, err
+			}
+			rv, rts, rok, err := rg.get(k)
+			if err != nil || !kind.present(lok, rok) {
+				return v, 0, false, err
+			}
+			return joiner(k, lv, lok, rv, rok), max(lts, rts), true, nil
+		}), nil
+	}}
+	return Table[K, VR]{b: b, n: merge, ks: t.ks, vs: serdeAs[VR](t.vs), src: src}
+}

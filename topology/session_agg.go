@@ -1,0 +1,211 @@
+package topology
+
+import (
+	"bytes"
+
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// SessionWindowedStream is a grouped stream cut into sessions.
+type SessionWindowedStream[K, V any] struct {
+	g GroupedStream[K, V]
+	w SessionWindows
+}
+
+// SessionWindowedBy cuts a grouped stream into sessions (a function for the
+// reason given at WindowedBy).
+func SessionWindowedBy[K, V any](g GroupedStream[K, V], w SessionWindows) SessionWindowedStream[K, V] {
+	return SessionWindowedStream[K, V]{g: g, w: w}
+}
+
+// Count counts records per session.
+func (ss SessionWindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], int64] {
+	return aggregateSession(ss, "SESSION-COUNT", func() int64 { return 0 },
+		func(_ K, _ V, n int64) int64 { return n + 1 }, func(_ K, a, b int64) int64 { return a + b }, serde.Int64(), opts)
+}
+
+// Reduce combines the values of each session; merging sessions combines
+// their aggregates with f too.
+func (ss SessionWindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[Windowed[K], V] {
+	return aggregateSession(ss, "SESSION-REDUCE", nil,
+		func(_ K, v V, agg V) V { return f(agg, v) }, func(_ K, a, b V) V { return f(a, b) }, ss.g.s.vs, opts)
+}
+
+// Aggregate folds each session's records starting from init(); when a
+// record bridges sessions, merge combines their aggregates (in session
+// order) before the record is added. Every change is emitted: the sessions
+// a merge replaced are emitted as tombstones, then the merged session. A
+// session's output timestamp is its end, the largest timestamp in it.
+func (ss SessionWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, merge func(k K, a, b VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
+	if init == nil {
+		init = func() VA { var z VA; return z }
+	}
+	return aggregateSession(ss, "SESSION-AGGREGATE", init, add, merge, aggSerde, opts)
+}
+
+func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, merge func(K, VA, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
+	s, w := ss.g.s, ss.w
+	cfg := newOpConfig(opts)
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "retention")
+	if err := w.validate(); err != nil {
+		s.b.fail(errorf(n.name, "%w", err))
+	}
+	retention := w.grace
+	if cfg.hasRetention {
+		retention = cfg.retention.Milliseconds()
+		if retention < w.grace {
+			s.b.fail(errorf(n.name, "%w: retention %dms is shorter than grace %dms", ErrInvalidWindow, retention, w.grace))
+		}
+	}
+	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindSession, Retention: retention + w.gap}, true)
+	if s.ks == nil {
+		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
+	}
+	if aggSerde == nil {
+		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
+	}
+	n.impl = opFunc[K, V, Windowed[K], change[VA]](func(env *opEnv, next forwarder[Windowed[K], change[VA]]) (receiver[K, V], error) {
+		st, err := env.session(name)
+		if err != nil {
+			return nil, err
+		}
+		return &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
+			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, observed: -1}, nil
+	})
+	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
+		src: &funcGetters[Windowed[K], VA]{stores: []string{name}, mk: func(env *opEnv) (getter[Windowed[K], VA], error) {
+			st, err := env.session(name)
+			if err != nil {
+				return nil, err
+			}
+			return getterFunc[Windowed[K], VA](func(k Windowed[K]) (v VA, ts int64, found bool, err error) {
+				kb, err := s.ks.Encode(nil, k.Key)
+				if err != nil {
+					return v, 0, false, err
+				}
+				err = st.FindSessions(kb, k.End, k.Start, func(start, end int64, raw []byte) bool {
+					if start != k.Start || end != k.End {
+						return true
+					}
+					var vb []byte
+					if ts, vb, err = DecodeTimestamped(raw); err == nil {
+						v, err = aggSerde.Decode(vb)
+					}
+					found = err == nil
+					return false
+				})
+				return v, ts, found, err
+			}), nil
+		}}}
+}
+
+type sessionAgg[K, V, VA any] struct {
+	env       *opEnv
+	next      forwarder[Windowed[K], change[VA]]
+	st        store.Session
+	w         SessionWindows
+	retention int64
+	ks        serde.Serde[K]
+	vs        serde.Serde[VA]
+	init      func() VA
+	add       func(K, V, VA) VA
+	merge     func(K, VA, VA) VA
+	observed  int64
+	kbuf      []byte
+	vbuf      []byte
+	found     []foundSession
+}
+
+type foundSession struct {
+	start, end int64
+	value      []byte
+}
+
+func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
+	if r.Tombstone {
+		a.env.Dropped(a.env.node, DropSkipped)
+		return nil
+	}
+	a.observed = max(a.observed, r.Timestamp)
+	closeTime := a.observed - a.w.grace
+	var err error
+	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
+		return errorf(a.env.node, "encode key: %w", err)
+	}
+	kb := a.kbuf
+	if kb == nil {
+		kb = []byte{}
+	}
+	t := r.Timestamp
+	a.found = a.found[:0]
+	err = a.st.FindSessions(kb, t-a.w.gap, t+a.w.gap, func(start, end int64, v []byte) bool {
+		a.found = append(a.found, foundSession{start: start, end: end, value: bytes.Clone(v)})
+		return true
+	})
+	if err != nil {
+		return errorf(a.env.node, "find sessions: %w", err)
+	}
+	start, end := t, t
+	var agg VA
+	have := false
+	olds := make([]VA, len(a.found))
+	for i, f := range a.found {
+		start, end = min(start, f.start), max(end, f.end)
+		_, vb, err := DecodeTimestamped(f.value)
+		if err == nil {
+			olds[i], err = a.vs.Decode(vb)
+		}
+		if err != nil {
+			return errorf(a.env.node, "decode session [%d,%d]: %w", f.start, f.end, err)
+		}
+		if !have {
+			agg, have = olds[i], true
+			if a.init != nil {
+				agg = a.merge(r.Key, a.init(), olds[i])
+			}
+		} else {
+			agg = a.merge(r.Key, agg, olds[i])
+		}
+	}
+	if end < closeTime {
+		a.env.Dropped(a.env.node, DropLate)
+		return nil
+	}
+	switch {
+	case have:
+		agg = a.add(r.Key, r.Value, agg)
+	case a.init == nil:
+		agg = any(r.Value).(VA)
+	default:
+		agg = a.add(r.Key, r.Value, a.init())
+	}
+	for i, f := range a.found {
+		if f.start == start && f.end == end {
+			continue
+		}
+		if err := a.st.Remove(kb, f.start, f.end); err != nil {
+			return errorf(a.env.node, "remove session [%d,%d]: %w", f.start, f.end, err)
+		}
+		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: f.start, End: f.end}, Timestamp: f.end,
+			Value: change[VA]{oldV: olds[i], hasOld: true}}
+		if err := a.next.forward(out); err != nil {
+			return err
+		}
+	}
+	if a.vbuf, err = appendValueTS(a.vbuf, a.vs, end, agg); err != nil {
+		return errorf(a.env.node, "encode aggregate: %w", err)
+	}
+	if err := a.st.Put(kb, start, end, a.vbuf); err != nil {
+		return errorf(a.env.node, "put session [%d,%d]: %w", start, end, err)
+	}
+	out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: end, Headers: r.Headers,
+		Value: change[VA]{newV: agg, hasNew: true}}
+	if err := a.next.forward(out); err != nil {
+		return err
+	}
+	if err := a.st.ExpireBefore(a.observed - a.retention - a.w.gap); err != nil {
+		return errorf(a.env.node, "expire sessions: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package topology
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"sort"
+
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// WindowedStream is a grouped stream cut into time windows.
+type WindowedStream[K, V any] struct {
+	g GroupedStream[K, V]
+	w TimeWindows
+}
+
+// WindowedBy cuts a grouped stream into tumbling or hopping windows:
+//
+//	topology.WindowedBy(payments.GroupByKey(), topology.TumblingWindows(time.Minute, 10*time.Second)).Count()
+//
+// It is a function, not a GroupedStream method, because Go rejects the
+// method form as an instantiation cycle: GroupedStream[K] would refer to
+// WindowedStream[K], whose Count yields Table[Windowed[K]], whose ToStream
+// groups into GroupedStream[Windowed[K]], and so on without end.
+func WindowedBy[K, V any](g GroupedStream[K, V], w TimeWindows) WindowedStream[K, V] {
+	return WindowedStream[K, V]{g: g, w: w}
+}
+
+// Count counts records per key and window.
+func (ws WindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], int64] {
+	return aggregateWindowed(ws, "WINDOW-COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
+}
+
+// Reduce combines the values of each key and window.
+func (ws WindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[Windowed[K], V] {
+	return aggregateWindowed(ws, "WINDOW-REDUCE", nil, func(_ K, v V, agg V) V { return f(agg, v) }, ws.g.s.vs, opts)
+}
+
+// Aggregate folds each key's records per window, starting from init().
+// Each window's output timestamp is the largest timestamp in it. By default
+// every update is emitted; with EmitFinal, one result per window once it
+// closes.
+func (ws WindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
+	if init == nil {
+		init = func() VA { var z VA; return z }
+	}
+	return aggregateWindowed(ws, "WINDOW-AGGREGATE", init, add, aggSerde, opts)
+}
+
+func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
+	s, w := ws.g.s, ws.w
+	cfg := newOpConfig(opts)
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "emitFinal", "retention")
+	if err := w.validate(); err != nil {
+		s.b.fail(errorf(n.name, "%w", err))
+	}
+	retention := w.grace
+	if cfg.hasRetention {
+		retention = cfg.retention.Milliseconds()
+		if retention < w.grace {
+			s.b.fail(errorf(n.name, "%w: retention %dms is shorter than grace %dms", ErrInvalidWindow, retention, w.grace))
+		}
+	}
+	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindWindow, WindowSize: w.size, Retention: retention}, true)
+	var cursorStore string
+	if cfg.emitFinal {
+		cursorStore = s.b.addStore(n, cfg, "-EMIT-CURSOR", kvSpec(), false)
+	}
+	if s.ks == nil {
+		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
+	}
+	if aggSerde == nil {
+		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
+	}
+	n.impl = opFunc[K, V, Windowed[K], change[VA]](func(env *opEnv, next forwarder[Windowed[K], change[VA]]) (receiver[K, V], error) {
+		st, err := env.window(name)
+		if err != nil {
+			return nil, err
+		}
+		a := &winAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
+			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1, cursor: math.MinInt64}
+		if cursorStore != "" {
+			if a.cursorKV, err = env.keyValue(cursorStore); err != nil {
+				return nil, err
+			}
+			if err := a.loadCursor(); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
+	})
+	ks := windowedSerdeOf(s.ks)
+	return Table[Windowed[K], VA]{b: s.b, n: n, ks: ks, vs: aggSerde, store: name,
+		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
+}
+
+// winAgg is the task instance of a time-window aggregation.
+type winAgg[K, V, VA any] struct {
+	env       *opEnv
+	next      forwarder[Windowed[K], change[VA]]
+	st        store.Window
+	cursorKV  store.KeyValue
+	w         TimeWindows
+	retention int64
+	ks        serde.Serde[K]
+	vs        serde.Serde[VA]
+	init      func() VA
+	add       func(K, V, VA) VA
+	// observed is the operator's stream time, as in Kafka Streams: the
+	// largest timestamp this operator has seen.
+	observed   int64
+	cursor     int64 // close time up to which final results were emitted
+	starts     []int64
+	kbuf, vbuf []byte
+}
+
+var cursorKey = []byte("emit-cursor")
+
+func (a *winAgg[K, V, VA]) loadCursor() error {
+	b, ok, err := a.cursorKV.Get(cursorKey)
+	if err != nil {
+		return errorf(a.env.node, "load emit cursor: %w", err)
+	}
+	if ok && len(b) == 8 {
+		a.cursor = int64(binary.BigEndian.Uint64(b))
+	}
+	return nil
+}
+
+func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
+	if r.Tombstone {
+		a.env.Dropped(a.env.node, DropSkipped)
+		return nil
+	}
+	a.observed = max(a.observed, r.Timestamp)
+	closeTime := a.observed - a.w.grace
+	var err error
+	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
+		return errorf(a.env.node, "encode key: %w", err)
+	}
+	kb := a.kbuf
+	if kb == nil {
+		kb = []byte{}
+	}
+	late := false
+	a.starts = a.w.starts(a.starts[:0], r.Timestamp)
+	for _, start := range a.starts {
+		end := start + a.w.size
+		if end <= closeTime {
+			late = true
+			continue
+		}
+		var old VA
+		ts := r.Timestamp
+		raw, found, err := a.st.Fetch(kb, start)
+		if err != nil {
+			return errorf(a.env.node, "fetch window %d: %w", start, err)
+		}
+		if found {
+			oldTS, vb, err := DecodeTimestamped(raw)
+			if err == nil {
+				old, err = a.vs.Decode(vb)
+			}
+			if err != nil {
+				return errorf(a.env.node, "decode window %d: %w", start, err)
+			}
+			ts = max(ts, oldTS)
+		}
+		var agg VA
+		switch {
+		case found:
+			agg = a.add(r.Key, r.Value, old)
+		case a.init == nil:
+			agg = any(r.Value).(VA)
+		default:
+			agg = a.add(r.Key, r.Value, a.init())
+		}
+		if a.vbuf, err = appendValueTS(a.vbuf, a.vs, ts, agg); err != nil {
+			return errorf(a.env.node, "encode aggregate: %w", err)
+		}
+		if err := a.st.Put(kb, start, a.vbuf); err != nil {
+			return errorf(a.env.node, "put window %d: %w", start, err)
+		}
+		if a.cursorKV == nil {
+			out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: ts, Headers: r.Headers,
+				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
+			if err := a.next.forward(out); err != nil {
+				return err
+			}
+		}
+	}
+	if late {
+		a.env.Dropped(a.env.node, DropLate)
+	}
+	if a.cursorKV != nil {
+		if err := a.emitClosed(closeTime); err != nil {
+			return err
+		}
+	}
+	if err := a.st.ExpireBefore(a.observed - a.retention - a.w.size + 1); err != nil {
+		return errorf(a.env.node, "expire windows: %w", err)
+	}
+	return nil
+}
+
+type closedWindow struct {
+	key   []byte
+	start int64
+	value []byte
+}
+
+// emitClosed forwards the final result of every window that closed since
+// the last call (end in (cursor, closeTime]), ordered by window start then
+// key, and persists the new cursor so a restart does not emit them again.
+func (a *winAgg[K, V, VA]) emitClosed(closeTime int64) error {
+	if closeTime <= a.cursor {
+		return nil
+	}
+	lo := int64(math.MinInt64)
+	if a.cursor != math.MinInt64 {
+		lo = a.cursor - a.w.size + 1
+	}
+	hi := closeTime - a.w.size
+	var closed []closedWindow
+	if hi >= lo {
+		err := a.st.FetchAll(lo, hi, func(k []byte, start int64, v []byte) bool {
+			closed = append(closed, closedWindow{key: bytes.Clone(k), start: start, value: bytes.Clone(v)})
+			return true
+		})
+		if err != nil {
+			return errorf(a.env.node, "scan closed windows: %w", err)
+		}
+	}
+	sort.SliceStable(closed, func(i, j int) bool {
+		if closed[i].start != closed[j].start {
+			return closed[i].start < closed[j].start
+		}
+		return bytes.Compare(closed[i].key, closed[j].key) < 0
+	})
+	for _, c := range closed {
+		k, err := a.ks.Decode(c.key)
+		if err != nil {
+			return errorf(a.env.node, "decode key: %w", err)
+		}
+		ts, vb, err := DecodeTimestamped(c.value)
+		var agg VA
+		if err == nil {
+			agg, err = a.vs.Decode(vb)
+		}
+		if err != nil {
+			return errorf(a.env.node, "decode window %d: %w", c.start, err)
+		}
+		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: k, Start: c.start, End: c.start + a.w.size}, Timestamp: ts,
+			Value: change[VA]{newV: agg, hasNew: true}}
+		if err := a.next.forward(out); err != nil {
+			return err
+		}
+	}
+	a.cursor = closeTime
+	if err := a.cursorKV.Put(cursorKey, binary.BigEndian.AppendUint64(nil, uint64(closeTime))); err != nil {
+		return errorf(a.env.node, "store emit cursor: %w", err)
+	}
+	return nil
+}
+
+// windowGetters reads a windowed table by (key, window start).
+type windowGetters[K, V any] struct {
+	name string
+	ks   serde.Serde[K]
+	vs   serde.Serde[V]
+}
+
+func (g *windowGetters[K, V]) storeNames() []string { return []string{g.name} }
+
+func (g *windowGetters[K, V]) newGetter(env *opEnv) (getter[Windowed[K], V], error) {
+	st, err := env.window(g.name)
+	if err != nil {
+		return nil, err
+	}
+	return getterFunc[Windowed[K], V](func(k Windowed[K]) (v V, ts int64, found bool, err error) {
+		kb, err := g.ks.Encode(nil, k.Key)
+		if err != nil {
+			return v, 0, false, err
+		}
+		raw, found, err := st.Fetch(kb, k.Start)
+		if err != nil || !found {
+			return v, 0, false, err
+		}
+		ts, vb, err := DecodeTimestamped(raw)
+		if err == nil {
+			v, err = g.vs.Decode(vb)
+		}
+		return v, ts, err == nil, err
+	}), nil
+}
