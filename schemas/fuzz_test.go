@@ -120,9 +120,7 @@ func FuzzDecodeRegistryWire(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	fake.mu.Lock()
-	v1 := fake.add(clickV1)
-	fake.mu.Unlock()
+	v1 := fake.Add("clicks-value", clickV1)
 	fuzzDecoder(f, clicks,
 		must(clicks.Encode(nil, sampleClick())),
 		must(carts.Encode(nil, sampleCart())),

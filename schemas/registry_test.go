@@ -3,91 +3,16 @@ package schemas
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"sync"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/sr"
-
+	"github.com/tidemark-streams/tidemark/schemas/schemastest"
 	"github.com/tidemark-streams/tidemark/serde"
 )
 
-// fakeRegistry implements the two Schema Registry endpoints the serdes call:
-// POST /subjects/{subject}/versions and GET /schemas/ids/{id}.
-type fakeRegistry struct {
-	mu      sync.Mutex
-	byID    map[int]string
-	fetches int
-	down    bool // answer 503 to everything
-}
-
-func newFakeRegistry(t testing.TB) (*fakeRegistry, *Registry) {
-	f := &fakeRegistry{byID: map[int]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /subjects/{subject}/versions", f.register)
-	mux.HandleFunc("GET /schemas/ids/{id}", f.schemaByID)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	cl, err := sr.NewClient(sr.URLs(srv.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, NewRegistry(cl)
-}
-
-func (f *fakeRegistry) unavailable(w http.ResponseWriter) bool {
-	if f.down {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `{"error_code":50003,"message":"registry is down"}`)
-	}
-	return f.down
-}
-
-func (f *fakeRegistry) add(schema string) int {
-	for id, s := range f.byID {
-		if s == schema {
-			return id
-		}
-	}
-	id := len(f.byID) + 1
-	f.byID[id] = schema
-	return id
-}
-
-func (f *fakeRegistry) register(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.unavailable(w) {
-		return
-	}
-	var body sr.Schema
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	fmt.Fprintf(w, `{"id":%d}`, f.add(body.Schema))
-}
-
-func (f *fakeRegistry) schemaByID(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.unavailable(w) {
-		return
-	}
-	f.fetches++
-	id, _ := strconv.Atoi(r.PathValue("id"))
-	s, ok := f.byID[id]
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w, `{"error_code":40403,"message":"Schema %d not found"}`, id)
-		return
-	}
-	json.NewEncoder(w).Encode(sr.Schema{Schema: s})
+func newFakeRegistry(t testing.TB) (*schemastest.Registry, *Registry) {
+	f := schemastest.NewRegistry(t)
+	return f, NewRegistry(f.Client(t))
 }
 
 func wire(id int, payload []byte) []byte {
@@ -124,9 +49,7 @@ func TestRegistrySerdeResolvesOldWritersAndCachesSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.mu.Lock()
-	v1 := fake.add(clickV1)
-	fake.mu.Unlock()
+	v1 := fake.Add("clicks-value", clickV1)
 	rec := wire(v1, encodeWith(t, clickV1, clickV1Native()))
 	for range 3 {
 		got, err := s.Decode(rec)
@@ -137,16 +60,16 @@ func TestRegistrySerdeResolvesOldWritersAndCachesSchemas(t *testing.T) {
 			t.Fatalf("v1 record read as %+v, want device filled from the default", got)
 		}
 	}
-	if fake.fetches != 1 {
-		t.Fatalf("registry fetched %d times for one schema id, want 1 (cached)", fake.fetches)
+	if fake.Fetches() != 1 {
+		t.Fatalf("registry fetched %d times for one schema id, want 1 (cached)", fake.Fetches())
 	}
 	// A second serde on the same Registry reuses the fetched schema.
 	s2, err := Click.Registry(ctx, reg, "clicks-value")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Decode(rec); err != nil || fake.fetches != 1 {
-		t.Fatalf("second serde: err %v, fetches %d", err, fake.fetches)
+	if _, err := s2.Decode(rec); err != nil || fake.Fetches() != 1 {
+		t.Fatalf("second serde: err %v, fetches %d", err, fake.Fetches())
 	}
 }
 
@@ -189,9 +112,7 @@ func TestRegistryDecodeErrors(t *testing.T) {
 		t.Fatalf("wrong type error %v should name %s", err, Cart.Name())
 	}
 
-	fake.mu.Lock()
-	fake.down = true
-	fake.mu.Unlock()
+	fake.SetDown(true)
 	_, err = clicks.Decode(wire(77, good[5:]))
 	if !errors.Is(err, ErrRegistry) || errors.Is(err, serde.ErrDecode) {
 		t.Fatalf("registry down: %v, want ErrRegistry and not a decode error (the record may be fine)", err)
@@ -211,5 +132,35 @@ func TestRegistryDecodeHonoursContext(t *testing.T) {
 	cancel()
 	if _, err := clicks.DecodeContext(ctx, wire(99, nil)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("decode with cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestRegistrySerdeIsSafeForConcurrentDecodes(t *testing.T) {
+	ctx := context.Background()
+	fake, reg := newFakeRegistry(t)
+	s, err := Click.Registry(ctx, reg, "clicks-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := fake.Subjects("clicks-value"); len(ids) != 1 || ids[0] != s.SchemaID() {
+		t.Fatalf("subject clicks-value holds %v, want the serde's id %d", ids, s.SchemaID())
+	}
+	v1 := wire(fake.Add("clicks-value", clickV1), encodeWith(t, clickV1, clickV1Native()))
+	v2, _ := s.Encode(nil, sampleClick())
+	errs := make(chan error, 16)
+	for i := range 16 {
+		go func() {
+			in := v1
+			if i%2 == 0 {
+				in = v2
+			}
+			_, err := s.Decode(in)
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

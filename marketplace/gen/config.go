@@ -67,6 +67,8 @@ type Config struct {
 	Topics Topics
 	// Format is the value encoding, default FormatAvro.
 	Format Format
+	// Serdes, if set, encodes values instead of Format.
+	Serdes *Serdes
 }
 
 // NoDisorder as Config.MaxDisorder emits event times in order.
@@ -156,7 +158,11 @@ func (c Config) Validate() error {
 	if !(c.OversellRate >= 0 && c.OversellRate <= 1) {
 		return fmt.Errorf("gen: OversellRate is %v, accepted range 0..1", c.OversellRate)
 	}
-	if c.Format != FormatAvro && c.Format != FormatJSON {
+	if c.Serdes != nil {
+		if err := c.Serdes.validate(); err != nil {
+			return err
+		}
+	} else if c.Format != FormatAvro && c.Format != FormatJSON {
 		return fmt.Errorf("gen: Format is %q, accepted %q or %q", c.Format, FormatAvro, FormatJSON)
 	}
 	seen := map[string]bool{}

@@ -29,11 +29,14 @@ type encoder struct {
 func newEncoder(cfg Config) (encoder, error) {
 	t := cfg.Topics
 	e := encoder{topics: [numStreams]string{t.Clicks, t.Carts, t.Inventory, t.Payments, t.Fulfillment}}
-	switch cfg.Format {
-	case FormatAvro:
+	switch {
+	case cfg.Serdes != nil:
+		s := cfg.Serdes
+		e.click, e.cart, e.inventory, e.payment, e.fulfillment = s.Click, s.Cart, s.Inventory, s.Payment, s.Fulfillment
+	case cfg.Format == FormatAvro:
 		e.click, e.cart, e.inventory = schemas.Click.Avro(), schemas.Cart.Avro(), schemas.Inventory.Avro()
 		e.payment, e.fulfillment = schemas.Payment.Avro(), schemas.Fulfillment.Avro()
-	case FormatJSON:
+	case cfg.Format == FormatJSON:
 		e.click, e.cart, e.inventory = schemas.Click.JSON(), schemas.Cart.JSON(), schemas.Inventory.JSON()
 		e.payment, e.fulfillment = schemas.Payment.JSON(), schemas.Fulfillment.JSON()
 	default:

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark-streams/tidemark/schemas"
+	"github.com/tidemark-streams/tidemark/schemas/schemastest"
 )
 
 func mustNew(t testing.TB, cfg Config) *Generator {
@@ -357,4 +359,46 @@ func decodeAs[T schemas.Event](s *schemas.Spec[T], f Format, b []byte) (schemas.
 		return s.JSON().Decode(b)
 	}
 	return s.Avro().Decode(b)
+}
+
+func TestRegistrySerdesWriteTheWireFormat(t *testing.T) {
+	ctx := context.Background()
+	fake := schemastest.NewRegistry(t)
+	reg := schemas.NewRegistry(fake.Client(t))
+	topics := DefaultTopics.WithPrefix("r.")
+	sd, err := RegistrySerdes(ctx, reg, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{"r.clicks-value", "r.carts-value", "r.inventory-value", "r.payments-value", "r.fulfillment-value"} {
+		if len(fake.Subjects(subject)) != 1 {
+			t.Fatalf("subject %s not registered", subject)
+		}
+	}
+	g := mustNew(t, Config{Seed: 2, Topics: topics, Serdes: sd})
+	payments, err := schemas.Payment.Registry(ctx, reg, "r.payments-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for found < 20 {
+		r, err := g.NextRecord()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Topic != "r.payments" {
+			continue
+		}
+		found++
+		if r.Value[0] != 0 {
+			t.Fatalf("payment record starts with %#x, want magic byte 0", r.Value[0])
+		}
+		got, err := payments.DecodeContext(ctx, r.Value)
+		if err != nil || got != r.Event.Value {
+			t.Fatalf("decode wire record: %+v, %v; want %+v", got, err, r.Event.Value)
+		}
+	}
+	if _, err := New(Config{Serdes: &Serdes{Click: schemas.Click.Avro()}}); err == nil || !strings.Contains(err.Error(), "Serdes.[Cart Inventory Payment Fulfillment] is nil") {
+		t.Fatalf("partial Serdes: %v, want an error naming the missing serdes", err)
+	}
 }
