@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Result is one measurement.
+type Result struct {
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	// Phase is "max" (throughput on pre-produced input), "rate" (staleness
+	// at a fixed input rate) or "resume" (restart after SIGKILL).
+	Phase      string  `json:"phase"`
+	Rate       float64 `json:"rate,omitempty"`       // target input rate, records/s
+	Throughput float64 `json:"throughput,omitempty"` // records/s
+	P50        float64 `json:"staleness_p50_ms,omitempty"`
+	P99        float64 `json:"staleness_p99_ms,omitempty"`
+	P999       float64 `json:"staleness_p999_ms,omitempty"`
+	Outputs    int64   `json:"outputs,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	ResumeSec  float64 `json:"resume_seconds,omitempty"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Machine  string    `json:"machine"`
+	Options  string    `json:"options"`
+	Results  []Result  `json:"results"`
+	Duration string    `json:"duration"`
+}
+
+// Run measures every system on every workload, then the rate sweep, then
+// resume. A system that fails records the error and the run goes on.
+func Run(ctx context.Context, o Options, progress func(string)) (*Report, error) {
+	if err := o.EnsureDefaults(); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(1<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := cl.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("bench: broker %v: %w", o.Brokers, err)
+	}
+	h := &harness{o: o, cl: cl, adm: adm, progress: progress}
+	rep := &Report{Started: time.Now(), Machine: machine(), Options: fmt.Sprintf("records=%d keys=%d partitions=%d quick=%v", o.Records, o.Keys, o.Partitions, o.Quick)}
+	maxOf := map[string]map[string]float64{}
+	for _, w := range o.Workloads {
+		maxOf[w] = map[string]float64{}
+		for _, s := range o.Systems {
+			r := h.max(ctx, w, s)
+			maxOf[w][s.Name] = r.Throughput
+			rep.Results = append(rep.Results, r)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+		}
+	}
+	for _, w := range o.SweepWorkloads {
+		base := math.Inf(1)
+		for _, v := range maxOf[w] {
+			if v > 0 {
+				base = math.Min(base, v)
+			}
+		}
+		if math.IsInf(base, 1) {
+			continue
+		}
+		for _, f := range o.SweepFractions {
+			for _, s := range o.Systems {
+				rep.Results = append(rep.Results, h.rate(ctx, w, s, f*base))
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+			}
+		}
+	}
+	if o.Resume {
+		for _, s := range o.Systems {
+			rep.Results = append(rep.Results, h.resume(ctx, "count", s))
+		}
+	}
+	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+	return rep, nil
+}
+
+type harness struct {
+	o        Options
+	cl       *kgo.Client
+	adm      *kadm.Client
+	progress func(string)
+	seq      int
+}
+
+func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
+	h.seq++
+	id := fmt.Sprintf("bench-%d-%s-%s-%d", time.Now().Unix(), w, s.Name, h.seq)
+	job := Job{Brokers: h.o.Brokers, Workload: w, AppID: id, Input: id + "-in", Output: id + "-out",
+		Partitions: h.o.Partitions, StateDir: filepath.Join(h.o.WorkDir, id),
+		CommitInterval: s.CommitInterval, Policy: s.Policy, WindowSize: h.o.WindowSize, Grace: h.o.Grace}
+	topics := []string{job.Input, job.Output}
+	if w == "join" {
+		job.Table = id + "-table"
+		topics = append(topics, job.Table)
+	}
+	resp, err := h.adm.CreateTopics(ctx, h.o.Partitions, 1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return job, fmt.Errorf("bench: create topics: %w", err)
+	}
+	if w == "join" {
+		if err := produceTable(ctx, h.cl, job, h.o.Keys); err != nil {
+			return job, err
+		}
+	}
+	return job, nil
+}
+
+func (h *harness) max(ctx context.Context, w string, s System) Result {
+	res := Result{System: s.Name, Workload: w, Phase: "max"}
+	h.progress(fmt.Sprintf("max throughput: %s on %s (%d records)", s.Name, w, h.o.Records))
+	job, err := h.job(ctx, w, s)
+	if err == nil {
+		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys)
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	p, err := s.start(ctx, h.o.Env, job)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	before := p.usage()
+	res.Throughput, err = throughput(ctx, h.adm, job.AppID, job.Input, 5*time.Minute)
+	after := p.usage()
+	p.stop()
+	h.cleanup(job)
+	if err != nil {
+		res.Error = err.Error()
+	}
+	res.CPUSeconds = (after.CPU - before.CPU).Seconds()
+	res.PeakRSSMiB = float64(after.PeakRSS) / (1 << 20)
+	h.progress(fmt.Sprintf("  %s %s: %.0f records/s, %.1f CPU s, %.0f MiB", s.Name, w, res.Throughput, res.CPUSeconds, res.PeakRSSMiB))
+	return res
+}
+
+func (h *harness) rate(ctx context.Context, w string, s System, rate float64) Result {
+	res := Result{System: s.Name, Workload: w, Phase: "rate", Rate: math.Round(rate)}
+	h.progress(fmt.Sprintf("staleness: %s on %s at %.0f records/s", s.Name, w, rate))
+	job, err := h.job(ctx, w, s)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	p, err := s.start(ctx, h.o.Env, job)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	before := p.usage()
+	from := time.Now().Add(h.o.Warmup)
+	dctx, dcancel := context.WithTimeout(ctx, h.o.Warmup+h.o.Measure)
+	defer dcancel()
+	// The watcher runs past the drive so the last commits are seen.
+	wctx, wcancel := context.WithTimeout(ctx, h.o.Warmup+h.o.Measure+2*time.Second)
+	defer wcancel()
+	type watched struct {
+		st  *Staleness
+		err error
+	}
+	done := make(chan watched, 1)
+	go func() { st, err := watch(wctx, h.o.Brokers, job.Output, from); done <- watched{st, err} }()
+	sent, err := drive(dctx, h.cl, job, rate, h.o.Keys)
+	got := <-done
+	after := p.usage()
+	p.stop()
+	h.cleanup(job)
+	if err == nil {
+		err = got.err
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Throughput = float64(sent) / (h.o.Warmup + h.o.Measure).Seconds()
+	res.Outputs = got.st.Count
+	res.P50, res.P99, res.P999 = got.st.Quantile(50), got.st.Quantile(99), got.st.Quantile(99.9)
+	res.CPUSeconds = (after.CPU - before.CPU).Seconds()
+	res.PeakRSSMiB = float64(after.PeakRSS) / (1 << 20)
+	h.progress(fmt.Sprintf("  p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms over %d outputs", res.P50, res.P99, res.P999, res.Outputs))
+	return res
+}
+
+// resume runs the system at a modest rate, SIGKILLs it, restarts it on the
+// same state directory and group, and times the restart until the first
+// output of an input sent after the restart is visible.
+func (h *harness) resume(ctx context.Context, w string, s System) Result {
+	res := Result{System: s.Name, Workload: w, Phase: "resume"}
+	h.progress(fmt.Sprintf("resume after SIGKILL: %s on %s", s.Name, w))
+	job, err := h.job(ctx, w, s)
+	if err == nil {
+		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys)
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	p, err := s.start(ctx, h.o.Env, job)
+	if err == nil {
+		_, err = throughput(ctx, h.adm, job.AppID, job.Input, 5*time.Minute)
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	restart := time.Now()
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	first := make(chan time.Time, 1)
+	go func() { first <- firstOutputAfter(wctx, h.o.Brokers, job.Output, restart) }()
+	dctx, dcancel := context.WithCancel(ctx)
+	go func() { _, _ = drive(dctx, h.cl, job, 1000, h.o.Keys) }()
+	p2, err := s.start(ctx, h.o.Env, job)
+	at := <-first
+	dcancel()
+	if err == nil {
+		p2.stop()
+	}
+	h.cleanup(job)
+	switch {
+	case err != nil:
+		res.Error = err.Error()
+	case at.IsZero():
+		res.Error = "no output after restart within 2 minutes"
+	default:
+		res.ResumeSec = at.Sub(restart).Seconds()
+		h.progress(fmt.Sprintf("  resumed in %.2f s", res.ResumeSec))
+	}
+	return res
+}
+
+func firstOutputAfter(ctx context.Context, brokers []string, topic string, t time.Time) time.Time {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return time.Time{}
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		var seen time.Time
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen.IsZero() && !r.Timestamp.Before(t.Truncate(time.Millisecond)) {
+				seen = time.Now()
+			}
+		})
+		if !seen.IsZero() {
+			return seen
+		}
+	}
+	return time.Time{}
+}
+
+func (h *harness) cleanup(job Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics := []string{job.Input, job.Output}
+	if job.Table != "" {
+		topics = append(topics, job.Table)
+	}
+	// Internal topics of the systems (changelogs, repartitions) share the
+	// app id prefix.
+	if listed, err := h.adm.ListTopics(ctx); err == nil {
+		for _, t := range listed.Names() {
+			if len(t) > len(job.AppID) && t[:len(job.AppID)] == job.AppID {
+				topics = append(topics, t)
+			}
+		}
+	}
+	_, _ = h.adm.DeleteTopics(ctx, topics...)
+	_ = os.RemoveAll(job.StateDir)
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s, %d cores", host, runtime.NumCPU())
+}

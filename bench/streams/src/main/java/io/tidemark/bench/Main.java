@@ -1,0 +1,130 @@
+package io.tidemark.bench;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.WindowStore;
+
+/**
+ * The Kafka Streams side of tidemark's side-by-side benchmark. Each workload
+ * mirrors one of tidemark's (bench package): same input topics, same output
+ * shape, keys and values as UTF-8 strings, counts as decimal strings.
+ *
+ * <pre>
+ * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join
+ *      --input TOPIC --output TOPIC [--table TOPIC] [--commit-interval-ms N]
+ *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N]
+ * </pre>
+ *
+ * It prints "READY" once the application reaches RUNNING, and exits on
+ * SIGTERM after closing the application.
+ */
+public final class Main {
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> a = parse(argv);
+        String workload = need(a, "workload");
+        String input = need(a, "input");
+        String output = need(a, "output");
+
+        StreamsBuilder b = new StreamsBuilder();
+        KStream<String, String> in = b.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
+        switch (workload) {
+            case "stateless" -> in
+                .filter((k, v) -> v != null && !v.startsWith("#"))
+                .mapValues(v -> v.toUpperCase())
+                .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            case "count" -> in
+                .groupByKey()
+                .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
+                .toStream()
+                .mapValues(Object::toString)
+                .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            case "windowed" -> {
+                long size = Long.parseLong(a.getOrDefault("window-ms", "10000"));
+                long grace = Long.parseLong(a.getOrDefault("grace-ms", "1000"));
+                in.groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
+                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("window-counts"))
+                    .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                    .toStream()
+                    .map((wk, count) -> new org.apache.kafka.streams.KeyValue<>(
+                        wk.key() + "@" + wk.window().start(), count.toString()))
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            case "join" -> {
+                KTable<String, String> table = b.table(need(a, "table"),
+                    Consumed.with(Serdes.String(), Serdes.String()),
+                    Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("inventory"));
+                in.join(table, (payment, stock) -> payment + "|" + stock)
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            default -> throw new IllegalArgumentException("unknown --workload " + workload
+                + " (want stateless, count, windowed or join)");
+        }
+
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, need(a, "app-id"));
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, need(a, "bootstrap"));
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(a.getOrDefault("threads", "1")));
+        p.put(StreamsConfig.STATE_DIR_CONFIG, a.getOrDefault("state-dir", "/tmp/tidemark-bench-kstreams"));
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        if (a.containsKey("commit-interval-ms")) {
+            p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(a.get("commit-interval-ms")));
+        }
+        p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+
+        KafkaStreams streams = new KafkaStreams(b.build(), p);
+        CountDownLatch done = new CountDownLatch(1);
+        streams.setStateListener((now, before) -> {
+            if (now == KafkaStreams.State.RUNNING) {
+                System.out.println("READY");
+                System.out.flush();
+            }
+            if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
+                done.countDown();
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            streams.close(Duration.ofSeconds(20));
+            done.countDown();
+        }));
+        streams.start();
+        done.await();
+    }
+
+    private static Map<String, String> parse(String[] argv) {
+        Map<String, String> m = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
+                throw new IllegalArgumentException("expected --name value pairs, got " + argv[i]);
+            }
+            m.put(argv[i].substring(2), argv[++i]);
+        }
+        return m;
+    }
+
+    private static String need(Map<String, String> a, String key) {
+        String v = a.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing --" + key);
+        }
+        return v;
+    }
+}
