@@ -15,9 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 	"golang.org/x/term"
 
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
+	"github.com/tidemark-streams/tidemark/schemas"
 )
 
 func init() { rootCmd.AddCommand(newGenCmd()) }
@@ -26,6 +28,7 @@ func init() { rootCmd.AddCommand(newGenCmd()) }
 // a gen.Config, naming the flag and its accepted range on error.
 type genFlags struct {
 	brokers       []string
+	registry      string
 	rate          float64
 	profile       string
 	rampFrom      float64
@@ -68,6 +71,7 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated (default $TIDEMARK_BROKERS)")
+	fl.StringVar(&f.registry, "registry", "", "Schema Registry URL: write the Confluent wire format, registering schemas as <topic>-value (default $TIDEMARK_REGISTRY)")
 	fl.Float64Var(&f.rate, "rate", 1000, "events per second over all topics (for ramp: the final rate; for burst: the base rate)")
 	fl.StringVar(&f.profile, "profile", "steady", "rate profile: steady, ramp or burst")
 	fl.Float64Var(&f.rampFrom, "ramp-from", 0, "ramp profile: starting rate (default rate/10)")
@@ -130,6 +134,9 @@ func (f genFlags) check(now time.Time) (gen.Config, error) {
 	if format != gen.FormatAvro && format != gen.FormatJSON {
 		return cfg, fmt.Errorf("--format is %q, accepted avro or json", f.format)
 	}
+	if f.registry != "" && format != gen.FormatAvro {
+		return cfg, fmt.Errorf("--format is %q, but --registry writes Avro in the Confluent wire format", f.format)
+	}
 	if f.maxDisorder < 0 || f.maxDisorder > time.Hour {
 		return cfg, fmt.Errorf("--max-disorder is %v, accepted range 0..1h", f.maxDisorder)
 	}
@@ -179,6 +186,9 @@ func runGen(cmd *cobra.Command, f genFlags) error {
 			}
 		}
 	}
+	if f.registry == "" {
+		f.registry = os.Getenv("TIDEMARK_REGISTRY")
+	}
 	cfg, err := f.check(time.Now())
 	if err != nil {
 		return err
@@ -193,6 +203,11 @@ func runGen(cmd *cobra.Command, f genFlags) error {
 	defer cl.Close()
 	if err := ping(ctx, cl, f.brokers, f.dialTimeout); err != nil {
 		return err
+	}
+	if f.registry != "" {
+		if cfg.Serdes, err = registrySerdes(ctx, f.registry, cfg.Topics, f.dialTimeout); err != nil {
+			return err
+		}
 	}
 	topics := cfg.Topics.All()
 	if f.createTopics {
@@ -233,6 +248,20 @@ func ping(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Du
 		return fmt.Errorf("cannot reach Kafka broker %s within %v (--dial-timeout): %w", strings.Join(brokers, ","), timeout, err)
 	}
 	return nil
+}
+
+func registrySerdes(ctx context.Context, url string, topics gen.Topics, timeout time.Duration) (*gen.Serdes, error) {
+	src, err := sr.NewClient(sr.URLs(url))
+	if err != nil {
+		return nil, fmt.Errorf("--registry %q: %w", url, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sd, err := gen.RegistrySerdes(rctx, schemas.NewRegistry(src), topics)
+	if err != nil {
+		return nil, fmt.Errorf("register schemas with %s: %w", url, err)
+	}
+	return sd, nil
 }
 
 func createTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics []string, partitions int32, rf int16) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/schemas/schemastest"
 )
 
 // execGen runs a fresh `gen` command with args and returns stdout, stderr
@@ -116,5 +119,46 @@ func TestGenCreatesTopicsAndProducesCount(t *testing.T) {
 	// Running again against existing topics keeps them and appends.
 	if _, logs, err := execGen(t, "--count=10", "--rate=100000", "--create-topics", "--topics=it."); err != nil || !strings.Contains(logs, "topic exists") {
 		t.Fatalf("second run: %v\n%s", err, logs)
+	}
+}
+
+func TestGenWithRegistryWritesTheWireFormat(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "clicks", "carts", "inventory", "payments", "fulfillment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fake := schemastest.NewRegistry(t)
+	brokers := "--brokers=" + strings.Join(c.ListenAddrs(), ",")
+	if _, _, err := execGen(t, brokers, "--registry="+fake.URL, "--format=json"); err == nil || !strings.Contains(err.Error(), "--registry writes Avro") {
+		t.Fatalf("--registry with --format json: %v, want a flag conflict error", err)
+	}
+	if _, logs, err := execGen(t, brokers, "--registry="+fake.URL, "--count=50", "--rate=100000"); err != nil {
+		t.Fatalf("gen: %v\n%s", err, logs)
+	}
+	clickIDs := fake.Subjects("clicks-value")
+	if len(clickIDs) != 1 {
+		t.Fatalf("clicks-value subject holds %v, want one schema", clickIDs)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("clicks"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	if fs.NumRecords() == 0 {
+		t.Fatalf("no click records: %v", fs.Errors())
+	}
+	v := fs.Records()[0].Value
+	if len(v) < 5 || v[0] != 0 || int(binary.BigEndian.Uint32(v[1:5])) != clickIDs[0] {
+		t.Fatalf("click value %x does not start with magic 0 and schema id %d", v[:min(len(v), 5)], clickIDs[0])
+	}
+
+	fake.SetDown(true)
+	if _, _, err := execGen(t, brokers, "--registry="+fake.URL, "--count=5"); err == nil || !strings.Contains(err.Error(), "register schemas with "+fake.URL) {
+		t.Fatalf("registry down: %v, want an error naming the registry", err)
 	}
 }
