@@ -48,7 +48,7 @@ func OpenDB(dir string, opts Options) (*DB, error) {
 	if err == nil || opts.KeepCorrupt || opts.ReadOnly || !errors.Is(err, ErrCorrupt) {
 		return db, err
 	}
-	aside := fmt.Sprintf("%s.corrupt-%d", strings.TrimRight(dir, string(os.PathSeparator)), time.Now().Unix())
+	aside := fmt.Sprintf("%s.corrupt-%s", strings.TrimRight(dir, string(os.PathSeparator)), time.Now().UTC().Format("20060102T150405.000000000"))
 	opts.Logger.Warn("local state is unreadable; moving it aside and rebuilding from the changelogs",
 		"dir", dir, "moved_to", aside, "err", err)
 	if rerr := os.Rename(dir, aside); rerr != nil {

@@ -22,7 +22,7 @@ type Options struct {
 	// ReadOnly opens an existing DB for inspection (tidemark state).
 	ReadOnly bool
 	// KeepCorrupt, when false (the default), moves a directory Badger
-	// cannot open aside (to <dir>.corrupt-<unix time>) and starts empty,
+	// cannot open aside (to <dir>.corrupt-<UTC time>) and starts empty,
 	// so every store is rebuilt from its changelog. When true, OpenDB fails
 	// instead.
 	KeepCorrupt bool

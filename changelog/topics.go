@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -89,11 +90,9 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, topics ...Topic) error 
 	if err != nil {
 		return fmt.Errorf("changelog: list changelog topics: %w", err)
 	}
-	var existing []Topic
 	for _, t := range topics {
 		d, ok := details[t.Name]
 		if ok && d.Err == nil {
-			existing = append(existing, t)
 			continue
 		}
 		if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
@@ -108,32 +107,66 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, topics ...Topic) error 
 			err = resp.Err
 		}
 		if errors.Is(err, kerr.TopicAlreadyExists) {
-			existing = append(existing, t) // another instance won the race
-			continue
+			continue // another instance won the race
 		}
 		if err != nil {
 			return fmt.Errorf("changelog: create topic %s (%d partitions, %v): %w", t.Name, t.Partitions, t.Configs, err)
 		}
 	}
-	if len(existing) == 0 {
-		return nil
-	}
-	return validate(ctx, adm, existing)
+	// Validating the topics just created too waits until the broker
+	// serves them, so a restore right after EnsureTopics finds them.
+	return validate(ctx, adm, topics)
 }
+
+// settle is how long validate waits for a topic created moments ago (by
+// this or another instance) to show its partitions and configs: brokers
+// learn new topics from the controller asynchronously.
+const settle = 10 * time.Second
 
 func validate(ctx context.Context, adm *kadm.Client, topics []Topic) error {
 	names := make([]string, len(topics))
 	for i, t := range topics {
 		names[i] = t.Name
 	}
-	details, err := adm.ListTopics(ctx, names...)
-	if err != nil {
-		return fmt.Errorf("changelog: list changelog topics: %w", err)
+	deadline := time.Now().Add(settle)
+	// kadm answers ListTopics from the client's metadata cache, which may
+	// predate a topic created a moment ago; asking for authorized
+	// operations makes it issue a fresh Metadata request.
+	fresh := kadm.WithAuthorizedOps(ctx)
+	for {
+		details, err := adm.ListTopics(fresh, names...)
+		if err != nil {
+			return fmt.Errorf("changelog: list changelog topics: %w", err)
+		}
+		configs, err := adm.DescribeTopicConfigs(ctx, names...)
+		if err != nil {
+			return fmt.Errorf("changelog: describe changelog topic configs: %w", err)
+		}
+		if settled(details, configs, names) || time.Now().After(deadline) {
+			return compare(topics, details, configs)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: validate changelog topics: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	configs, err := adm.DescribeTopicConfigs(ctx, names...)
-	if err != nil {
-		return fmt.Errorf("changelog: describe changelog topic configs: %w", err)
+}
+
+func settled(details kadm.TopicDetails, configs kadm.ResourceConfigs, names []string) bool {
+	for _, n := range names {
+		d, ok := details[n]
+		if !ok || d.Err != nil || len(d.Partitions) == 0 {
+			return false
+		}
+		if rc, err := configs.On(n, nil); err != nil || len(rc.Configs) == 0 {
+			return false
+		}
 	}
+	return true
+}
+
+func compare(topics []Topic, details kadm.TopicDetails, configs kadm.ResourceConfigs) error {
 	var errs []error
 	for _, t := range topics {
 		if n := int32(len(details[t.Name].Partitions)); n != t.Partitions {

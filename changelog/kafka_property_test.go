@@ -1,0 +1,177 @@
+package changelog
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// The store equals a reference map after any sequence of writes, commits,
+// aborts, crashes (after a commit but before Apply, inside an open
+// transaction, between transactions), restores into a fresh directory and
+// corrupted directories. The model: what the last commit left, plus the
+// uncommitted writes that only the live task sees.
+func TestKafkaPropertyCommitAbortCrashRestore(t *testing.T) {
+	e := newKafkaEnv(t, store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TIDEMARK_CHANGELOG_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (rerun with TIDEMARK_CHANGELOG_SEED=%d)", seed, seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+
+	dir := t.TempDir()
+	n := e.start(dir)
+	committed := map[string]string{}
+	pending := map[string]*string{}
+	view := func() map[string]string {
+		m := map[string]string{}
+		for k, v := range committed {
+			m[k] = v
+		}
+		for k, v := range pending {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = *v
+			}
+		}
+		return m
+	}
+	var trace []string
+	for i := range 150 {
+		var op string
+		switch x := r.IntN(100); {
+		case x < 55:
+			k := "k" + strconv.Itoa(r.IntN(12))
+			if r.IntN(4) == 0 {
+				op = "delete " + k
+				mustPut(t, n.kv, k, "<del>")
+				pending[k] = nil
+			} else {
+				v := fmt.Sprint(i)
+				op = "put " + k + "=" + v
+				mustPut(t, n.kv, k, v)
+				pending[k] = &v
+			}
+		case x < 70:
+			op = "commit"
+			n.commit()
+			committed, pending = view(), map[string]*string{}
+		case x < 78:
+			op = "abort"
+			n.abort()
+			pending = map[string]*string{}
+		case x < 84:
+			op = "crash after commit, before apply"
+			n.crashAfterCommit()
+			committed, pending = view(), map[string]*string{}
+			n = e.start(dir)
+		case x < 89:
+			op = "crash with a transaction open"
+			n.crashInTxn()
+			pending = map[string]*string{}
+			n = e.start(dir)
+		case x < 93:
+			op = "crash between transactions"
+			n.stop()
+			pending = map[string]*string{}
+			n = e.start(dir)
+		case x < 97:
+			op = "restore into a fresh directory"
+			n.stop()
+			pending = map[string]*string{}
+			dir = t.TempDir()
+			n = e.start(dir)
+		default:
+			op = "corrupt the directory"
+			n.stop()
+			pending = map[string]*string{}
+			corrupt(t, dir)
+			n = e.start(dir)
+		}
+		trace = append(trace, op)
+		got, want := contents(t, n.kv), view()
+		if !mapsEqual(got, want) {
+			t.Fatalf("after op %d (%s):\n got  %q\n want %q\nlast ops: %q", i, op, got, want, trace[max(0, len(trace)-12):])
+		}
+	}
+	n.stop()
+	fresh := e.start(t.TempDir())
+	equalMaps(t, "final fresh restore", contents(t, fresh.kv), committed)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Window and session stores restore with their time index and expiry cut:
+// restored windows are fetchable, and expiry keeps working after restore.
+func TestKafkaWindowAndSessionStoresRestore(t *testing.T) {
+	wspec := store.Spec{Name: "per-minute", Kind: store.KindWindow, Logged: true, WindowSize: 60_000, Retention: 600_000}
+	e := newKafkaEnv(t, wspec, 1)
+	n := e.start(t.TempDir())
+	s, _ := n.task.Open(store.Spec{Name: "w2", Kind: store.KindWindow}, 0) // unlogged: not restored
+	_ = s
+	w := n.task.stores[wspec.Name]
+	win := &windowStore{t: n.task, st: w}
+	for start := int64(0); start < 10*60_000; start += 60_000 {
+		for _, k := range []string{"sku1", "sku2"} {
+			if err := win.Put([]byte(k), start, []byte(k+"@"+strconv.FormatInt(start, 10))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := win.Put([]byte("sku2"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	n.commit()
+	fresh := e.start(t.TempDir())
+	got := map[string]string{}
+	if err := fresh.task.stores[wspec.Name].fetchAll(fresh.task, func(k []byte, start int64, v []byte) {
+		got[fmt.Sprintf("%s@%d", k, start)] = string(v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 19 || got["sku1@0"] != "sku1@0" || got["sku2@0"] != "" {
+		t.Fatalf("restored %d windows: %q", len(got), got)
+	}
+	fw := &windowStore{t: fresh.task, st: fresh.task.stores[wspec.Name]}
+	if err := fw.ExpireBefore(5 * 60_000); err != nil {
+		t.Fatal(err)
+	}
+	fresh.commit()
+	var starts []int64
+	if err := fw.FetchRange([]byte("sku1"), math.MinInt64, math.MaxInt64, func(start int64, _ []byte) bool {
+		starts = append(starts, start)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(starts, []int64{300_000, 360_000, 420_000, 480_000, 540_000}) {
+		t.Fatalf("after expiry, sku1 windows start at %v", starts)
+	}
+	if n := countPrefix(t, fresh.db, withNS(nsIndex, fresh.task.stores[wspec.Name].id)); n != 10 {
+		t.Fatalf("%d index entries after expiry, want 10", n)
+	}
+}
+
+func (st *storeState) fetchAll(t *Task, fn func(k []byte, start int64, v []byte)) error {
+	w := &windowStore{t: t, st: st}
+	return w.FetchAll(math.MinInt64, math.MaxInt64, func(k []byte, start int64, v []byte) bool { fn(k, start, v); return true })
+}
