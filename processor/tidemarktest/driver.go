@@ -14,7 +14,6 @@ package tidemarktest
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/processor"
@@ -56,7 +55,7 @@ type Driver struct {
 	tasks    map[topology.TaskID]*processor.Task
 	order    []*processor.Task
 	logs     map[string]*topicLog
-	offsets  map[string][]int64
+	topics   map[string]*topicState
 	loop     topicLog // records queued for loop-back
 	queue    []queued
 	wall     int64
@@ -79,12 +78,12 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 		o(&cfg)
 	}
 	d := &Driver{
-		topo:    topo,
-		cfg:     cfg,
-		tasks:   map[topology.TaskID]*processor.Task{},
-		logs:    map[string]*topicLog{},
-		offsets: map[string][]int64{},
-		wall:    cfg.wall.UnixMilli(),
+		topo:   topo,
+		cfg:    cfg,
+		tasks:  map[topology.TaskID]*processor.Task{},
+		logs:   map[string]*topicLog{},
+		topics: map[string]*topicState{},
+		wall:   cfg.wall.UnixMilli(),
 	}
 	for _, r := range topo.RepartitionTopics() {
 		if _, set := cfg.partitions[r.Name]; !set && r.Partitions > 0 {
@@ -129,36 +128,55 @@ func (d *Driver) partitionCount(topic string) int32 {
 	return d.cfg.defParts
 }
 
-func (d *Driver) nextOffset(topic string, p int32) int64 {
-	offs := d.offsets[topic]
-	for int32(len(offs)) <= p {
-		offs = append(offs, 0)
+// topicState caches what the driver knows about a topic, so that piping
+// and collecting a record cost one map lookup each.
+type topicState struct {
+	partitions int32
+	offsets    []int64
+	repart     bool
+	log        *topicLog         // nil for repartition topics
+	tasks      []*processor.Task // per partition; nil when no task reads it
+}
+
+func (d *Driver) topic(name string) *topicState {
+	if ts := d.topics[name]; ts != nil {
+		return ts
 	}
-	o := offs[p]
-	offs[p]++
-	d.offsets[topic] = offs
-	return o
+	ts := &topicState{partitions: d.partitionCount(name), repart: d.topo.IsRepartitionTopic(name)}
+	ts.offsets = make([]int64, ts.partitions)
+	if !ts.repart {
+		ts.log = &topicLog{}
+		d.logs[name] = ts.log
+	}
+	if sub, ok := d.topo.SubTopologyOf(name); ok {
+		ts.tasks = make([]*processor.Task, ts.partitions)
+		for p := range ts.tasks {
+			ts.tasks[p] = d.tasks[topology.TaskID{SubTopology: sub, Partition: int32(p)}]
+		}
+	}
+	d.topics[name] = ts
+	return ts
 }
 
 // collect is every task's Collector: it keeps the record for Output readers
 // (repartition topics excepted) and queues it for loop-back when the
 // topology reads its topic.
 func (d *Driver) collect(_ topology.TaskID, rec *topology.OutputRecord) error {
+	ts := d.topic(rec.Topic)
 	p := rec.Partition
 	if p < 0 {
-		p = processor.DefaultPartition(rec.Key, d.partitionCount(rec.Topic))
+		p = processor.DefaultPartition(rec.Key, ts.partitions)
 	}
-	off := d.nextOffset(rec.Topic, p)
-	if !d.topo.IsRepartitionTopic(rec.Topic) {
-		l := d.logs[rec.Topic]
-		if l == nil {
-			l = &topicLog{}
-			d.logs[rec.Topic] = l
-		}
-		l.add(rec, p, off)
+	if p >= ts.partitions {
+		return fmt.Errorf("tidemarktest: partition %d of %q, which has %d", p, rec.Topic, ts.partitions)
 	}
-	if sub, ok := d.topo.SubTopologyOf(rec.Topic); ok {
-		t := d.tasks[topology.TaskID{SubTopology: sub, Partition: p}]
+	off := ts.offsets[p]
+	ts.offsets[p]++
+	if ts.log != nil {
+		ts.log.add(rec, p, off)
+	}
+	if ts.tasks != nil {
+		t := ts.tasks[p]
 		if t == nil {
 			return fmt.Errorf("tidemarktest: no task for %s/%d", rec.Topic, p)
 		}
@@ -189,17 +207,19 @@ func (d *Driver) drain() error {
 }
 
 // pipe sends one serialized record to the task reading topic.
-func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topology.Header) error {
+func (d *Driver) pipe(topic string, key, value []byte, ts0 int64, headers []topology.Header) error {
 	if d.closed {
 		return errors.New("tidemarktest: driver closed")
 	}
-	sub, ok := d.topo.SubTopologyOf(topic)
-	if !ok {
+	ts := d.topic(topic)
+	if ts.tasks == nil {
 		return fmt.Errorf("tidemarktest: topology does not read topic %q", topic)
 	}
-	p := processor.DefaultPartition(key, d.partitionCount(topic))
-	t := d.tasks[topology.TaskID{SubTopology: sub, Partition: p}]
-	d.in = topology.InputRecord{Topic: topic, Partition: p, Offset: d.nextOffset(topic, p), Key: key, Value: value, Timestamp: ts, Headers: headers}
+	p := processor.DefaultPartition(key, ts.partitions)
+	t := ts.tasks[p]
+	off := ts.offsets[p]
+	ts.offsets[p]++
+	d.in = topology.InputRecord{Topic: topic, Partition: p, Offset: off, Key: key, Value: value, Timestamp: ts0, Headers: headers}
 	if err := t.Process(&d.in); err != nil {
 		return err
 	}
@@ -278,14 +298,4 @@ func (d *Driver) Close() error {
 		errs = append(errs, t.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Topics lists the topics with records written by the topology, sorted.
-func (d *Driver) Topics() []string {
-	out := make([]string, 0, len(d.logs))
-	for t := range d.logs {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
 }
