@@ -151,7 +151,7 @@ func (h *harness) max(ctx context.Context, w string, s System) Result {
 		return res
 	}
 	before := p.usage()
-	res.Throughput, err = throughput(ctx, h.adm, job.AppID, job.Input, 5*time.Minute)
+	res.Throughput, err = throughput(ctx, h.adm, job.AppID, job.Input, p.readyAt, 5*time.Minute)
 	after := p.usage()
 	p.stop()
 	h.cleanup(job)
@@ -227,7 +227,7 @@ func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	}
 	p, err := s.start(ctx, h.o.Env, job)
 	if err == nil {
-		_, err = throughput(ctx, h.adm, job.AppID, job.Input, 5*time.Minute)
+		_, err = throughput(ctx, h.adm, job.AppID, job.Input, p.readyAt, 5*time.Minute)
 	}
 	if err != nil {
 		res.Error = err.Error()

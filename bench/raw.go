@@ -23,8 +23,9 @@ func rawRecord(job Job, r *kgo.Record) *kgo.Record {
 		Value: bytes.ToUpper(r.Value), Timestamp: r.Timestamp}
 }
 
-func rawOpts(job Job) []kgo.Opt {
+func rawOpts(job Job, ready func()) []kgo.Opt {
 	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { ready() }),
 		kgo.SeedBrokers(job.Brokers...),
 		kgo.ConsumerGroup(job.AppID),
 		kgo.ConsumeTopics(job.Input),
@@ -45,12 +46,11 @@ func interval(job Job) time.Duration {
 // runRaw is at-least-once: produce, and every commit interval flush and
 // commit the consumed offsets.
 func runRaw(ctx context.Context, job Job, ready func()) error {
-	cl, err := kgo.NewClient(append(rawOpts(job), kgo.DisableAutoCommit())...)
+	cl, err := kgo.NewClient(append(rawOpts(job, ready), kgo.DisableAutoCommit())...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ready()
 	last := time.Now()
 	for ctx.Err() == nil {
 		// Bounded polls, so the last offsets commit when input stops.
@@ -77,12 +77,11 @@ func runRaw(ctx context.Context, job Job, ready func()) error {
 // runRawTxn is exactly-once without state: one transaction per commit
 // interval through GroupTransactSession.
 func runRawTxn(ctx context.Context, job Job, ready func()) error {
-	s, err := kgo.NewGroupTransactSession(append(rawOpts(job), kgo.TransactionalID(job.AppID+"-txn"))...)
+	s, err := kgo.NewGroupTransactSession(append(rawOpts(job, ready), kgo.TransactionalID(job.AppID+"-txn"))...)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ready()
 	var open bool
 	var began time.Time
 	for ctx.Err() == nil {

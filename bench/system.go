@@ -46,7 +46,8 @@ type Job struct {
 }
 
 // WorkerFunc runs a system in worker mode until ctx is done. It calls ready
-// once it consumes.
+// once it owns its input partitions (and has restored its state), the moment
+// throughput is timed from.
 type WorkerFunc func(ctx context.Context, job Job, ready func()) error
 
 var (
@@ -111,10 +112,11 @@ func runWorker(kind string) int {
 
 // process is a running system.
 type process struct {
-	cmd    *exec.Cmd
-	ready  chan struct{}
-	exited chan error
-	stderr *tailBuffer
+	cmd     *exec.Cmd
+	ready   chan struct{}
+	readyAt time.Time
+	exited  chan error
+	stderr  *tailBuffer
 }
 
 // Env says where the harness finds what systems need.
@@ -178,6 +180,7 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 	go func() { p.exited <- cmd.Wait() }()
 	select {
 	case <-p.ready:
+		p.readyAt = time.Now()
 		return p, nil
 	case err := <-p.exited:
 		return nil, fmt.Errorf("bench: %s exited before it was ready: %v\n%s", s.Name, err, p.stderr)

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark-streams/tidemark/bench"
+	"github.com/tidemark-streams/tidemark/integration/broker"
+)
+
+func init() {
+	// The harness re-runs this binary as its worker processes; worker mode
+	// exits here, before any command parsing.
+	bench.MaybeRunWorker()
+	rootCmd.AddCommand(newBenchCmd())
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		brokers, workloads, systems, out string
+		quick, resume                    bool
+		records                          int
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark tidemark side by side with Kafka Streams and the raw limit on a real broker",
+		Long: `bench runs every system on the same real broker and the same input, one after
+the other: max throughput on pre-produced input, a staleness-vs-rate sweep, and
+(with --resume) restart time after SIGKILL. It writes results.json, results.md
+and staleness SVG plots to --out.
+
+Without --brokers it starts (or reuses) the test broker of 'make kafka-up'.
+The Kafka Streams peer in bench/streams is built with Maven on first use.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			root, err := broker.FindRepoRoot()
+			if err != nil {
+				return fmt.Errorf("bench needs the tidemark checkout (for the broker and bench/streams): %w", err)
+			}
+			seeds, err := benchBrokers(ctx, brokers)
+			if err != nil {
+				return err
+			}
+			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records}
+			if workloads != "" {
+				o.Workloads = strings.Split(workloads, ",")
+			}
+			all := bench.DefaultSystems()
+			if systems != "" {
+				o.Systems = nil
+				for _, name := range strings.Split(systems, ",") {
+					s, ok := findSystem(all, name)
+					if !ok {
+						return fmt.Errorf("--systems: unknown system %q (known: %s)", name, systemNames(all))
+					}
+					o.Systems = append(o.Systems, s)
+				}
+			}
+			o.Env.StreamsDir = filepath.Join(root, "bench", "streams")
+			if needsStreams(o.Systems, all) {
+				if err := buildStreamsPeer(ctx, o.Env.StreamsDir); err != nil {
+					return err
+				}
+			}
+			if out == "" {
+				out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("20060102-150405"))
+			}
+			rep, err := bench.Run(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
+			if rep != nil {
+				if werr := rep.WriteFiles(out); werr != nil && err == nil {
+					err = werr
+				}
+				rep.Markdown(os.Stdout)
+				fmt.Fprintf(os.Stderr, "results in %s\n", out)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
+	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))
+	f.StringVar(&systems, "systems", "", "comma-separated subset of the systems (default: all)")
+	f.StringVar(&out, "out", "", "results directory (default bench/results/<time>)")
+	f.BoolVar(&quick, "quick", false, "a short run (about 3 minutes)")
+	f.BoolVar(&resume, "resume", false, "also measure restart after SIGKILL")
+	f.IntVar(&records, "records", 0, "records pre-produced per throughput run (default 300000, quick 100000)")
+	return cmd
+}
+
+func benchBrokers(ctx context.Context, flag string) ([]string, error) {
+	if flag != "" {
+		return strings.Split(flag, ","), nil
+	}
+	var cfg broker.Config
+	if err := cfg.EnsureDefaults(); err != nil {
+		return nil, err
+	}
+	r, err := cfg.Up(ctx, func(s string) { fmt.Fprintln(os.Stderr, "kafka:", s) })
+	if err != nil {
+		return nil, err
+	}
+	return []string{r.Bootstrap}, nil
+}
+
+func findSystem(all []bench.System, name string) (bench.System, bool) {
+	for _, s := range all {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return bench.System{}, false
+}
+
+func systemNames(all []bench.System) string {
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func needsStreams(chosen, all []bench.System) bool {
+	if len(chosen) == 0 {
+		chosen = all
+	}
+	for _, s := range chosen {
+		if s.Kind == "kstreams" {
+			return true
+		}
+	}
+	return false
+}
+
+func buildStreamsPeer(ctx context.Context, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "target", "classes", "io", "tidemark", "bench", "Main.class")); err == nil {
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "bench: building the Kafka Streams peer with Maven (once)")
+	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", filepath.Join(dir, "pom.xml"), "package")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bench: build %s with Maven: %w\n%s", dir, err, out)
+	}
+	return nil
+}
