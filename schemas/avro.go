@@ -16,6 +16,11 @@ func (s *Spec[T]) encode(dst []byte, v T) ([]byte, error) {
 	if err := v.Validate(); err != nil {
 		return dst, fmt.Errorf("schemas: encode: %w", err)
 	}
+	return s.appendBin(dst, v), nil
+}
+
+// encodeGoavro is encode through goavro, the reference for appendBin.
+func (s *Spec[T]) encodeGoavro(dst []byte, v T) ([]byte, error) {
 	out, err := s.codec.BinaryFromNative(dst, s.toNative(v))
 	if err != nil {
 		return dst, fmt.Errorf("schemas: encode %s: %w", v.Type(), err)

@@ -52,21 +52,19 @@ func (g *Generator) Topic(s Stream) string { return g.enc.topics[s] }
 // as UTF-8, and the value in the configured format. The record owns its
 // byte slices.
 func (g *Generator) Encode(ev Event) (Record, error) {
-	var (
-		val []byte
-		err error
-	)
+	var err error
+	val := make([]byte, 0, 160) // fits nearly every event; one allocation
 	switch v := ev.Value.(type) {
 	case schemas.ClickEvent:
-		val, err = g.enc.click.Encode(nil, v)
+		val, err = g.enc.click.Encode(val, v)
 	case schemas.CartEvent:
-		val, err = g.enc.cart.Encode(nil, v)
+		val, err = g.enc.cart.Encode(val, v)
 	case schemas.InventoryEvent:
-		val, err = g.enc.inventory.Encode(nil, v)
+		val, err = g.enc.inventory.Encode(val, v)
 	case schemas.PaymentEvent:
-		val, err = g.enc.payment.Encode(nil, v)
+		val, err = g.enc.payment.Encode(val, v)
 	case schemas.FulfillmentEvent:
-		val, err = g.enc.fulfillment.Encode(nil, v)
+		val, err = g.enc.fulfillment.Encode(val, v)
 	default:
 		err = fmt.Errorf("unknown event type %T", ev.Value)
 	}

@@ -99,7 +99,7 @@ func (g *Generator) Next() Event {
 	var v schemas.Event
 	var s *session
 	if len(g.queue) > 0 && g.queue[0].due <= now {
-		s = heap.Pop(&g.queue).(*session)
+		s = heap.Pop(&g.queue).(queued).s
 	} else if g.rnd.Float64() < 0.005 {
 		v = g.backgroundInventory(now)
 	} else {
@@ -109,8 +109,7 @@ func (g *Generator) Next() Event {
 		v = s.step(g, now)
 		if !s.done {
 			g.tie++
-			s.tie = g.tie
-			heap.Push(&g.queue, s)
+			heap.Push(&g.queue, queued{due: s.due, tie: g.tie, s: s})
 		}
 	}
 	ev := Event{Seq: g.seq, Offset: now, Stream: streamOf(v), Value: v}
@@ -208,8 +207,16 @@ func (g *Generator) backgroundInventory(now time.Duration) schemas.Event {
 }
 
 // sessionQueue orders pending sessions by due offset, then by the order in
-// which they were queued, so that ties break deterministically.
-type sessionQueue []*session
+// which they were queued, so that ties break deterministically. The keys sit
+// in the slice, not behind the pointer: with 10^5 sessions pending, chasing
+// pointers in Less dominated generation.
+type sessionQueue []queued
+
+type queued struct {
+	due time.Duration
+	tie uint64
+	s   *session
+}
 
 func (q sessionQueue) Len() int { return len(q) }
 func (q sessionQueue) Less(i, j int) bool {
@@ -219,11 +226,11 @@ func (q sessionQueue) Less(i, j int) bool {
 	return q[i].tie < q[j].tie
 }
 func (q sessionQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *sessionQueue) Push(x any)   { *q = append(*q, x.(*session)) }
+func (q *sessionQueue) Push(x any)   { *q = append(*q, x.(queued)) }
 func (q *sessionQueue) Pop() any {
 	old := *q
-	s := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	old[len(old)-1] = queued{}
 	*q = old[:len(old)-1]
-	return s
+	return e
 }

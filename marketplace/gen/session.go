@@ -38,7 +38,6 @@ type line struct {
 // click to the end of the order it may place.
 type session struct {
 	due  time.Duration
-	tie  uint64
 	done bool
 
 	next       action
