@@ -114,3 +114,23 @@ func TestGoldenSessionMerges(t *testing.T) {
 		t.Errorf("alice's sessions in the store = %+v, want only [10000,20000]=4", got)
 	}
 }
+
+func TestGoldenSlidingWindows(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).
+		Count(topology.Named("sliding")).ToStream().To("counts")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("difference 10s, inclusive bounds: each record has a left window [t-10s, t]; a later record within 10001ms creates the earlier one's right window [t+1, t+10001]")
+	pipe(tr, in, "clicks", "alice", "a", 10000)
+	pipe(tr, in, "clicks", "alice", "b", 15000)
+	pipe(tr, in, "clicks", "alice", "c", 30000)
+	tr.note("out of order, within grace: updates the windows that now contain it")
+	pipe(tr, in, "clicks", "alice", "d", 25000)
+	tr.note("stream time 30000, grace 5s: the latest window holding 14000 ends at 24000, and 24000+5s < 30000: dropped")
+	pipe(tr, in, "clicks", "alice", "late", 14000)
+	tr.check()
+}
