@@ -90,33 +90,28 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			cfg.partitions[r.Name] = r.Partitions
 		}
 	}
-	if err := topo.CheckCopartitioning(func(topic string) (int32, bool) { return d.partitionCount(topic), true }); err != nil {
+	ids, err := processor.TaskIDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
+	if err != nil {
 		return nil, fmt.Errorf("tidemarktest: %w", err)
 	}
-	for _, st := range topo.SubTopologies() {
-		var n int32
-		for _, topic := range st.SourceTopics {
-			n = max(n, d.partitionCount(topic))
+	for _, id := range ids {
+		t, err := processor.NewTask(processor.TaskConfig{
+			Topology:    topo,
+			SubTopology: id.SubTopology,
+			Partition:   id.Partition,
+			Stores:      cfg.provider,
+			Output:      processor.CollectorFunc(d.collect),
+			PartitionCount: func(topic string) (int32, error) {
+				return d.partitionCount(topic), nil
+			},
+			WallClock: d.wall,
+		})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("tidemarktest: %w", err)
 		}
-		for p := int32(0); p < n; p++ {
-			t, err := processor.NewTask(processor.TaskConfig{
-				Topology:    topo,
-				SubTopology: st.ID,
-				Partition:   p,
-				Stores:      cfg.provider,
-				Output:      processor.CollectorFunc(d.collect),
-				PartitionCount: func(topic string) (int32, error) {
-					return d.partitionCount(topic), nil
-				},
-				WallClock: d.wall,
-			})
-			if err != nil {
-				d.Close()
-				return nil, fmt.Errorf("tidemarktest: %w", err)
-			}
-			d.tasks[t.ID()] = t
-			d.order = append(d.order, t)
-		}
+		d.tasks[id] = t
+		d.order = append(d.order, t)
 	}
 	return d, nil
 }
