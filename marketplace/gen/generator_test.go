@@ -402,3 +402,18 @@ func TestRegistrySerdesWriteTheWireFormat(t *testing.T) {
 		t.Fatalf("partial Serdes: %v, want an error naming the missing serdes", err)
 	}
 }
+
+func TestSmallestConfigurationWorks(t *testing.T) {
+	g := mustNew(t, Config{Tenants: 1, Users: 1, SKUsPerTenant: 1, MaxDisorder: NoDisorder})
+	for _, ev := range g.Take(20000) {
+		if err := ev.Value.Validate(); err != nil {
+			t.Fatalf("event %d: %v", ev.Seq, err)
+		}
+		if c, ok := ev.Value.(schemas.ClickEvent); ok && c.UserID != "user-000001" {
+			t.Fatalf("one user configured, click from %s", c.UserID)
+		}
+	}
+	if g.Counts()[Payments] == 0 {
+		t.Fatal("a single user with a single sku never checked out")
+	}
+}
