@@ -56,6 +56,8 @@ type Controller struct {
 // plan is the result of evaluating the model at one Tick.
 type plan struct {
 	model      Model
+	staleness  float64 // S(T)
+	rho        float64 // ρ(T)
 	interval   float64 // T, s
 	floor      float64 // T_lo, s: the closest early commits may come
 	overloaded bool
@@ -315,6 +317,7 @@ func (c *Controller) replan() {
 			p.interval = m.Minimise(p.floor, tmax)
 		}
 	}
+	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
 	c.plan = p
 	c.replanDue, c.planBacklog = false, c.backlog
 }
@@ -349,8 +352,8 @@ func (c *Controller) Tick(now time.Time) Decision {
 
 	d := Decision{
 		Interval:           duration(p.interval),
-		PredictedStaleness: duration(p.model.Staleness(p.interval)),
-		Utilization:        p.model.Rho(p.interval),
+		PredictedStaleness: duration(p.staleness),
+		Utilization:        p.rho,
 		Overloaded:         p.overloaded,
 	}
 	last := c.lastStart

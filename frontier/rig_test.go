@@ -16,6 +16,7 @@ type rig struct {
 	backlog float64
 	carry   float64
 	doneAt  time.Time
+	bgRate  float64 // background load for traces
 	last    Decision
 	commits []Decision
 }
@@ -74,5 +75,23 @@ func (r *rig) settle() {
 	if r.c.inFlight {
 		r.now = later(r.now, r.doneAt)
 		r.c.ObserveCommitFinished(r.now, CommitAck{})
+	}
+}
+
+// background advances the clock by d with arrivals at bgRate processed as
+// they come, without ticking: the trace decides when to tick and commit.
+func (r *rig) background(d time.Duration) {
+	const step = time.Millisecond
+	end := r.now.Add(d)
+	for r.now.Before(end) {
+		r.now = r.now.Add(min(step, end.Sub(r.now)))
+		r.carry += r.bgRate * step.Seconds()
+		n := int(r.carry)
+		r.carry -= float64(n)
+		if n > 0 {
+			r.c.ObserveArrivals(r.now, n)
+			r.c.ObserveProcessed(r.now, n, time.Duration(n)*r.svc)
+			r.c.ObserveOutput(r.now, "", r.now, n)
+		}
 	}
 }

@@ -136,3 +136,13 @@ func Profiles(d time.Duration) []Profile {
 	p[3].Seed = 5
 	return p
 }
+
+// Lookup returns the default profile named name, lasting d.
+func Lookup(name string, d time.Duration) (Profile, bool) {
+	for _, p := range Profiles(d) {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}

@@ -34,7 +34,8 @@ type Result struct {
 	Mean, P50, P99, P999, Max time.Duration
 	Windows                   int64         // windows closed
 	WindowP99                 time.Duration // staleness of window final results
-	PredictedMean             time.Duration // mean predicted S(T) at commit decisions
+	PredictedMean             time.Duration // mean predicted S(T) at commit decisions where it was finite
+	PredictedUnstable         float64       // share of commit decisions where ρ ≥ 1 (S infinite)
 	OverloadedFraction        float64       // share of ticks that reported overload
 	Final                     frontier.Snapshot
 }
@@ -69,7 +70,7 @@ func Format(w io.Writer, reports ...Report) error {
 			}
 			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 				x.Policy, x.Throughput, x.Backlog, x.CommitsPerSec,
-				ms(x.P50), ms(x.P99), ms(x.P999), ms(x.Max), ms(x.WindowP99), ms(x.Mean), ms(x.PredictedMean))
+				ms(x.P50), ms(x.P99), ms(x.P999), ms(x.Max), ms(x.WindowP99), ms(x.Mean), predicted(x))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -96,4 +97,12 @@ func ms(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 	}
+}
+
+// predicted shows ∞ when the model saw no stable interval for most commits.
+func predicted(x Result) string {
+	if x.PredictedUnstable > 0.5 {
+		return "∞"
+	}
+	return ms(x.PredictedMean)
 }

@@ -107,7 +107,7 @@ func runOne(p Profile, pol Policy) Result {
 		nextTick                 int64
 		wmWindow                 int64 // index of the window the watermark is in
 		predSum                  float64
-		predN                    int64
+		predN, predInf           int64
 		ticks, overTicks         int64
 	)
 
@@ -201,6 +201,8 @@ func runOne(p Profile, pol Policy) Result {
 				if s := d.PredictedStaleness; s < time.Hour {
 					predSum += s.Seconds()
 					predN++
+				} else {
+					predInf++
 				}
 			}
 		}
@@ -217,6 +219,7 @@ func runOne(p Profile, pol Policy) Result {
 	res.Max = time.Duration(all.Max()) * time.Microsecond
 	res.Mean = time.Duration(all.Mean() * float64(time.Microsecond))
 	res.WindowP99 = q(windows, 99)
+	res.PredictedUnstable = float64(predInf) / float64(max(1, res.Commits))
 	if predN > 0 {
 		res.PredictedMean = time.Duration(predSum / float64(predN) * 1e9)
 	}

@@ -136,3 +136,15 @@ func BenchmarkSimulatedHour(b *testing.B) {
 		})
 	}
 }
+
+func TestLookupFindsEveryDefaultProfile(t *testing.T) {
+	for _, p := range Profiles(time.Minute) {
+		got, ok := Lookup(p.Name, time.Minute)
+		if !ok || got.Name != p.Name || got.Duration != time.Minute {
+			t.Errorf("Lookup(%q) = %v, %v", p.Name, got.Name, ok)
+		}
+	}
+	if _, ok := Lookup("nope", time.Minute); ok {
+		t.Error("Lookup of an unknown profile succeeded")
+	}
+}
