@@ -155,7 +155,7 @@ func (f genFlags) check(now time.Time) (gen.Config, error) {
 	if f.dialTimeout <= 0 {
 		return cfg, fmt.Errorf("--dial-timeout is %v, must be positive", f.dialTimeout)
 	}
-	start := now
+	start := now.Truncate(time.Millisecond) // the schemas' precision; logged for --start
 	if f.start != "" {
 		t, err := time.Parse(time.RFC3339Nano, f.start)
 		if err != nil {
