@@ -90,6 +90,20 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			cfg.partitions[r.Name] = r.Partitions
 		}
 	}
+	// Repartition topics without a fixed count get their writer's input
+	// count, as the service will create them. Writers come before readers
+	// in sub-topology order, so one pass suffices for chains.
+	for _, st := range topo.SubTopologies() {
+		var n int32
+		for _, topic := range st.SourceTopics {
+			n = max(n, d.partitionCount(topic))
+		}
+		for _, topic := range st.SinkTopics {
+			if _, set := cfg.partitions[topic]; !set && topo.IsRepartitionTopic(topic) {
+				cfg.partitions[topic] = n
+			}
+		}
+	}
 	ids, err := processor.TaskIDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
 	if err != nil {
 		return nil, fmt.Errorf("tidemarktest: %w", err)
