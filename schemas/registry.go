@@ -136,8 +136,11 @@ func (s *Spec[T]) Registry(ctx context.Context, reg *Registry, subject string, o
 func (r *RegistrySerde[T]) SchemaID() int { return r.id }
 
 func (r *RegistrySerde[T]) Encode(dst []byte, v T) ([]byte, error) {
-	dst, _ = r.header.AppendEncode(dst, r.id, nil) // never fails
-	return r.spec.encode(dst, v)
+	if err := v.Validate(); err != nil {
+		return dst, fmt.Errorf("schemas: encode: %w", err)
+	}
+	out, _ := r.header.AppendEncode(dst, r.id, nil) // never fails
+	return r.spec.appendBin(out, v), nil
 }
 
 // Decode implements serde.Serde. The Serde contract has no context, so a

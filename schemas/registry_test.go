@@ -183,3 +183,18 @@ func TestWrongTypeRecordsFetchTheirSchemaOnce(t *testing.T) {
 		t.Fatalf("fetched the cart schema %d times, want once", fake.Fetches())
 	}
 }
+
+func TestRegistryEncodeOfAnInvalidEventLeavesDstAlone(t *testing.T) {
+	_, reg := newFakeRegistry(t)
+	s, err := Cart.Registry(context.Background(), reg, "carts-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := sampleCart()
+	bad.CartID = ""
+	dst := []byte("prefix")
+	out, err := s.Encode(dst, bad)
+	if !errors.Is(err, ErrInvalidEvent) || string(out) != "prefix" {
+		t.Fatalf("encode invalid: %q, %v; want dst unchanged and ErrInvalidEvent", out, err)
+	}
+}

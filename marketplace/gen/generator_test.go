@@ -417,3 +417,20 @@ func TestSmallestConfigurationWorks(t *testing.T) {
 		t.Fatal("a single user with a single sku never checked out")
 	}
 }
+
+func TestRecordsMatchesNextRecord(t *testing.T) {
+	a, b := mustNew(t, Config{Seed: 8}), mustNew(t, Config{Seed: 8})
+	n := 0
+	for r, err := range a.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := b.NextRecord()
+		if r.Topic != want.Topic || !bytes.Equal(r.Key, want.Key) || !bytes.Equal(r.Value, want.Value) {
+			t.Fatalf("record %d differs between Records and NextRecord", n)
+		}
+		if n++; n == 1000 {
+			break
+		}
+	}
+}
