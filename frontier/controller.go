@@ -44,6 +44,7 @@ type Controller struct {
 	obsLast   float64
 
 	watermark time.Time
+	overSince time.Time // start of the current unstable overload; zero if none
 
 	plan        plan
 	replanDue   bool   // an estimate changed since the plan was made
@@ -61,6 +62,7 @@ type plan struct {
 	interval   float64 // T, s
 	floor      float64 // T_lo, s: the closest early commits may come
 	overloaded bool
+	draining   bool // the excess backlog takes longer than T to drain
 }
 
 // New validates opts (filling defaults) and returns a Controller.
@@ -310,14 +312,24 @@ func (c *Controller) replan() {
 		p.floor = p.interval
 	default:
 		if p.overloaded && m.Load() >= 1-c.opts.OverloadCommitShare {
-			// No interval makes the queue stable; keep commits at their
-			// minimum share and let the output keep flowing.
-			p.interval = p.floor
+			// No interval makes the queue stable, so J is infinite
+			// everywhere. Over an overload lasting H more, commits every
+			// T add about H·c/T of backlog delay and the interval adds
+			// T/2: the best T is sqrt(2·c·H). H is unknown; the time
+			// overloaded so far is the estimate (an overload that has
+			// lasted a minute is likely to last about another).
+			if c.overSince.IsZero() {
+				c.overSince = c.now
+			}
+			h := c.now.Sub(c.overSince).Seconds()
+			p.interval = min(tmax, max(p.floor, math.Sqrt(2*m.CommitCost*h)))
 		} else {
+			c.overSince = time.Time{}
 			p.interval = m.Minimise(p.floor, tmax)
 		}
 	}
 	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
+	p.draining = m.Backlog > 0 && (p.rho >= 1 || m.Backlog*m.Service/(1-p.rho) > p.interval)
 	c.plan = p
 	c.replanDue, c.planBacklog = false, c.backlog
 }
@@ -381,7 +393,10 @@ func (c *Controller) Tick(now time.Time) Decision {
 		return commit(ReasonInterval)
 	}
 	d.Reason = ReasonWait
-	if c.opts.Policy == PolicyFixed {
+	if c.opts.Policy == PolicyFixed || p.overloaded || p.draining {
+		// Early commits would take capacity the backlog needs: the
+		// outputs they would hurry are late anyway, and every record
+		// behind them would be later still.
 		return d
 	}
 	floorAt := last.Add(duration(p.floor))
@@ -471,6 +486,7 @@ func (c *Controller) Snapshot() Snapshot {
 		Load:                  m.Load(),
 		Exposure:              m.Exposure(p.interval),
 		Overloaded:            p.overloaded,
+		Draining:              p.draining,
 		ArrivalRate:           m.Lambda,
 		ServiceTime:           duration(m.Service),
 		CommitCost:            duration(m.CommitCost),

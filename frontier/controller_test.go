@@ -339,3 +339,22 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+func TestSustainedOverloadLengthensTheIntervalFurther(t *testing.T) {
+	interval := func(d time.Duration) Snapshot {
+		r := newRig(t, Options{}, testLat, testSvc)
+		r.run(d, 12000) // 120% of capacity: no interval keeps up
+		r.tick()
+		return r.c.Snapshot()
+	}
+	short, long := interval(5*time.Second), interval(60*time.Second)
+	if !short.Overloaded || !long.Overloaded {
+		t.Fatalf("overloaded flags %v, %v; want both", short.Overloaded, long.Overloaded)
+	}
+	if long.Interval <= short.Interval {
+		t.Errorf("interval after 60s of overload %v, want longer than after 5s (%v)", long.Interval, short.Interval)
+	}
+	if long.Interval > DefaultMaxInterval {
+		t.Errorf("interval %v above Tmax", long.Interval)
+	}
+}

@@ -95,6 +95,7 @@ type Snapshot struct {
 	Load              float64 // λ·s
 	Exposure          float64 // rollback exposure h·(T/2+R)
 	Overloaded        bool
+	Draining          bool    // a backlog beyond the steady queue takes longer than T to drain
 	ArrivalRate       float64 // λ, records/s
 	ServiceTime       time.Duration
 	CommitCost        time.Duration

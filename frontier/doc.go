@@ -62,7 +62,11 @@
 // T_lo = max(Tmin, c / max(ρmax − λ·s, OverloadCommitShare)): commits may
 // never push utilisation above ρmax, and when the load alone leaves less
 // than OverloadCommitShare of headroom the controller is overloaded and
-// spaces commits so they take only that share of capacity. J is evaluated
+// spaces commits so they take only that share of capacity. When even that
+// leaves ρ ≥ 1 (the backlog grows whatever T is), the interval grows as
+// sqrt(2·c·H) with H the time overloaded so far: it balances the T/2 a
+// longer interval adds against the H·c/T of backlog delay commits add over
+// an overload expected to last about as long again. J is evaluated
 // numerically (golden-section search on log T), which costs a few hundred
 // nanoseconds per Tick.
 //
@@ -76,8 +80,9 @@
 //   - Early commits (a watermark closed windows whose final results are
 //     pending; the oldest uncommitted output of some tenant, plus the
 //     expected commit latency, reached that tenant's staleness target)
-//     never come closer together than T_lo, so they cannot eat the capacity
-//     an overloaded backlog needs.
+//     never come closer together than T_lo, and none happen while the
+//     controller is overloaded or draining a backlog (one that takes longer
+//     than T to clear), so they cannot eat the capacity a backlog needs.
 //   - The fixed policy (the Kafka Streams baseline) commits every
 //     FixedInterval whatever the load and never commits early.
 //
