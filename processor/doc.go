@@ -25,7 +25,7 @@
 //		Topology: topo, SubTopology: id.SubTopology, Partition: id.Partition,
 //		Stores:         provider,  // store.Provider: Badger + changelogs in the service
 //		Output:         collector, // buffers records for the transaction
-//		PartitionCount: counts,    // for user partitioners
+//		PartitionCount: countOf,   // for user partitioners
 //		WallClock:      nowMs,
 //	})
 //	// task.Stores() lists the opened stores with their store.Spec; the

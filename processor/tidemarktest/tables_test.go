@@ -107,3 +107,25 @@ func TestProcessingErrorsNameOperatorAndRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestUndecodableRecords(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		b := topology.NewBuilder("app")
+		var opts []topology.Option
+		if skip {
+			opts = append(opts, topology.SkipUndecodable())
+		}
+		b.Stream("in", serde.String(), serde.Int64(), opts...).To("out")
+		d := newDriver(t, b)
+		bad := tidemarktest.Input(d, "in", serde.String(), serde.String()) // 3 bytes: not an int64
+		err := bad.Pipe("k", "bad", 1)
+		switch {
+		case !skip && !errors.Is(err, serde.ErrDecode):
+			t.Errorf("without SkipUndecodable: err = %v, want the task to fail with serde.ErrDecode", err)
+		case skip && err != nil:
+			t.Errorf("with SkipUndecodable: err = %v, want the record dropped", err)
+		case skip && d.Metrics().Dropped[topology.DropUndecodable] != 1:
+			t.Errorf("with SkipUndecodable: drops %v, want one undecodable", d.Metrics().Dropped)
+		}
+	}
+}
