@@ -353,7 +353,8 @@ func (c *Controller) needsReplan() bool {
 func (c *Controller) Tick(now time.Time) Decision {
 	c.at(now)
 	now = c.now
-	if c.arrivals.advance(now) || c.processed.advance(now) {
+	a, b := c.arrivals.advance(now), c.processed.advance(now)
+	if a || b {
 		c.replanDue = true
 	}
 	c.hazard.advance(now)
@@ -367,6 +368,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 		PredictedStaleness: duration(p.staleness),
 		Utilization:        p.rho,
 		Overloaded:         p.overloaded,
+		Draining:           p.draining,
 	}
 	last := c.lastStart
 	if !c.started {

@@ -23,9 +23,49 @@
 //
 // The same inputs in the same order always produce the same decisions, so
 // the policies are tested with tables, replayed from traces (testdata/) and
-// compared over an hour of simulated load in well under a second
-// (frontier/sim). A Controller is not safe for concurrent use: it belongs
-// to the goroutine that owns the transactional session.
+// compared over an hour of simulated load in about a second (frontier/sim).
+// A Controller is not safe for concurrent use: it belongs to the goroutine
+// that owns the transactional session.
+//
+// # Wiring it into the runtime
+//
+// What each observation means, and who is expected to make it:
+//
+//   - ObserveArrivals: records that became available to this session's
+//     tasks (fetched, or the high-watermark advance of assigned
+//     partitions). With ObserveProcessed it gives λ and the backlog; if
+//     the runtime knows the consumer lag, ObserveLag sets the backlog
+//     directly instead.
+//   - ObserveProcessed: records the loop finished, with the time it spent
+//     on them (wall time of the processing, not of the poll). s is busy/n.
+//   - ObserveOutput: sink records produced, with the append time of the
+//     input that triggered them (the input record's timestamp under
+//     LogAppendTime, else its CreateTime: the staleness origin the
+//     benchmark measures) and their tenant. Changelog records are not
+//     outputs; feed them to CheckpointScheduler.ObserveChangelogWrites.
+//   - ObserveWatermark: after a stream-time advance that closed windows
+//     and emitted their final results (already reported as outputs).
+//   - ObserveCommitStarted / Finished / Aborted: from txn, around the
+//     flush + TxnOffsetCommit + EndTxn sequence. CommitAck.Cost is the time
+//     the record loop could not process because of the commit (its whole
+//     latency when the loop blocks, as in Kafka Streams; less if the
+//     runtime pipelines). An unknown EndTxn outcome resolved as committed
+//     is Finished; resolved as aborted is Aborted.
+//   - ObserveRestoreTime (CheckpointScheduler.ExpectedRestore) and
+//     ObserveFailure (on a restart after a crash) feed the rollback term.
+//   - Tick: after each poll-loop iteration, and no later than
+//     Decision.Wake when the loop is idle. Act on Decision.Commit by
+//     starting a commit and calling ObserveCommitStarted.
+//   - Admit: before processing a batch of a rate-limited tenant; a refused
+//     batch is paused (not dropped) for the returned wait.
+//   - Snapshot: for metrics (suggested names: tidemark_commit_interval_seconds,
+//     tidemark_staleness_predicted_seconds, tidemark_staleness_observed_seconds,
+//     tidemark_utilization, tidemark_commits_total{reason}).
+//
+// The CheckpointScheduler is driven the same way from the changelog
+// package, and Frontier values are advanced by the runtime on each commit
+// ack (the produced sink offsets + 1 and the watermark the outputs cover)
+// and published by it; nothing here does I/O.
 //
 // # The staleness cost model
 //
