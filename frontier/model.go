@@ -63,8 +63,34 @@ func (m Model) Exposure(t float64) float64 { return m.Hazard * (t/2 + m.Restore)
 // Objective is J(T) = S(T) + h·(T/2+R)², the expected staleness including
 // the delay crashes add.
 func (m Model) Objective(t float64) float64 {
-	r := t/2 + m.Restore
-	return m.Staleness(t) + m.Hazard*r*r
+	o := m.compile()
+	return o.at(t)
+}
+
+// objective is J with its per-model constants folded, so the minimiser's
+// evaluations cost two divisions each. It must agree with Staleness and
+// Wait (TestCompiledObjectiveAgrees).
+type objective struct {
+	a, c2, u, c, bs, l, h, r float64
+}
+
+func (m Model) compile() objective {
+	return objective{
+		a: m.Lambda * m.Service * m.Service, c2: m.CommitCost * m.CommitCost,
+		u: m.Load(), c: m.CommitCost, bs: m.Backlog * m.Service,
+		l: m.Latency, h: m.Hazard, r: m.Restore,
+	}
+}
+
+func (o *objective) at(t float64) float64 {
+	it := 1 / t
+	idle := 1 - o.u - o.c*it
+	if idle <= 0 {
+		return math.Inf(1)
+	}
+	inv := 1 / idle
+	x := t/2 + o.r
+	return t/2 + o.l + (o.a+o.c2*it)*0.5*inv + o.bs*inv + o.h*x*x
 }
 
 // invPhi is 1/φ, the golden-section step.
@@ -92,7 +118,8 @@ func (m Model) Minimise(lo, hi float64) float64 {
 	if !(lo < hi) {
 		return hi
 	}
-	if math.IsInf(m.Objective(hi), 1) {
+	o := m.compile()
+	if math.IsInf(o.at(hi), 1) {
 		return hi
 	}
 	var grid [gridPoints]float64
@@ -104,7 +131,7 @@ func (m Model) Minimise(lo, hi float64) float64 {
 			t = hi
 		}
 		grid[i] = t
-		if j := m.Objective(t); j < bestJ {
+		if j := o.at(t); j < bestJ {
 			best, bestJ = i, j
 		}
 		t *= ratio
@@ -112,19 +139,19 @@ func (m Model) Minimise(lo, hi float64) float64 {
 	a, b := grid[max(best-1, 0)], grid[min(best+1, gridPoints-1)]
 	x1 := b - invPhi*(b-a)
 	x2 := a + invPhi*(b-a)
-	f1, f2 := m.Objective(x1), m.Objective(x2)
+	f1, f2 := o.at(x1), o.at(x2)
 	for i := 0; i < goldenIters; i++ {
 		if f1 <= f2 {
 			b, x2, f2 = x2, x1, f1
 			x1 = b - invPhi*(b-a)
-			f1 = m.Objective(x1)
+			f1 = o.at(x1)
 		} else {
 			a, x1, f1 = x1, x2, f2
 			x2 = a + invPhi*(b-a)
-			f2 = m.Objective(x2)
+			f2 = o.at(x2)
 		}
 	}
-	if t := (a + b) / 2; m.Objective(t) <= bestJ {
+	if t := (a + b) / 2; o.at(t) <= bestJ {
 		return t
 	}
 	// The best grid point is an end (lo or hi) or the valley is flatter

@@ -76,3 +76,16 @@ func TestMinimiseMatchesGrid(t *testing.T) {
 		}
 	}
 }
+
+func TestCompiledObjectiveAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := 0; i < 1000; i++ {
+		m := Model{Lambda: r.Float64() * 9000, Service: 100e-6, CommitCost: r.Float64() * 0.05, Latency: r.Float64() * 0.05,
+			Backlog: r.Float64() * 1000, Hazard: r.Float64() * 1e-3, Restore: r.Float64() * 10}
+		tt := 0.001 + r.Float64()*5
+		want := m.Staleness(tt) + m.Hazard*(tt/2+m.Restore)*(tt/2+m.Restore)
+		if got := m.Objective(tt); !(math.IsInf(want, 1) && math.IsInf(got, 1)) && math.Abs(got-want) > 1e-9*math.Max(1, want) {
+			t.Fatalf("model %+v T=%v: compiled J %v, from S %v", m, tt, got, want)
+		}
+	}
+}

@@ -34,8 +34,8 @@ type Result struct {
 	Mean, P50, P99, P999, Max time.Duration
 	Windows                   int64         // windows closed
 	WindowP99                 time.Duration // staleness of window final results
-	PredictedMean             time.Duration // mean predicted S(T) at commit decisions where it was finite
-	PredictedUnstable         float64       // share of commit decisions where ρ ≥ 1 (S infinite)
+	PredictedMean             time.Duration // predicted S(T) at commit decisions, weighted by the outputs each carried, where finite
+	PredictedUnstable         float64       // share of committed outputs whose prediction was infinite (ρ ≥ 1)
 	OverloadedFraction        float64       // share of ticks that reported overload
 	Final                     frontier.Snapshot
 }

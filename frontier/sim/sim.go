@@ -107,7 +107,8 @@ func runOne(p Profile, pol Policy) Result {
 		nextTick                 int64
 		wmWindow                 int64 // index of the window the watermark is in
 		predSum                  float64
-		predN, predInf           int64
+		predN, predInf           int64 // outputs committed with a finite / infinite prediction
+		pendingN                 int64 // outputs since the last commit started
 		ticks, overTicks         int64
 	)
 
@@ -151,6 +152,7 @@ func runOne(p Profile, pol Policy) Result {
 			c.n -= k
 			done += k
 			pending.push(cohort{at: c.at, n: k})
+			pendingN += k
 			ctl.ObserveOutput(now, "", at(c.at), int(k))
 			if windowSteps > 0 && c.at/windowSteps > wmWindow {
 				// Event time = arrival time: this record's time passes the
@@ -159,6 +161,7 @@ func runOne(p Profile, pol Policy) Result {
 				closes := c.at/windowSteps - wmWindow
 				wmWindow = c.at / windowSteps
 				pending.push(cohort{at: c.at, n: closes, window: true})
+				pendingN += closes
 				res.Windows += closes
 				ctl.ObserveOutput(now, "", at(c.at), int(closes))
 				ctl.ObserveWatermark(now, at(c.at), int(closes))
@@ -198,12 +201,15 @@ func runOne(p Profile, pol Policy) Result {
 				pending.reset()
 				ctl.ObserveCommitStarted(now)
 				res.Commits++
+				// Weight each prediction by the outputs the commit carries,
+				// as the observed staleness is weighted.
 				if s := d.PredictedStaleness; s < time.Hour {
-					predSum += s.Seconds()
-					predN++
+					predSum += s.Seconds() * float64(pendingN)
+					predN += pendingN
 				} else {
-					predInf++
+					predInf += pendingN
 				}
+				pendingN = 0
 			}
 		}
 	}
@@ -219,7 +225,7 @@ func runOne(p Profile, pol Policy) Result {
 	res.Max = time.Duration(all.Max()) * time.Microsecond
 	res.Mean = time.Duration(all.Mean() * float64(time.Microsecond))
 	res.WindowP99 = q(windows, 99)
-	res.PredictedUnstable = float64(predInf) / float64(max(1, res.Commits))
+	res.PredictedUnstable = float64(predInf) / float64(max(1, predN+predInf))
 	if predN > 0 {
 		res.PredictedMean = time.Duration(predSum / float64(predN) * 1e9)
 	}
