@@ -71,6 +71,9 @@ type RestoreResult struct {
 	Rebuilt []TopicPartition
 	// Offsets is where each target now stands.
 	Offsets Offsets
+	// Kinds is each target's store kind: as given, or learned from the
+	// records' tags (zero when the changelog held nothing).
+	Kinds map[TopicPartition]store.Kind
 }
 
 type restoreState struct {
@@ -158,8 +161,10 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	if err != nil {
 		return res, fmt.Errorf("changelog: restore: record offsets: %w", err)
 	}
+	res.Kinds = map[TopicPartition]store.Kind{}
 	for _, s := range states {
 		res.Offsets[s.tp()] = s.pos
+		res.Kinds[s.tp()] = s.Kind
 	}
 	res.Duration = time.Since(start)
 	if opts.Progress != nil {
@@ -330,8 +335,8 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(8<<20),
-		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxPartitionBytes(2<<20),
+		kgo.FetchMaxBytes(4<<20),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(copts...)
