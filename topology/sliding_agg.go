@@ -47,12 +47,16 @@ func (ss SlidingWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func
 func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
 	s, w := ss.g.s, ss.w
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "emitFinal")
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}
 	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindWindow, WindowSize: w.diff, Retention: w.grace}, true)
 	raw := s.b.addStore(n, cfg, "-RECORDS", store.Spec{Kind: store.KindWindow, WindowSize: 1, Retention: w.diff + w.grace + 1}, false)
+	var cursorStore string
+	if cfg.emitFinal {
+		cursorStore = s.b.addStore(n, cfg, "-EMIT-CURSOR", kvSpec(), false)
+	}
 	if s.ks == nil {
 		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
 	}
@@ -71,8 +75,19 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 		if err != nil {
 			return nil, err
 		}
-		return &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
-			init: init, add: add, observed: -1}, nil
+		a := &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
+			init: init, add: add, observed: -1}
+		if cursorStore != "" {
+			kv, err := env.keyValue(cursorStore)
+			if err != nil {
+				return nil, err
+			}
+			// [s, s+d] is inclusive: it spans d+1 ms.
+			if a.final, err = newFinalEmitter(kv, w.diff+1); err != nil {
+				return nil, errorf(env.node, "%w", err)
+			}
+		}
+		return a, nil
 	})
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
 		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
@@ -88,6 +103,7 @@ type slidingAgg[K, V, VA any] struct {
 	as        serde.Serde[VA]
 	init      func() VA
 	add       func(K, V, VA) VA
+	final     *finalEmitter
 	observed  int64
 	kbuf      []byte
 }
@@ -186,8 +202,23 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		}
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: w.start, End: w.end}, Timestamp: maxTS, Headers: r.Headers,
 			Value: change[VA]{newV: agg, hasNew: true}}
+		if a.final != nil {
+			continue
+		}
 		if err := a.next.forward(out); err != nil {
 			return err
+		}
+	}
+	if a.final != nil {
+		err := a.final.emit(a.res, a.observed-g, func(kb []byte, start int64, v []byte) error {
+			out, err := decodeWindowed(a.ks, a.as, kb, start, start+d, v)
+			if err != nil {
+				return errorf(a.env.node, "%w", err)
+			}
+			return a.next.forward(out)
+		})
+		if err != nil {
+			return errorf(a.env.node, "emit final results: %w", err)
 		}
 	}
 	if err := a.recs.ExpireBefore(a.observed - g - d - 1); err != nil {

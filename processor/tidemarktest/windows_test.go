@@ -134,3 +134,42 @@ func TestGoldenSlidingWindows(t *testing.T) {
 	pipe(tr, in, "clicks", "alice", "late", 14000)
 	tr.check()
 }
+
+func TestGoldenSessionEmitFinal(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 2*time.Second)).
+		Count(topology.Named("sessions"), topology.EmitFinal()).ToStream().To("sessions")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "sessions", tidemarktest.Output(d, "sessions", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("gap 5s, grace 2s: a session is final once end + gap < stream time - grace; merges emit nothing")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "alice", "b", 4000)
+	pipe(tr, in, "clicks", "bob", "c", 9000)
+	tr.note("stream time 11000: [0,4000] could still be extended by a record at 9000 (within grace)")
+	pipe(tr, in, "clicks", "bob", "d", 11000)
+	pipe(tr, in, "clicks", "alice", "e", 9000)
+	pipe(tr, in, "clicks", "bob", "f", 16001)
+	pipe(tr, in, "clicks", "bob", "g", 30000)
+	tr.check()
+}
+
+func TestGoldenSlidingEmitFinal(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 0)).
+		Count(topology.Named("sliding"), topology.EmitFinal()).ToStream().To("counts")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("difference 10s, no grace: [s, s+10s] is final once stream time > s+10s")
+	pipe(tr, in, "clicks", "alice", "a", 10000)
+	pipe(tr, in, "clicks", "alice", "b", 15000)
+	pipe(tr, in, "clicks", "alice", "c", 20000)
+	pipe(tr, in, "clicks", "alice", "d", 20001)
+	pipe(tr, in, "clicks", "alice", "e", 40000)
+	tr.check()
+}
