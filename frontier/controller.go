@@ -1,7 +1,9 @@
 package frontier
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -80,9 +82,10 @@ func New(opts Options) (*Controller, error) {
 	}
 	if len(opts.Tenants) > 0 {
 		c.byName = make(map[string]int, len(opts.Tenants))
-		// Sorted order would only matter for iteration; the slot index is
-		// never observable, so map order is fine here.
-		for name, t := range opts.Tenants {
+		// Slots in name order: sums over tenants are then always added in
+		// the same order, so even float rounding is deterministic.
+		for _, name := range slices.Sorted(maps.Keys(opts.Tenants)) {
+			t := opts.Tenants[name]
 			c.byName[name] = len(c.tenants)
 			c.tenants = append(c.tenants, tenant{name: name, target: t.StalenessTarget, limited: t.Rate > 0,
 				bucket: TokenBucket{rate: t.Rate, burst: t.Burst, tokens: t.Burst}})

@@ -106,13 +106,20 @@
 // leaves ρ ≥ 1 (the backlog grows whatever T is), the interval grows as
 // sqrt(2·c·H) with H the time overloaded so far: it balances the T/2 a
 // longer interval adds against the H·c/T of backlog delay commits add over
-// an overload expected to last about as long again. J is evaluated
-// numerically (golden-section search on log T), which costs a few hundred
-// nanoseconds per Tick.
+// an overload expected to last about as long again. J is minimised
+// numerically (a 12-point grid on log T to find the right valley, then a
+// golden-section search in it), about a microsecond; a Tick re-solves only
+// when a rate bucket closed, a commit was acked or the backlog moved, so
+// most Ticks cost a couple of hundred nanoseconds.
+//
+// The staleness target does not lengthen T: J already picks the freshest
+// interval the capacity allows, so a target can only be met or missed
+// (Snapshot.TargetFeasible). It acts through the early commits below and
+// is what tenants tighten.
 //
 // # Invariants
 //
-//   - The chosen interval is always within [Tmin, Tmax].
+//   - The adaptive interval is always within [Tmin, Tmax].
 //   - At most one commit is in flight; Tick never asks for a commit while
 //     one is outstanding.
 //   - No commit is requested when nothing was processed or produced since

@@ -138,8 +138,6 @@ func (h *hazard) fail(now time.Time) {
 // rate is failures per second.
 func (h *hazard) rate() float64 { return (h.alpha + h.failures) / (h.beta + h.exposure) }
 
-func seconds(d time.Duration) float64 { return d.Seconds() }
-
 func duration(s float64) time.Duration {
 	if math.IsInf(s, 1) || s > float64(math.MaxInt64)/1e9 {
 		return time.Duration(math.MaxInt64)
