@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/tidemark-streams/tidemark/serde"
@@ -53,7 +54,8 @@ func fuzzResolvingDecoder[T Event](f *testing.F, s, rt serde.Serde[T], seeds ...
 }
 
 // fuzzAvro is fuzzDecoder for the plain Avro serde, which also checks that
-// the direct encoder writes what goavro writes for whatever decodes.
+// the direct decoder agrees with goavro on every input, and that the direct
+// encoder writes what goavro writes for whatever decodes.
 func fuzzAvro[T Event](f *testing.F, spec *Spec[T], seed T) {
 	s := spec.Avro()
 	checked := serde.Func[T]{
@@ -68,7 +70,14 @@ func fuzzAvro[T Event](f *testing.F, spec *Spec[T], seed T) {
 			}
 			return got, nil
 		},
-		DecodeFunc: s.Decode,
+		DecodeFunc: func(b []byte) (T, error) {
+			got, err := s.Decode(b)
+			want, werr := spec.decodeGoavro(spec.self, b)
+			if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+				panic(fmt.Sprintf("direct decoder: %+v, %v; goavro: %+v, %v", got, err, want, werr))
+			}
+			return got, err
+		},
 	}
 	fuzzDecoder[T](f, checked, must(s.Encode(nil, seed)))
 }
