@@ -116,7 +116,7 @@ func (f genFlags) check(now time.Time) (gen.Config, error) {
 		return cfg, fmt.Errorf("--profile is %q, accepted steady, ramp or burst", f.profile)
 	}
 	if f.rampFrom < 0 || f.rampFrom > gen.MaxRate {
-		return cfg, fmt.Errorf("--ramp-from is %v, accepted range (0, %d] events/s", f.rampFrom, gen.MaxRate)
+		return cfg, fmt.Errorf("--ramp-from is %v, accepted range [0, %d] events/s (0: --rate/10)", f.rampFrom, gen.MaxRate)
 	}
 	if f.rampOver <= 0 {
 		return cfg, fmt.Errorf("--ramp-over is %v, must be positive", f.rampOver)
