@@ -129,3 +129,31 @@ func TestUndecodableRecords(t *testing.T) {
 		}
 	}
 }
+
+// Stock per (warehouse, SKU) rolls up to stock per SKU; changing or moving a
+// row subtracts its old quantity before adding the new one.
+func TestGroupedTableAddsAndSubtracts(t *testing.T) {
+	b := topology.NewBuilder("app")
+	// Rows are keyed "<warehouse>/<sku>".
+	b.Table("stock", serde.String(), serde.Int64(), topology.Named("stock")).
+		GroupBy(func(k string, q int64) (string, int64) { return k[strings.Index(k, "/")+1:], q }, serde.String(), serde.Int64(), topology.Named("stock-by-sku")).
+		Aggregate(func() int64 { return 0 },
+			func(_ string, q, sum int64) int64 { return sum + q },
+			func(_ string, q, sum int64) int64 { return sum - q },
+			serde.Int64(), topology.Named("sku-stock")).
+		ToStream().To("sku-stock")
+	d := newDriver(t, b, tidemarktest.WithDefaultPartitions(2))
+	in := tidemarktest.Input(d, "stock", serde.String(), serde.Int64())
+	must(t, in.Pipe("berlin/mug", 5, 1))
+	must(t, in.Pipe("paris/mug", 3, 2))
+	must(t, in.Pipe("berlin/mug", 2, 3))
+	must(t, in.PipeTombstone("paris/mug", 4))
+	var got []int64
+	for _, r := range readAll(t, tidemarktest.Output(d, "sku-stock", serde.String(), serde.Int64())) {
+		got = append(got, r.Value)
+	}
+	// 5; 8; berlin 5->2: 3 then 5; paris removed: 2.
+	if want := []int64{5, 8, 3, 5, 2}; !slices.Equal(got, want) {
+		t.Errorf("mug stock updates %v, want %v", got, want)
+	}
+}
