@@ -14,7 +14,7 @@ const DefaultMemoryBudget = 128 << 20
 // Options configure OpenDB. The zero value is valid.
 type Options struct {
 	// MemoryBudget in bytes bounds what Badger keeps in memory: two
-	// memtables of 1/16 each, the block cache 1/4, the index cache 1/8,
+	// memtables of 1/32 each, the block cache 1/4, the index cache 1/8,
 	// and table builders sized 1/128. Default
 	// DefaultMemoryBudget; at least 16 MiB.
 	MemoryBudget int64
@@ -72,8 +72,9 @@ func badgerOptions(dir string, o Options) badger.Options {
 		// Kafka already compresses the changelog; on two cores the CPU
 		// is worth more than the disk a compressed LSM saves.
 		WithCompression(options.None).
-		WithNumLevelZeroTables(3).
-		WithNumLevelZeroTablesStall(8).
+		WithNumLevelZeroTables(5).
+		WithNumLevelZeroTablesStall(15).
+		WithBaseLevelSize(64 << 20).
 		WithBlockCacheSize(mem / 4).
 		WithIndexCacheSize(mem / 8).
 		WithNumCompactors(2). // Badger's minimum for L0 to progress

@@ -347,7 +347,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	wb := db.bdb.NewWriteBatch()
 	defer wb.Cancel()
 
-	var n int64
+	var n, written int64
 	remaining := total
 	lastProgress, lastLog := start, start
 	report := func(force bool) {
@@ -395,6 +395,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 					continue
 				}
 				if !r.Attrs.IsControl() {
+					written += int64(len(r.Key) + len(s.dprefix) + len(r.Value))
 					if err := s.apply(wb, r); err != nil {
 						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
 						return
@@ -416,7 +417,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	if err := wb.Flush(); err != nil {
 		return n, fmt.Errorf("changelog: restore: write: %w", err)
 	}
-	db.written.Add(int64(n))
+	db.written.Add(written)
 	return n, nil
 }
 
