@@ -263,3 +263,22 @@ func TestWatermarkIsMinOverInputsMinusLateness(t *testing.T) {
 		t.Errorf("watermark = %d, want min(10000, 4000) - 2000 = 2000", wm)
 	}
 }
+
+func TestHeadersFlowToSinksAndForeachSeesEveryRecord(t *testing.T) {
+	var seen []string
+	b := topology.NewBuilder("app")
+	s := b.Stream("in", serde.String(), serde.String())
+	s.Foreach(func(k, v string) { seen = append(seen, k+v) })
+	s.Peek(func(string, string) {}).To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "in", serde.String(), serde.String())
+	must(t, in.PipeRecord(topology.Record[string, string]{Key: "k", Value: "v", Timestamp: 7,
+		Headers: []topology.Header{{Key: "trace-id", Value: []byte("abc")}}}))
+	got := readAll(t, tidemarktest.Output(d, "out", serde.String(), serde.String()))
+	if len(got) != 1 || len(got[0].Headers) != 1 || got[0].Headers[0].Key != "trace-id" || string(got[0].Headers[0].Value) != "abc" {
+		t.Errorf("out = %+v, want the input's trace-id header", got)
+	}
+	if !slices.Equal(seen, []string{"kv"}) {
+		t.Errorf("foreach saw %v", seen)
+	}
+}
