@@ -65,7 +65,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	a := &App{
 		topo:    topo,
 		cfg:     cfg,
-		log:     cfg.Logger.With("app", topo.Application(), "instance", cfg.InstanceID),
+		log:     cfg.Logger.With("app", topo.Application()),
 		metrics: newAppMetrics(topo.Application()),
 		queries: make(chan *query),
 	}
@@ -137,6 +137,7 @@ func (a *App) loop(ctx context.Context) error {
 		s.close()
 		switch {
 		case ctx.Err() != nil:
+			a.leaveGroup()
 			return nil
 		case errors.Is(err, errRestartSession):
 			a.log.Warn("restarting session", "err", err)
@@ -149,6 +150,21 @@ func (a *App) loop(ctx context.Context) error {
 		default:
 			return err
 		}
+	}
+}
+
+// leaveGroup removes this static member from the group on shutdown, so its
+// partitions move to the remaining instances now rather than after the
+// session timeout (scale-down). Restarts for a new session do not leave.
+func (a *App) leaveGroup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := a.adm.LeaveGroup(ctx, kadm.LeaveGroup(a.topo.Application()).InstanceIDs(a.cfg.InstanceID))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		a.log.Warn("leave group", "err", err)
 	}
 }
 

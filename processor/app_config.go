@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // Guarantee is the processing guarantee of an App.
@@ -70,7 +71,11 @@ type Config struct {
 	// ./tidemark-state/<application>.
 	StateDir string
 	// InstanceID names this process in the group, in its transactional id
-	// and in query redirects. Default: hostname-pid-random.
+	// and in query redirects. It must be stable across restarts of the same
+	// instance: a restarted producer with the same transactional id aborts
+	// the transaction its crashed predecessor left open at once, instead of
+	// blocking read_committed consumers until the transaction times out.
+	// Default: read from (or created in) StateDir/instance-id.
 	InstanceID string
 	Guarantee  Guarantee
 	// Commit configures the frontier controller that picks the commit
@@ -100,6 +105,9 @@ type Config struct {
 	// "<application>-frontier" topic in every transaction. Default on.
 	PublishFrontier *bool
 	Logger          *slog.Logger
+	// FaultHook is called at each step of every commit (txn.Point); crash
+	// tests kill the process there. Nil in production.
+	FaultHook func(txn.Point)
 	// ClientOpts are appended to every franz-go client the app creates.
 	ClientOpts []kgo.Opt
 }
@@ -126,8 +134,34 @@ func WithDeadLetterTopic(topic string) Option {
 	}
 }
 
+// WithFaultHook installs Config.FaultHook.
+func WithFaultHook(fn func(txn.Point)) Option { return func(c *Config) { c.FaultHook = fn } }
+
 // WithConfig replaces the whole Config, for configs loaded from files.
 func WithConfig(cfg Config) Option { return func(c *Config) { *c = cfg } }
+
+// instanceID returns the configured id, or the one persisted in the state
+// directory, creating it on first start.
+func (c *Config) instanceID() (string, error) {
+	if c.InstanceID != "" {
+		return c.InstanceID, nil
+	}
+	path := filepath.Join(c.StateDir, "instance-id")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
+		return "", fmt.Errorf("state dir %s: %w", c.StateDir, err)
+	}
+	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
+		return "", fmt.Errorf("persist instance id: %w", err)
+	}
+	return id, nil
+}
 
 // EnsureDefaults fills defaults and validates, naming the field at fault.
 func (c *Config) EnsureDefaults(app string) error {
@@ -136,12 +170,6 @@ func (c *Config) EnsureDefaults(app string) error {
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join("tidemark-state", app)
-	}
-	if c.InstanceID == "" {
-		host, _ := os.Hostname()
-		var b [3]byte
-		_, _ = rand.Read(b[:])
-		c.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if c.Commit == nil {
 		c.Commit = &frontier.Options{}

@@ -57,12 +57,12 @@ type session struct {
 // txnState is what the open transaction has produced.
 type txnState struct {
 	mu       sync.Mutex
-	err      error                      // first produce error
-	marks    map[topicPartition]int64   // highest sink offset produced
-	oldest   time.Time                  // oldest input time among outputs
-	outputs  int                        // sink records
-	inputs   int                        // records processed
-	wmByTask map[topology.TaskID]int64  // watermark per task at last output
+	err      error                     // first produce error
+	marks    map[topicPartition]int64  // highest sink offset produced
+	oldest   time.Time                 // oldest input time among outputs
+	outputs  int                       // sink records
+	inputs   int                       // records processed
+	wmByTask map[topology.TaskID]int64 // watermark per task at last output
 	_        struct{}
 }
 
@@ -93,6 +93,10 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	group := a.topo.Application()
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(group),
+		// Static membership (KIP-345): a restarted instance takes its
+		// partitions back at once, without a rebalance or waiting for
+		// its dead predecessor's session to time out.
+		kgo.InstanceID(a.cfg.InstanceID),
 		kgo.ConsumeTopics(a.topo.SourceTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -128,7 +132,11 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		sess = txn.NewAtLeastOnceSession(s.cl, group)
 	}
 	s.producer = s.cl
-	s.committer = txn.NewCommitter(sess, s.participants)
+	var copts []txn.CommitterOption
+	if a.cfg.FaultHook != nil {
+		copts = append(copts, txn.WithFaultHook(a.cfg.FaultHook))
+	}
+	s.committer = txn.NewCommitter(sess, s.participants, copts...)
 	return s, nil
 }
 

@@ -46,6 +46,12 @@ func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 // would make results wrong later: a missing topic, inputs of a join with
 // different partition counts, a changelog that does not match its store.
 func (a *App) setup(ctx context.Context) error {
+	id, err := a.cfg.instanceID()
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	a.cfg.InstanceID = id
+	a.log = a.log.With("instance", id)
 	cl, err := kgo.NewClient(a.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("processor: admin client: %w", err)

@@ -19,14 +19,18 @@ import (
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
-func countTopology(t *testing.T, app, in, out string) *topology.Topology {
-	t.Helper()
+func buildCount(app, in, out string) (*topology.Topology, error) {
 	b := topology.NewBuilder(app)
 	b.Stream(in, serde.String(), serde.String()).
 		GroupByKey(topology.Named("counts")).
 		Count(topology.Named("counts")).
 		ToStream().To(out)
-	topo, err := b.Build()
+	return b.Build()
+}
+
+func countTopology(t *testing.T, app, in, out string) *topology.Topology {
+	t.Helper()
+	topo, err := buildCount(app, in, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,3 +171,9 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 	t.Fatalf("GET %s: %v", url, lastErr)
 }
+
+func kafkatestNewTopic(t *testing.T, partitions int32) string {
+	return kafkatest.NewTopic(t, partitions, nil)
+}
+func kafkatestName(t *testing.T, prefix string) string { return kafkatest.UniqueName(t, prefix) }
+func brokers(t *testing.T) string                      { return kafkatest.Brokers(t)[0] }
