@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ func openDB(dir string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
+			return nil, fmt.Errorf("changelog: %s is not a state directory (no Badger MANIFEST)", dir)
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("changelog: create state dir %s: %w", dir, err)

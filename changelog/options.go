@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // DefaultMemoryBudget fits a 2-core, small-RAM machine: the Badger caches
@@ -12,8 +13,9 @@ const DefaultMemoryBudget = 128 << 20
 
 // Options configure OpenDB. The zero value is valid.
 type Options struct {
-	// MemoryBudget in bytes bounds what Badger keeps in memory: memtables
-	// take 1/4, the block cache 1/4, the index cache 1/8. Default
+	// MemoryBudget in bytes bounds what Badger keeps in memory: two
+	// memtables of 1/32 each, the block cache 1/4, the index cache 1/8,
+	// and table builders sized 1/128. Default
 	// DefaultMemoryBudget; at least 16 MiB.
 	MemoryBudget int64
 	// Logger receives Badger's own warnings and errors, and restore
@@ -51,8 +53,14 @@ func (o *Options) ensureDefaults() {
 // with the processing goroutines in production.
 func badgerOptions(dir string, o Options) badger.Options {
 	mem := o.MemoryBudget
-	memtable := clamp(mem/8, 4<<20, 64<<20) // two of them: 1/4 of the budget
-	return badger.DefaultOptions(dir).
+	memtable := clamp(mem/32, 4<<20, 64<<20)
+	opts := badger.DefaultOptions(dir)
+	// Every table builder allocates twice its table size up front, and a
+	// compaction runs up to 8+splits builders at once: table size, not the
+	// caches, is what bounds Badger's peak memory under a write burst such
+	// as a restore. Small tables of one size keep that peak low.
+	opts.TableSizeMultiplier = 1
+	return opts.
 		WithLogger(slogLogger{o.Logger.With("component", "badger")}).
 		WithReadOnly(o.ReadOnly).
 		WithSyncWrites(false).      // Checkpoint syncs; Kafka is the durable log
@@ -60,9 +68,13 @@ func badgerOptions(dir string, o Options) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(memtable).
 		WithNumMemtables(2).
-		WithBaseTableSize(clamp(memtable/4, 1<<20, 8<<20)).
-		WithNumLevelZeroTables(3).
-		WithNumLevelZeroTablesStall(8).
+		WithBaseTableSize(clamp(mem/128, 1<<20, 8<<20)).
+		// Kafka already compresses the changelog; on two cores the CPU
+		// is worth more than the disk a compressed LSM saves.
+		WithCompression(options.None).
+		WithNumLevelZeroTables(5).
+		WithNumLevelZeroTablesStall(15).
+		WithBaseLevelSize(64 << 20).
 		WithBlockCacheSize(mem / 4).
 		WithIndexCacheSize(mem / 8).
 		WithNumCompactors(2). // Badger's minimum for L0 to progress

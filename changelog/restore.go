@@ -44,6 +44,10 @@ type RestoreOptions struct {
 	Logger *slog.Logger
 	// Now is the clock for the delete.retention.ms check; default time.Now.
 	Now func() time.Time
+	// PendingTxnWait bounds how long Restore waits for a changelog's last
+	// stable offset to reach its high watermark (see lastStableOffsets).
+	// Default 3s; negative: do not wait.
+	PendingTxnWait time.Duration
 }
 
 // RestoreProgress is a snapshot of a running restore.
@@ -67,6 +71,9 @@ type RestoreResult struct {
 	Rebuilt []TopicPartition
 	// Offsets is where each target now stands.
 	Offsets Offsets
+	// Kinds is each target's store kind: as given, or learned from the
+	// records' tags (zero when the changelog held nothing).
+	Kinds map[TopicPartition]store.Kind
 }
 
 type restoreState struct {
@@ -98,6 +105,9 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	}
 	if opts.Logger == nil {
 		opts.Logger = db.log
+	}
+	if opts.PendingTxnWait == 0 {
+		opts.PendingTxnWait = 3 * time.Second
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
@@ -151,8 +161,10 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	if err != nil {
 		return res, fmt.Errorf("changelog: restore: record offsets: %w", err)
 	}
+	res.Kinds = map[TopicPartition]store.Kind{}
 	for _, s := range states {
 		res.Offsets[s.tp()] = s.pos
+		res.Kinds[s.tp()] = s.Kind
 	}
 	res.Duration = time.Since(start)
 	if opts.Progress != nil {
@@ -186,11 +198,9 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 	if err != nil {
 		return nil, fmt.Errorf("changelog: restore: list start offsets of %v: %w", topics, err)
 	}
-	// ListCommittedOffsets asks with read_committed isolation: the last
-	// stable offset, not the high watermark (ListEndOffsets).
-	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	ends, err := lastStableOffsets(ctx, adm, topics, opts.PendingTxnWait, opts.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("changelog: restore: list last stable offsets of %v: %w", topics, err)
+		return nil, err
 	}
 	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
@@ -245,6 +255,50 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 	return states, nil
 }
 
+// lastStableOffsets lists the end offsets a restore reads to. It asks
+// with read_committed isolation (kadm's ListCommittedOffsets): the last
+// stable offset, not the high watermark (ListEndOffsets).
+//
+// Where the LSO trails the high watermark a transaction is open or its
+// markers are still being written: EndTransaction returns when the
+// coordinator has decided, and with transaction version 2 the partition
+// markers follow asynchronously. A restore right after a crash that
+// followed a commit would stop before that committed transaction and miss
+// its writes, so it waits up to wait for the LSO to catch up, then settles
+// for what it has (a zombie's open transaction is fenced and aborted when
+// the new producer starts; nothing it wrote can be committed).
+func lastStableOffsets(ctx context.Context, adm *kadm.Client, topics []string, wait time.Duration, log *slog.Logger) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		lso, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("changelog: restore: list last stable offsets of %v: %w", topics, err)
+		}
+		hwm, err := adm.ListEndOffsets(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("changelog: restore: list end offsets of %v: %w", topics, err)
+		}
+		var behind []string
+		lso.Each(func(o kadm.ListedOffset) {
+			if h, ok := hwm.Lookup(o.Topic, o.Partition); ok && o.Err == nil && h.Offset > o.Offset {
+				behind = append(behind, fmt.Sprintf("%s/%d (LSO %d, HWM %d)", o.Topic, o.Partition, o.Offset, h.Offset))
+			}
+		})
+		if len(behind) == 0 {
+			return lso, nil
+		}
+		if time.Now().After(deadline) {
+			log.Warn("restoring to the last stable offset past an open transaction", "partitions", behind)
+			return lso, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("changelog: restore: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // deleteRetention is the topic's delete.retention.ms, or Kafka's default.
 func deleteRetention(configs kadm.ResourceConfigs, topic string) time.Duration {
 	d := 24 * time.Hour
@@ -281,8 +335,8 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(8<<20),
-		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxPartitionBytes(2<<20),
+		kgo.FetchMaxBytes(4<<20),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(copts...)
@@ -293,7 +347,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	wb := db.bdb.NewWriteBatch()
 	defer wb.Cancel()
 
-	var n int64
+	var n, written int64
 	remaining := total
 	lastProgress, lastLog := start, start
 	report := func(force bool) {
@@ -341,6 +395,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 					continue
 				}
 				if !r.Attrs.IsControl() {
+					written += int64(len(r.Key) + len(s.dprefix) + len(r.Value))
 					if err := s.apply(wb, r); err != nil {
 						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
 						return
@@ -362,7 +417,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	if err := wb.Flush(); err != nil {
 		return n, fmt.Errorf("changelog: restore: write: %w", err)
 	}
-	db.written.Add(int64(n))
+	db.written.Add(written)
 	return n, nil
 }
 

@@ -30,6 +30,25 @@ func (s *Spec[T]) encodeGoavro(dst []byte, v T) ([]byte, error) {
 
 // decodeWith decodes an Avro payload (no header) written with res's schema.
 func (s *Spec[T]) decodeWith(res *resolution, b []byte) (T, error) {
+	if res != s.self {
+		return s.decodeGoavro(res, b)
+	}
+	v, err := s.fromBin(b)
+	if err != nil {
+		var zero T
+		return zero, decodeErr(zero.Type(), ErrMalformed, err)
+	}
+	if err := v.Validate(); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: %w", serde.ErrDecode, err)
+	}
+	return v, nil
+}
+
+// decodeGoavro decodes with goavro and the resolution's writer codec; for
+// the embedded schema it is the reference the direct decoder is fuzzed
+// against.
+func (s *Spec[T]) decodeGoavro(res *resolution, b []byte) (T, error) {
 	var zero T
 	typ := zero.Type()
 	native, rest, err := res.codec.NativeFromBinary(b)

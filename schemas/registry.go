@@ -85,7 +85,15 @@ type RegistrySerde[T Event] struct {
 	header  sr.ConfluentHeader
 
 	mu  sync.RWMutex
-	res map[int]*resolution
+	res map[int]resolved
+}
+
+// resolved is the outcome of resolving one writer schema id. Failures are
+// kept too: ids are immutable, so a wrong-type or incompatible writer stays
+// so, and a topic full of them must not recompile the schema per record.
+type resolved struct {
+	res *resolution
+	err error
 }
 
 // RegistryOpt configures a RegistrySerde.
@@ -120,7 +128,7 @@ func (s *Spec[T]) Registry(ctx context.Context, reg *Registry, subject string, o
 		reg:     reg,
 		id:      id,
 		timeout: cfg.timeout,
-		res:     map[int]*resolution{id: s.self},
+		res:     map[int]resolved{id: {res: s.self}},
 	}, nil
 }
 
@@ -128,8 +136,11 @@ func (s *Spec[T]) Registry(ctx context.Context, reg *Registry, subject string, o
 func (r *RegistrySerde[T]) SchemaID() int { return r.id }
 
 func (r *RegistrySerde[T]) Encode(dst []byte, v T) ([]byte, error) {
-	dst, _ = r.header.AppendEncode(dst, r.id, nil) // never fails
-	return r.spec.encode(dst, v)
+	if err := v.Validate(); err != nil {
+		return dst, fmt.Errorf("schemas: encode: %w", err)
+	}
+	out, _ := r.header.AppendEncode(dst, r.id, nil) // never fails
+	return r.spec.appendBin(out, v), nil
 }
 
 // Decode implements serde.Serde. The Serde contract has no context, so a
@@ -165,27 +176,25 @@ func (r *RegistrySerde[T]) DecodeContext(ctx context.Context, b []byte) (T, erro
 
 func (r *RegistrySerde[T]) resolution(ctx context.Context, id int) (*resolution, error) {
 	r.mu.RLock()
-	res, ok := r.res[id]
+	got, ok := r.res[id]
 	r.mu.RUnlock()
 	if ok {
-		return res, nil
+		return got.res, got.err
 	}
 	var zero T
 	s, err := r.reg.SchemaByID(ctx, id)
 	if err != nil {
+		// Not cached here: the id may be registered later, and registry
+		// outages pass.
 		return nil, fmt.Errorf("schemas: decode %s: %w", zero.Type(), err)
 	}
 	if s.Type != sr.TypeAvro {
-		return nil, fmt.Errorf("%w: %w", serde.ErrDecode, &WrongEventTypeError{Want: r.spec.name, Got: fmt.Sprintf("a %v schema (id %d)", s.Type, id)})
-	}
-	res, err = r.spec.resolve(s.Schema)
-	if err != nil {
-		// Not cached: an incompatible writer is rare and the error must stay
-		// loud; the fetched schema itself is cached by the Registry.
-		return nil, fmt.Errorf("%w: schema id %d: %w", serde.ErrDecode, id, err)
+		got.err = fmt.Errorf("%w: %w", serde.ErrDecode, &WrongEventTypeError{Want: r.spec.name, Got: fmt.Sprintf("a %v schema (id %d)", s.Type, id)})
+	} else if got.res, err = r.spec.resolve(s.Schema); err != nil {
+		got.err = fmt.Errorf("%w: schema id %d: %w", serde.ErrDecode, id, err)
 	}
 	r.mu.Lock()
-	r.res[id] = res
+	r.res[id] = got
 	r.mu.Unlock()
-	return res, nil
+	return got.res, got.err
 }

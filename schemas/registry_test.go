@@ -164,3 +164,37 @@ func TestRegistrySerdeIsSafeForConcurrentDecodes(t *testing.T) {
 		}
 	}
 }
+
+func TestWrongTypeRecordsFetchTheirSchemaOnce(t *testing.T) {
+	ctx := context.Background()
+	fake, reg := newFakeRegistry(t)
+	clicks, err := Click.Registry(ctx, reg, "clicks-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cartID := fake.Add("carts-value", Cart.Schema())
+	rec := wire(cartID, must(Cart.Avro().Encode(nil, sampleCart())))
+	for range 5 {
+		if _, err := clicks.Decode(rec); !errors.Is(err, ErrWrongEventType) {
+			t.Fatalf("err = %v, want ErrWrongEventType", err)
+		}
+	}
+	if fake.Fetches() != 1 {
+		t.Fatalf("fetched the cart schema %d times, want once", fake.Fetches())
+	}
+}
+
+func TestRegistryEncodeOfAnInvalidEventLeavesDstAlone(t *testing.T) {
+	_, reg := newFakeRegistry(t)
+	s, err := Cart.Registry(context.Background(), reg, "carts-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := sampleCart()
+	bad.CartID = ""
+	dst := []byte("prefix")
+	out, err := s.Encode(dst, bad)
+	if !errors.Is(err, ErrInvalidEvent) || string(out) != "prefix" {
+		t.Fatalf("encode invalid: %q, %v; want dst unchanged and ErrInvalidEvent", out, err)
+	}
+}

@@ -25,27 +25,28 @@ type Spec[T Event] struct {
 	fields     []avroField            // reader fields, for resolution
 	toNative   func(T) map[string]any // goavro form; binary_test checks appendBin against it
 	appendBin  func([]byte, T) []byte
+	fromBin    func([]byte) (T, error) // records written with the embedded schema
 	fromNative func(map[string]any) (T, error)
 	self       *resolution // writer schema == reader schema
 }
 
 // The specs of the marketplace events.
 var (
-	Click       = mustSpec("click.avsc", clickToNative, clickBinary, clickFromNative)
-	Cart        = mustSpec("cart.avsc", cartToNative, cartBinary, cartFromNative)
-	Inventory   = mustSpec("inventory.avsc", inventoryToNative, inventoryBinary, inventoryFromNative)
-	Payment     = mustSpec("payment.avsc", paymentToNative, paymentBinary, paymentFromNative)
-	Fulfillment = mustSpec("fulfillment.avsc", fulfillmentToNative, fulfillmentBinary, fulfillmentFromNative)
+	Click       = mustSpec("click.avsc", clickToNative, clickBinary, clickFromBinary, clickFromNative)
+	Cart        = mustSpec("cart.avsc", cartToNative, cartBinary, cartFromBinary, cartFromNative)
+	Inventory   = mustSpec("inventory.avsc", inventoryToNative, inventoryBinary, inventoryFromBinary, inventoryFromNative)
+	Payment     = mustSpec("payment.avsc", paymentToNative, paymentBinary, paymentFromBinary, paymentFromNative)
+	Fulfillment = mustSpec("fulfillment.avsc", fulfillmentToNative, fulfillmentBinary, fulfillmentFromBinary, fulfillmentFromNative)
 )
 
 // mustSpec panics on a broken embedded schema: that is a build defect, and
 // the package's tests catch it before anyone ships it.
-func mustSpec[T Event](file string, to func(T) map[string]any, bin func([]byte, T) []byte, from func(map[string]any) (T, error)) *Spec[T] {
+func mustSpec[T Event](file string, to func(T) map[string]any, bin func([]byte, T) []byte, fromBin func([]byte) (T, error), from func(map[string]any) (T, error)) *Spec[T] {
 	b, err := Files.ReadFile(file)
 	if err != nil {
 		panic(fmt.Sprintf("schemas: read embedded %s: %v", file, err))
 	}
-	s := &Spec[T]{file: file, text: string(b), toNative: to, appendBin: bin, fromNative: from}
+	s := &Spec[T]{file: file, text: string(b), toNative: to, appendBin: bin, fromBin: fromBin, fromNative: from}
 	rec, err := parseRecord(s.text)
 	if err != nil {
 		panic(fmt.Sprintf("schemas: %s: %v", file, err))

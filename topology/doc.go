@@ -10,6 +10,12 @@
 // interface: the task supplies time, stores and an output sink, the
 // instantiated sub-topology supplies typed, allocation-light processing.
 //
+// Functions given to DSL operators (predicates, mappers, aggregators,
+// joiners) are shared by every task of the topology and may be called from
+// several tasks at once in the service: keep them free of shared mutable
+// state. Per-task state belongs in a Processor (one instance per task) or in
+// a store.
+//
 // Invariants a runtime may rely on:
 //   - every processor, store and internal topic has a stable name
 //     (see naming.go for the rule for generated names);

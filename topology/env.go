@@ -46,6 +46,8 @@ const (
 	DropInvalidTimestamp
 	// DropSkipped: an aggregation or join skipped a tombstone.
 	DropSkipped
+	// DropUndecodable: a source with SkipUndecodable could not decode it.
+	DropUndecodable
 )
 
 func (r DropReason) String() string {
@@ -56,6 +58,8 @@ func (r DropReason) String() string {
 		return "invalid-timestamp"
 	case DropSkipped:
 		return "skipped"
+	case DropUndecodable:
+		return "undecodable"
 	}
 	return "unknown"
 }

@@ -189,6 +189,9 @@ func (j *ssJoin[K, V, V2, VR]) processLeft(env *opEnv, r Record[K, V]) error {
 		env.Dropped(env.node, DropLate)
 		return nil
 	}
+	if err := j.emitDue(env, r.Timestamp); err != nil {
+		return err
+	}
 	kb, err := j.key(r.Key)
 	if err != nil {
 		return errorf(env.node, "encode key: %w", err)
@@ -221,11 +224,11 @@ func (j *ssJoin[K, V, V2, VR]) processLeft(env *opEnv, r Record[K, V]) error {
 		return errorf(env.node, "join: %w", err)
 	}
 	if j.outer != nil {
-		if err := j.settle(env, kb, sideRight, found, sideLeft, r.Timestamp, j.vbuf); err != nil {
+		if err := j.settle(env, kb, sideRight, found, sideLeft, r.Timestamp, r.Timestamp+w.after, j.vbuf); err != nil {
 			return err
 		}
 	}
-	return j.finish(env)
+	return j.expire(env)
 }
 
 func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
@@ -238,6 +241,9 @@ func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
 	if r.Timestamp+w.before+w.grace < j.observed {
 		env.Dropped(env.node, DropLate)
 		return nil
+	}
+	if err := j.emitDue(env, r.Timestamp); err != nil {
+		return err
 	}
 	kb, err := j.key(r.Key)
 	if err != nil {
@@ -271,18 +277,20 @@ func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
 		return errorf(env.node, "join: %w", err)
 	}
 	if j.outer != nil {
-		if err := j.settle(env, kb, sideLeft, found, sideRight, r.Timestamp, j.vbuf); err != nil {
+		if err := j.settle(env, kb, sideLeft, found, sideRight, r.Timestamp, r.Timestamp+w.before, j.vbuf); err != nil {
 			return err
 		}
 	}
-	return j.finish(env)
+	return j.expire(env)
 }
 
 // settle updates the outer-join store after a record of side mine at ts:
-// the other side's records it matched are no longer unjoined, and an
-// unmatched record waits there for its window to close. Right records only
-// wait in outer joins; left-join results never include lone right records.
-func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, found bool, mine byte, ts int64, enc []byte) error {
+// the other side's records it matched are no longer unjoined. An unmatched
+// record whose window end (windowEnd) stream time has already passed is
+// emitted at once, as Kafka Streams does for such out-of-order records;
+// otherwise it waits in the store for its window to close. Right records
+// only wait in outer joins: left joins never emit lone right records.
+func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, found bool, mine byte, ts, windowEnd int64, enc []byte) error {
 	for _, mts := range j.matched {
 		j.obuf = outerKey(j.obuf, mts, otherSide, kb)
 		if err := j.outer.Delete(j.obuf); err != nil {
@@ -291,6 +299,9 @@ func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, fou
 	}
 	if found || (mine == sideRight && j.op.kind != outerJoin) {
 		return nil
+	}
+	if windowEnd < j.observed {
+		return j.emitUnjoined(env, pendingOuter{key: outerKey(nil, ts, mine, kb), list: appendListItem(nil, enc)})
 	}
 	j.obuf = outerKey(j.obuf, ts, mine, kb)
 	old, _, err := j.outer.Get(j.obuf)
@@ -308,36 +319,46 @@ type pendingOuter struct {
 	list []byte
 }
 
-// finish emits the unjoined records whose windows stream time has closed,
-// oldest first, and expires records no future record can join.
-func (j *ssJoin[K, V, V2, VR]) finish(env *opEnv) error {
+// emitDue emits, oldest first, the unjoined records whose window plus grace
+// stream time has passed (ts + after + grace < stream time for left
+// records, ts + before + grace for right ones). Like Kafka Streams it runs
+// before an in-order record (one at stream time) is joined; Kafka Streams
+// also throttles it by wall-clock time, which a deterministic task does not.
+func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64) error {
+	if j.outer == nil || ts != j.observed {
+		return nil
+	}
 	w := j.op.w
-	if j.outer != nil {
-		var due []pendingOuter
-		upper := binary.BigEndian.AppendUint64(nil, uint64(max(0, j.observed-min(w.before, w.after)-w.grace)))
-		err := j.outer.Range(nil, upper, func(k, v []byte) bool {
-			ts := int64(binary.BigEndian.Uint64(k))
-			look := w.after
-			if k[8] == sideRight {
-				look = w.before
-			}
-			if ts+look+w.grace < j.observed {
-				due = append(due, pendingOuter{key: bytes.Clone(k), list: bytes.Clone(v)})
-			}
-			return true
-		})
-		if err != nil {
-			return errorf(env.node, "scan outer store: %w", err)
+	var due []pendingOuter
+	upper := binary.BigEndian.AppendUint64(nil, uint64(max(0, j.observed-min(w.before, w.after)-w.grace)))
+	err := j.outer.Range(nil, upper, func(k, v []byte) bool {
+		ts := int64(binary.BigEndian.Uint64(k))
+		look := w.after
+		if k[8] == sideRight {
+			look = w.before
 		}
-		for _, p := range due {
-			if err := j.emitUnjoined(env, p); err != nil {
-				return err
-			}
-			if err := j.outer.Delete(p.key); err != nil {
-				return errorf(env.node, "outer store: %w", err)
-			}
+		if ts+look+w.grace < j.observed {
+			due = append(due, pendingOuter{key: bytes.Clone(k), list: bytes.Clone(v)})
+		}
+		return true
+	})
+	if err != nil {
+		return errorf(env.node, "scan outer store: %w", err)
+	}
+	for _, p := range due {
+		if err := j.emitUnjoined(env, p); err != nil {
+			return err
+		}
+		if err := j.outer.Delete(p.key); err != nil {
+			return errorf(env.node, "outer store: %w", err)
 		}
 	}
+	return nil
+}
+
+// expire drops records no future record can join.
+func (j *ssJoin[K, V, V2, VR]) expire(env *opEnv) error {
+	w := j.op.w
 	cut := j.observed - w.before - w.after - w.grace
 	if err := j.this.ExpireBefore(cut); err != nil {
 		return errorf(env.node, "expire: %w", err)

@@ -18,6 +18,7 @@ type opConfig struct {
 	stores        []string
 	notLogged     bool
 	changelogConf map[string]string
+	skipBad       bool
 	used          map[string]bool
 }
 
@@ -83,4 +84,11 @@ func WithoutChangelog() Option {
 // WithChangelogConfig overrides topic configs of the operator's changelog.
 func WithChangelogConfig(conf map[string]string) Option {
 	return func(c *opConfig) { c.changelogConf = conf; c.used["logging"] = true }
+}
+
+// SkipUndecodable makes a source drop records whose key or value its serdes
+// cannot decode (counted as DropUndecodable) instead of failing the task. Use
+// it for topics that may carry poison pills; the default fails loudly.
+func SkipUndecodable() Option {
+	return func(c *opConfig) { c.skipBad = true; c.used["skipUndecodable"] = true }
 }

@@ -85,7 +85,10 @@ type userInst[KIn, VIn, KOut, VOut any] struct {
 func (u *userInst[KIn, VIn, KOut, VOut]) init() error  { return u.p.Init(u.ctx) }
 func (u *userInst[KIn, VIn, KOut, VOut]) close() error { return u.p.Close() }
 func (u *userInst[KIn, VIn, KOut, VOut]) process(r Record[KIn, VIn]) error {
-	return u.p.Process(r)
+	if err := u.p.Process(r); err != nil {
+		return errorf(u.ctx.env.node, "%w", err)
+	}
+	return nil
 }
 
 type procCtx[K, V any] struct {

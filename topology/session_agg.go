@@ -2,6 +2,7 @@ package topology
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
@@ -47,7 +48,7 @@ func (ss SessionWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func
 func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, merge func(K, VA, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
 	s, w := ss.g.s, ss.w
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "retention")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "retention", "emitFinal")
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}
@@ -59,6 +60,10 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 		}
 	}
 	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindSession, Retention: retention + w.gap}, true)
+	var indexStore string
+	if cfg.emitFinal {
+		indexStore = s.b.addStore(n, cfg, "-EMIT-INDEX", kvSpec(), false)
+	}
 	if s.ks == nil {
 		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
 	}
@@ -70,8 +75,14 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 		if err != nil {
 			return nil, err
 		}
-		return &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, observed: -1}, nil
+		a := &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
+			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, observed: -1}
+		if indexStore != "" {
+			if a.index, err = env.keyValue(indexStore); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
 	})
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
 		src: &funcGetters[Windowed[K], VA]{stores: []string{name}, mk: func(env *opEnv) (getter[Windowed[K], VA], error) {
@@ -111,10 +122,20 @@ type sessionAgg[K, V, VA any] struct {
 	init      func() VA
 	add       func(K, V, VA) VA
 	merge     func(K, VA, VA) VA
-	observed  int64
-	kbuf      []byte
-	vbuf      []byte
-	found     []foundSession
+	// index, for emit final, lists open sessions by end: sessions have no
+	// cross-key scan by end in store.Session.
+	index    store.KeyValue
+	observed int64
+	kbuf     []byte
+	vbuf     []byte
+	ibuf     []byte
+	found    []foundSession
+}
+
+func sessionIndexKey(dst []byte, end, start int64, kb []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst[:0], uint64(end))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(start))
+	return append(dst, kb...)
 }
 
 type foundSession struct {
@@ -187,6 +208,13 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		if err := a.st.Remove(kb, f.start, f.end); err != nil {
 			return errorf(a.env.node, "remove session [%d,%d]: %w", f.start, f.end, err)
 		}
+		if a.index != nil {
+			a.ibuf = sessionIndexKey(a.ibuf, f.end, f.start, kb)
+			if err := a.index.Delete(a.ibuf); err != nil {
+				return errorf(a.env.node, "session index: %w", err)
+			}
+			continue
+		}
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: f.start, End: f.end}, Timestamp: f.end,
 			Value: change[VA]{oldV: olds[i], hasOld: true}}
 		if err := a.next.forward(out); err != nil {
@@ -199,13 +227,72 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 	if err := a.st.Put(kb, start, end, a.vbuf); err != nil {
 		return errorf(a.env.node, "put session [%d,%d]: %w", start, end, err)
 	}
-	out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: end, Headers: r.Headers,
-		Value: change[VA]{newV: agg, hasNew: true}}
-	if err := a.next.forward(out); err != nil {
-		return err
+	if a.index != nil {
+		a.ibuf = sessionIndexKey(a.ibuf, end, start, kb)
+		if err := a.index.Put(a.ibuf, []byte{}); err != nil {
+			return errorf(a.env.node, "session index: %w", err)
+		}
+		if err := a.emitClosed(); err != nil {
+			return err
+		}
+	} else {
+		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: end, Headers: r.Headers,
+			Value: change[VA]{newV: agg, hasNew: true}}
+		if err := a.next.forward(out); err != nil {
+			return err
+		}
 	}
 	if err := a.st.ExpireBefore(a.observed - a.retention - a.w.gap); err != nil {
 		return errorf(a.env.node, "expire sessions: %w", err)
+	}
+	return nil
+}
+
+// emitClosed emits the final result of each session no record can extend
+// any more, ordered by end: end + gap < stream time − grace. Kafka Streams
+// emits a session once end < stream time − grace, ignoring the gap, and so
+// can emit a "final" session that a later in-grace record extends; tidemark
+// waits out the gap as well.
+func (a *sessionAgg[K, V, VA]) emitClosed() error {
+	bound := a.observed - a.w.grace - a.w.gap // sessions with end < bound are final
+	if bound <= 0 {
+		return nil
+	}
+	var due [][]byte
+	err := a.index.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(bound)), func(k, _ []byte) bool {
+		due = append(due, bytes.Clone(k))
+		return true
+	})
+	if err != nil {
+		return errorf(a.env.node, "scan session index: %w", err)
+	}
+	for _, ik := range due {
+		end := int64(binary.BigEndian.Uint64(ik))
+		start := int64(binary.BigEndian.Uint64(ik[8:]))
+		kb := ik[16:]
+		var raw []byte
+		err := a.st.FindSessions(kb, end, start, func(s, e int64, v []byte) bool {
+			if s == start && e == end {
+				raw = bytes.Clone(v)
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return errorf(a.env.node, "fetch session [%d,%d]: %w", start, end, err)
+		}
+		if raw != nil {
+			out, err := decodeWindowed(a.ks, a.vs, kb, start, end, raw)
+			if err != nil {
+				return errorf(a.env.node, "%w", err)
+			}
+			if err := a.next.forward(out); err != nil {
+				return err
+			}
+		}
+		if err := a.index.Delete(ik); err != nil {
+			return errorf(a.env.node, "session index: %w", err)
+		}
 	}
 	return nil
 }

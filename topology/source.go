@@ -10,12 +10,12 @@ import (
 // newSource adds a source node reading topics. internal marks a repartition
 // topic's source.
 func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], values serde.Serde[V], cfg *opConfig, internal bool) *node {
-	op := &sourceOp[K, V]{ks: keys, vs: values}
+	op := &sourceOp[K, V]{ks: keys, vs: values, skipBad: cfg.skipBad}
 	explicit := cfg.name != ""
 	if !explicit {
 		cfg.name = sourceName(topics)
 	}
-	n := b.addNode(KindSource, "SOURCE", nil, cfg, op, "extractor")
+	n := b.addNode(KindSource, "SOURCE", nil, cfg, op, "extractor", "skipUndecodable")
 	n.topics = topics
 	n.internal = internal
 	if !explicit {
@@ -44,6 +44,7 @@ type sourceOp[K, V any] struct {
 	ks      serde.Serde[K]
 	vs      serde.Serde[V]
 	extract func(Record[K, V], int64) int64
+	skipBad bool
 }
 
 func (o *sourceOp[K, V]) instantiate(env *opEnv, children []any) (any, error) {
@@ -67,13 +68,13 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 	var err error
 	if in.Key != nil {
 		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
-			return s.wrap(in, fmt.Errorf("decode key: %w", err))
+			return s.undecodable(in, fmt.Errorf("decode key: %w", err))
 		}
 	}
 	if in.Value == nil {
 		r.Tombstone = true
 	} else if r.Value, err = s.op.vs.Decode(in.Value); err != nil {
-		return s.wrap(in, fmt.Errorf("decode value: %w", err))
+		return s.undecodable(in, fmt.Errorf("decode value: %w", err))
 	}
 	if s.op.extract != nil {
 		r.Timestamp = s.op.extract(r, s.env.StreamTime())
@@ -87,6 +88,14 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 		return s.wrap(in, err)
 	}
 	return nil
+}
+
+func (s *sourceInst[K, V]) undecodable(in *InputRecord, err error) error {
+	if s.op.skipBad {
+		s.env.Dropped(s.env.node, DropUndecodable)
+		return nil
+	}
+	return s.wrap(in, err)
 }
 
 func (s *sourceInst[K, V]) wrap(in *InputRecord, err error) error {

@@ -3,6 +3,7 @@ package topology
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"sort"
 
@@ -80,13 +81,14 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 			return nil, err
 		}
 		a := &winAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1, cursor: math.MinInt64}
+			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1}
 		if cursorStore != "" {
-			if a.cursorKV, err = env.keyValue(cursorStore); err != nil {
+			kv, err := env.keyValue(cursorStore)
+			if err != nil {
 				return nil, err
 			}
-			if err := a.loadCursor(); err != nil {
-				return nil, err
+			if a.final, err = newFinalEmitter(kv, w.size); err != nil {
+				return nil, errorf(env.node, "%w", err)
 			}
 		}
 		return a, nil
@@ -101,7 +103,7 @@ type winAgg[K, V, VA any] struct {
 	env       *opEnv
 	next      forwarder[Windowed[K], change[VA]]
 	st        store.Window
-	cursorKV  store.KeyValue
+	final     *finalEmitter // nil: emit every update
 	w         TimeWindows
 	retention int64
 	ks        serde.Serde[K]
@@ -111,22 +113,8 @@ type winAgg[K, V, VA any] struct {
 	// observed is the operator's stream time, as in Kafka Streams: the
 	// largest timestamp this operator has seen.
 	observed   int64
-	cursor     int64 // close time up to which final results were emitted
 	starts     []int64
 	kbuf, vbuf []byte
-}
-
-var cursorKey = []byte("emit-cursor")
-
-func (a *winAgg[K, V, VA]) loadCursor() error {
-	b, ok, err := a.cursorKV.Get(cursorKey)
-	if err != nil {
-		return errorf(a.env.node, "load emit cursor: %w", err)
-	}
-	if ok && len(b) == 8 {
-		a.cursor = int64(binary.BigEndian.Uint64(b))
-	}
-	return nil
 }
 
 func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
@@ -183,7 +171,7 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 		if err := a.st.Put(kb, start, a.vbuf); err != nil {
 			return errorf(a.env.node, "put window %d: %w", start, err)
 		}
-		if a.cursorKV == nil {
+		if a.final == nil {
 			out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: ts, Headers: r.Headers,
 				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
 			if err := a.next.forward(out); err != nil {
@@ -194,9 +182,16 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 	if late {
 		a.env.Dropped(a.env.node, DropLate)
 	}
-	if a.cursorKV != nil {
-		if err := a.emitClosed(closeTime); err != nil {
-			return err
+	if a.final != nil {
+		err := a.final.emit(a.st, closeTime, func(kb []byte, start int64, v []byte) error {
+			out, err := decodeWindowed(a.ks, a.vs, kb, start, start+a.w.size, v)
+			if err != nil {
+				return errorf(a.env.node, "%w", err)
+			}
+			return a.next.forward(out)
+		})
+		if err != nil {
+			return errorf(a.env.node, "emit final results: %w", err)
 		}
 	}
 	if err := a.st.ExpireBefore(a.observed - a.retention - a.w.size + 1); err != nil {
@@ -205,32 +200,55 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 	return nil
 }
 
+// finalEmitter emits the final results of closed windows exactly once. A
+// window of span w starting at s is closed once closeTime ≥ s + w; the
+// close time up to which results were emitted is kept in a key-value store,
+// so a restarted task neither repeats nor skips results.
+type finalEmitter struct {
+	kv     store.KeyValue
+	cursor int64
+	span   int64
+}
+
+var cursorKey = []byte("emit-cursor")
+
+func newFinalEmitter(kv store.KeyValue, span int64) (*finalEmitter, error) {
+	f := &finalEmitter{kv: kv, cursor: math.MinInt64, span: span}
+	b, ok, err := kv.Get(cursorKey)
+	if err != nil {
+		return nil, fmt.Errorf("load emit cursor: %w", err)
+	}
+	if ok && len(b) == 8 {
+		f.cursor = int64(binary.BigEndian.Uint64(b))
+	}
+	return f, nil
+}
+
 type closedWindow struct {
 	key   []byte
 	start int64
 	value []byte
 }
 
-// emitClosed forwards the final result of every window that closed since
-// the last call (end in (cursor, closeTime]), ordered by window start then
-// key, and persists the new cursor so a restart does not emit them again.
-func (a *winAgg[K, V, VA]) emitClosed(closeTime int64) error {
-	if closeTime <= a.cursor {
+// emit calls fn for every window that closed since the last call, ordered
+// by window start then key, and persists the new cursor.
+func (f *finalEmitter) emit(st store.Window, closeTime int64, fn func(key []byte, start int64, value []byte) error) error {
+	if closeTime <= f.cursor {
 		return nil
 	}
 	lo := int64(math.MinInt64)
-	if a.cursor != math.MinInt64 {
-		lo = a.cursor - a.w.size + 1
+	if f.cursor != math.MinInt64 {
+		lo = f.cursor - f.span + 1
 	}
-	hi := closeTime - a.w.size
+	hi := closeTime - f.span
 	var closed []closedWindow
 	if hi >= lo {
-		err := a.st.FetchAll(lo, hi, func(k []byte, start int64, v []byte) bool {
+		err := st.FetchAll(lo, hi, func(k []byte, start int64, v []byte) bool {
 			closed = append(closed, closedWindow{key: bytes.Clone(k), start: start, value: bytes.Clone(v)})
 			return true
 		})
 		if err != nil {
-			return errorf(a.env.node, "scan closed windows: %w", err)
+			return fmt.Errorf("scan closed windows: %w", err)
 		}
 	}
 	sort.SliceStable(closed, func(i, j int) bool {
@@ -240,29 +258,35 @@ func (a *winAgg[K, V, VA]) emitClosed(closeTime int64) error {
 		return bytes.Compare(closed[i].key, closed[j].key) < 0
 	})
 	for _, c := range closed {
-		k, err := a.ks.Decode(c.key)
-		if err != nil {
-			return errorf(a.env.node, "decode key: %w", err)
-		}
-		ts, vb, err := DecodeTimestamped(c.value)
-		var agg VA
-		if err == nil {
-			agg, err = a.vs.Decode(vb)
-		}
-		if err != nil {
-			return errorf(a.env.node, "decode window %d: %w", c.start, err)
-		}
-		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: k, Start: c.start, End: c.start + a.w.size}, Timestamp: ts,
-			Value: change[VA]{newV: agg, hasNew: true}}
-		if err := a.next.forward(out); err != nil {
+		if err := fn(c.key, c.start, c.value); err != nil {
 			return err
 		}
 	}
-	a.cursor = closeTime
-	if err := a.cursorKV.Put(cursorKey, binary.BigEndian.AppendUint64(nil, uint64(closeTime))); err != nil {
-		return errorf(a.env.node, "store emit cursor: %w", err)
+	f.cursor = closeTime
+	if err := f.kv.Put(cursorKey, binary.BigEndian.AppendUint64(nil, uint64(closeTime))); err != nil {
+		return fmt.Errorf("store emit cursor: %w", err)
 	}
 	return nil
+}
+
+// decodeWindowed turns a stored window into the record a windowed table
+// forwards.
+func decodeWindowed[K, VA any](ks serde.Serde[K], vs serde.Serde[VA], kb []byte, start, end int64, raw []byte) (Record[Windowed[K], change[VA]], error) {
+	var out Record[Windowed[K], change[VA]]
+	k, err := ks.Decode(kb)
+	if err != nil {
+		return out, fmt.Errorf("decode key: %w", err)
+	}
+	ts, vb, err := DecodeTimestamped(raw)
+	var agg VA
+	if err == nil {
+		agg, err = vs.Decode(vb)
+	}
+	if err != nil {
+		return out, fmt.Errorf("decode window %d: %w", start, err)
+	}
+	return Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: k, Start: start, End: end}, Timestamp: ts,
+		Value: change[VA]{newV: agg, hasNew: true}}, nil
 }
 
 // windowGetters reads a windowed table by (key, window start).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ type genFlags struct {
 	replication   int16
 	dialTimeout   time.Duration
 	progressEvery time.Duration
+	dryRun        bool
 }
 
 // newGenCmd builds the command afresh, so tests get clean flag state.
@@ -92,6 +94,7 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 	fl.Int32Var(&f.partitions, "partitions", 6, "partitions per topic, with --create-topics")
 	fl.Int16Var(&f.replication, "replication-factor", 1, "replication factor, with --create-topics")
 	fl.DurationVar(&f.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to answer")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print events as JSON lines to stdout instead of producing, unpaced; needs --count or --duration")
 	fl.DurationVar(&f.progressEvery, "progress-every", 5*time.Second, "interval of progress log lines when stderr is not a terminal")
 	return cmd
 }
@@ -99,7 +102,10 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 // check validates the flags and builds the generator's configuration.
 func (f genFlags) check(now time.Time) (gen.Config, error) {
 	var cfg gen.Config
-	if len(f.brokers) == 0 {
+	if f.dryRun && f.count == 0 && f.duration == 0 {
+		return cfg, errors.New("--dry-run needs --count or --duration, or it prints forever")
+	}
+	if len(f.brokers) == 0 && !f.dryRun {
 		return cfg, errors.New("--brokers is required (or set TIDEMARK_BROKERS), e.g. --brokers localhost:9092")
 	}
 	if !(f.rate > 0 && f.rate <= gen.MaxRate) {
@@ -110,7 +116,7 @@ func (f genFlags) check(now time.Time) (gen.Config, error) {
 		return cfg, fmt.Errorf("--profile is %q, accepted steady, ramp or burst", f.profile)
 	}
 	if f.rampFrom < 0 || f.rampFrom > gen.MaxRate {
-		return cfg, fmt.Errorf("--ramp-from is %v, accepted range (0, %d] events/s", f.rampFrom, gen.MaxRate)
+		return cfg, fmt.Errorf("--ramp-from is %v, accepted range [0, %d] events/s (0: --rate/10)", f.rampFrom, gen.MaxRate)
 	}
 	if f.rampOver <= 0 {
 		return cfg, fmt.Errorf("--ramp-over is %v, must be positive", f.rampOver)
@@ -149,7 +155,7 @@ func (f genFlags) check(now time.Time) (gen.Config, error) {
 	if f.dialTimeout <= 0 {
 		return cfg, fmt.Errorf("--dial-timeout is %v, must be positive", f.dialTimeout)
 	}
-	start := now
+	start := now.Truncate(time.Millisecond) // the schemas' precision; logged for --start
 	if f.start != "" {
 		t, err := time.Parse(time.RFC3339Nano, f.start)
 		if err != nil {
@@ -194,6 +200,9 @@ func runGen(cmd *cobra.Command, f genFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
+	if f.dryRun {
+		return dryRun(ctx, cmd.OutOrStdout(), cfg, f.count, f.duration)
+	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.DialTimeout(f.dialTimeout))
@@ -232,6 +241,33 @@ func runGen(cmd *cobra.Command, f genFlags) error {
 		st.Sent, st.Acked, st.Failed, st.Elapsed.Round(time.Millisecond), strings.Join(topics, ", "))
 	if st.Failed > 0 && err == nil {
 		return fmt.Errorf("%d of %d records failed", st.Failed, st.Sent)
+	}
+	return nil
+}
+
+// dryRun prints the stream that gen would produce, one JSON object a line.
+func dryRun(ctx context.Context, w io.Writer, cfg gen.Config, count uint64, d time.Duration) error {
+	g, err := gen.New(cfg)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	for n := uint64(0); (count == 0 || n < count) && (d == 0 || g.NextOffset() < d); n++ {
+		if err := ctx.Err(); err != nil {
+			return nil // interrupted: what was printed stands
+		}
+		ev := g.Next()
+		line := struct {
+			Topic     string        `json:"topic"`
+			Key       string        `json:"key"`
+			Offset    string        `json:"offset"`
+			EventTime time.Time     `json:"event_time"`
+			Type      string        `json:"type"`
+			Value     schemas.Event `json:"value"`
+		}{g.Topic(ev.Stream), ev.Key(), ev.Offset.String(), ev.Time(), string(ev.Value.Type()), ev.Value}
+		if err := enc.Encode(line); err != nil {
+			return fmt.Errorf("write event %d: %w", ev.Seq, err)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,38 @@ func TestGenWithRegistryWritesTheWireFormat(t *testing.T) {
 	fake.SetDown(true)
 	if _, _, err := execGen(t, brokers, "--registry="+fake.URL, "--count=5"); err == nil || !strings.Contains(err.Error(), "register schemas with "+fake.URL) {
 		t.Fatalf("registry down: %v, want an error naming the registry", err)
+	}
+}
+
+func TestGenDryRunPrintsTheSeedsStreamWithoutABroker(t *testing.T) {
+	t.Setenv("TIDEMARK_BROKERS", "")
+	if _, _, err := execGen(t, "--dry-run"); err == nil || !strings.Contains(err.Error(), "--dry-run needs --count or --duration") {
+		t.Fatalf("unbounded dry run: %v, want an error", err)
+	}
+	args := []string{"--dry-run", "--count=200", "--seed=5", "--start=2026-03-01T00:00:00Z", "--topics=x."}
+	out, _, err := execGen(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("printed %d lines, want 200", len(lines))
+	}
+	var first struct {
+		Topic string `json:"topic"`
+		Key   string `json:"key"`
+		Value struct {
+			UserID string `json:"user_id"`
+		} `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Topic != "x.clicks" || first.Key == "" || first.Key != first.Value.UserID {
+		t.Fatalf("first line %s: want a click on x.clicks keyed by its user", lines[0])
+	}
+	again, _, err := execGen(t, args...)
+	if err != nil || again != out {
+		t.Fatalf("the same seed and start printed a different stream (%v)", err)
 	}
 }

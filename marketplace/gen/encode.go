@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/schemas"
@@ -72,6 +73,19 @@ func (g *Generator) Encode(ev Event) (Record, error) {
 		return Record{}, fmt.Errorf("gen: encode event %d (%s): %w", ev.Seq, ev.Stream, err)
 	}
 	return Record{Topic: g.enc.topics[ev.Stream], Key: []byte(ev.Key()), Value: val, Timestamp: ev.Time(), Event: ev}, nil
+}
+
+// Records yields encoded records until the consumer stops or encoding
+// fails (the error is yielded last).
+func (g *Generator) Records() iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		for {
+			r, err := g.NextRecord()
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // NextRecord generates and encodes the next event.

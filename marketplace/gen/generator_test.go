@@ -402,3 +402,35 @@ func TestRegistrySerdesWriteTheWireFormat(t *testing.T) {
 		t.Fatalf("partial Serdes: %v, want an error naming the missing serdes", err)
 	}
 }
+
+func TestSmallestConfigurationWorks(t *testing.T) {
+	g := mustNew(t, Config{Tenants: 1, Users: 1, SKUsPerTenant: 1, MaxDisorder: NoDisorder})
+	for _, ev := range g.Take(20000) {
+		if err := ev.Value.Validate(); err != nil {
+			t.Fatalf("event %d: %v", ev.Seq, err)
+		}
+		if c, ok := ev.Value.(schemas.ClickEvent); ok && c.UserID != "user-000001" {
+			t.Fatalf("one user configured, click from %s", c.UserID)
+		}
+	}
+	if g.Counts()[Payments] == 0 {
+		t.Fatal("a single user with a single sku never checked out")
+	}
+}
+
+func TestRecordsMatchesNextRecord(t *testing.T) {
+	a, b := mustNew(t, Config{Seed: 8}), mustNew(t, Config{Seed: 8})
+	n := 0
+	for r, err := range a.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := b.NextRecord()
+		if r.Topic != want.Topic || !bytes.Equal(r.Key, want.Key) || !bytes.Equal(r.Value, want.Value) {
+			t.Fatalf("record %d differs between Records and NextRecord", n)
+		}
+		if n++; n == 1000 {
+			break
+		}
+	}
+}

@@ -82,14 +82,22 @@ func (g *Generator) Run(ctx context.Context, client *kgo.Client, opts RunOptions
 		errOnce  sync.Once
 		firstErr atomic.Pointer[error]
 	)
+	// Records are produced under pctx, not ctx: a record handed to the
+	// client before ctx was cancelled should still be delivered by the final
+	// flush. pctx is cancelled FlushTimeout after ctx, so a stuck broker
+	// cannot hold Run (blocked in Produce or Flush) past that.
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer pcancel()
+	stopWatch := context.AfterFunc(ctx, func() { time.AfterFunc(opts.FlushTimeout, pcancel) })
+	defer stopWatch()
 	promise := func(r *kgo.Record, err error) {
 		if err == nil {
 			acked.Add(1)
 			return
 		}
 		failed.Add(1)
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return // cancelled with the run, not a broker failure
+		if pctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // given up after the flush timeout; the flush reports it
 		}
 		errOnce.Do(func() {
 			e := fmt.Errorf("gen: produce to topic %q: %w", r.Topic, err)
@@ -138,7 +146,7 @@ loop:
 		}
 		st.Behind = max(0, time.Since(start.Add(off)))
 		st.Rate = g.cfg.Profile.RateAt(off)
-		client.Produce(ctx, &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}, promise)
+		client.Produce(pctx, &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}, promise)
 		st.Sent++
 		if opts.Progress != nil && time.Since(lastProgress) >= opts.ProgressEvery {
 			lastProgress = time.Now()
@@ -146,7 +154,7 @@ loop:
 		}
 	}
 
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.FlushTimeout)
+	fctx, cancel := context.WithTimeout(pctx, opts.FlushTimeout)
 	defer cancel()
 	if err := client.Flush(fctx); err != nil && runErr == nil {
 		runErr = fmt.Errorf("gen: flush %d buffered records: %w", st.Sent-acked.Load()-failed.Load(), err)

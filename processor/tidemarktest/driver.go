@@ -90,33 +90,42 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			cfg.partitions[r.Name] = r.Partitions
 		}
 	}
-	if err := topo.CheckCopartitioning(func(topic string) (int32, bool) { return d.partitionCount(topic), true }); err != nil {
-		return nil, fmt.Errorf("tidemarktest: %w", err)
-	}
+	// Repartition topics without a fixed count get their writer's input
+	// count, as the service will create them. Writers come before readers
+	// in sub-topology order, so one pass suffices for chains.
 	for _, st := range topo.SubTopologies() {
 		var n int32
 		for _, topic := range st.SourceTopics {
 			n = max(n, d.partitionCount(topic))
 		}
-		for p := int32(0); p < n; p++ {
-			t, err := processor.NewTask(processor.TaskConfig{
-				Topology:    topo,
-				SubTopology: st.ID,
-				Partition:   p,
-				Stores:      cfg.provider,
-				Output:      processor.CollectorFunc(d.collect),
-				PartitionCount: func(topic string) (int32, error) {
-					return d.partitionCount(topic), nil
-				},
-				WallClock: d.wall,
-			})
-			if err != nil {
-				d.Close()
-				return nil, fmt.Errorf("tidemarktest: %w", err)
+		for _, topic := range st.SinkTopics {
+			if _, set := cfg.partitions[topic]; !set && topo.IsRepartitionTopic(topic) {
+				cfg.partitions[topic] = n
 			}
-			d.tasks[t.ID()] = t
-			d.order = append(d.order, t)
 		}
+	}
+	ids, err := processor.TaskIDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
+	if err != nil {
+		return nil, fmt.Errorf("tidemarktest: %w", err)
+	}
+	for _, id := range ids {
+		t, err := processor.NewTask(processor.TaskConfig{
+			Topology:    topo,
+			SubTopology: id.SubTopology,
+			Partition:   id.Partition,
+			Stores:      cfg.provider,
+			Output:      processor.CollectorFunc(d.collect),
+			PartitionCount: func(topic string) (int32, error) {
+				return d.partitionCount(topic), nil
+			},
+			WallClock: d.wall,
+		})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("tidemarktest: %w", err)
+		}
+		d.tasks[id] = t
+		d.order = append(d.order, t)
 	}
 	return d, nil
 }

@@ -60,6 +60,8 @@ func TestGoldenStreamStreamJoin(t *testing.T) {
 			tr.note("left/outer: unjoined records are emitted only once stream time passes their window end + grace (ts+10s+5s)")
 			pipe(tr, orders, "orders", "o4", "order4", 27000)
 			pipe(tr, orders, "orders", "o4", "order4b", 29001)
+			tr.note("out of order but within grace, and its window end (28000) already passed: left/outer emit it unjoined at once, like Kafka Streams")
+			pipe(tr, orders, "orders", "o5", "order5", 18000)
 			tr.note("a record later than window + grace is dropped")
 			pipe(tr, payments, "payments", "o4", "pay4-too-late", 2000)
 			tr.check()

@@ -99,3 +99,18 @@ func TestDriverRejectsJoinInputsWithDifferentPartitionCounts(t *testing.T) {
 	must(t, err)
 	must(t, d.Close())
 }
+
+func TestRepartitionTopicTakesItsWritersPartitionCount(t *testing.T) {
+	b := topology.NewBuilder("shop")
+	b.Stream("cart-events", serde.String(), serde.String()).
+		GroupBy(func(_, sku string) string { return sku }, serde.String(), topology.Named("by-sku")).
+		Count(topology.Named("adds"))
+	d := newDriver(t, b, tidemarktest.WithPartitions("cart-events", 3))
+	var tasks []string
+	for _, task := range d.Tasks() {
+		tasks = append(tasks, task.ID().String())
+	}
+	if strings.Join(tasks, " ") != "0_0 0_1 0_2 1_0 1_1 1_2" {
+		t.Errorf("tasks %v, want three per sub-topology: shop-by-sku-repartition has cart-events' 3 partitions", tasks)
+	}
+}

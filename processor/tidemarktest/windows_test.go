@@ -114,3 +114,62 @@ func TestGoldenSessionMerges(t *testing.T) {
 		t.Errorf("alice's sessions in the store = %+v, want only [10000,20000]=4", got)
 	}
 }
+
+func TestGoldenSlidingWindows(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).
+		Count(topology.Named("sliding")).ToStream().To("counts")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("difference 10s, inclusive bounds: each record has a left window [t-10s, t]; a later record within 10001ms creates the earlier one's right window [t+1, t+10001]")
+	pipe(tr, in, "clicks", "alice", "a", 10000)
+	pipe(tr, in, "clicks", "alice", "b", 15000)
+	pipe(tr, in, "clicks", "alice", "c", 30000)
+	tr.note("out of order, within grace: updates the windows that now contain it")
+	pipe(tr, in, "clicks", "alice", "d", 25000)
+	tr.note("stream time 30000, grace 5s: the latest window holding 14000 ends at 24000, and 24000+5s < 30000: dropped")
+	pipe(tr, in, "clicks", "alice", "late", 14000)
+	tr.check()
+}
+
+func TestGoldenSessionEmitFinal(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 2*time.Second)).
+		Count(topology.Named("sessions"), topology.EmitFinal()).ToStream().To("sessions")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "sessions", tidemarktest.Output(d, "sessions", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("gap 5s, grace 2s: a session is final once end + gap < stream time - grace; merges emit nothing")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "alice", "b", 4000)
+	pipe(tr, in, "clicks", "bob", "c", 9000)
+	tr.note("stream time 11000: [0,4000] could still be extended by a record at 9000 (within grace)")
+	pipe(tr, in, "clicks", "bob", "d", 11000)
+	pipe(tr, in, "clicks", "alice", "e", 9000)
+	pipe(tr, in, "clicks", "bob", "f", 16001)
+	pipe(tr, in, "clicks", "bob", "g", 30000)
+	tr.check()
+}
+
+func TestGoldenSlidingEmitFinal(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 0)).
+		Count(topology.Named("sliding"), topology.EmitFinal()).ToStream().To("counts")
+	d := newDriver(t, b)
+	tr := newTranscript(t, d)
+	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr.note("difference 10s, no grace: [s, s+10s] is final once stream time > s+10s")
+	pipe(tr, in, "clicks", "alice", "a", 10000)
+	pipe(tr, in, "clicks", "alice", "b", 15000)
+	pipe(tr, in, "clicks", "alice", "c", 20000)
+	pipe(tr, in, "clicks", "alice", "d", 20001)
+	pipe(tr, in, "clicks", "alice", "e", 40000)
+	tr.check()
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+)
+
+func init() { rootCmd.AddCommand(newReplayCmd()) }
+
+type replayFlags struct {
+	brokers     []string
+	app         string
+	stores      []string
+	partitions  []int32
+	dir         string
+	dialTimeout time.Duration
+	memory      int64
+	quiet       bool
+}
+
+// newReplayCmd builds the command afresh, so tests get clean flag state.
+func newReplayCmd() *cobra.Command {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Rebuild stores of an application from their changelog topics into a local directory",
+		Long: `replay reads changelog topics (read_committed, up to the last stable offset)
+into a state directory without running the application: to inspect state with
+'tidemark state', to pre-warm a new instance, or to check a changelog.
+
+With --store it rebuilds those stores; without, every store of the app (every
+topic named <app>-<store>-changelog). A directory that already holds the stores
+is brought up to date from its recorded offsets.
+
+Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
+		Example: `  tidemark replay --brokers 127.0.0.1:9092 --app shop --store inventory --dir ./state
+  tidemark replay --app shop --dir ./state --partitions 0,1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runReplay(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated (default $TIDEMARK_BROKERS)")
+	fl.StringVar(&f.app, "app", "", "application id: changelog topics are <app>-<store>-changelog (required)")
+	fl.StringSliceVar(&f.stores, "store", nil, "store names to rebuild (default: every store of the app)")
+	fl.Int32SliceVar(&f.partitions, "partitions", nil, "partitions to rebuild (default: all)")
+	fl.StringVar(&f.dir, "dir", "", "state directory to write (required)")
+	fl.DurationVar(&f.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to answer")
+	fl.Int64Var(&f.memory, "memory-mb", changelog.DefaultMemoryBudget>>20, "Badger memory budget in MiB")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	return cmd
+}
+
+func runReplay(cmd *cobra.Command, f replayFlags) error {
+	f.brokers = brokersOrEnv(f.brokers)
+	switch {
+	case len(f.brokers) == 0:
+		return errors.New("--brokers is required (or set TIDEMARK_BROKERS), e.g. --brokers 127.0.0.1:9092")
+	case f.app == "":
+		return errors.New("--app is required: the application id that names the changelog topics")
+	case f.dir == "":
+		return errors.New("--dir is required: the state directory to rebuild into")
+	case f.dialTimeout <= 0:
+		return fmt.Errorf("--dial-timeout is %v, must be positive", f.dialTimeout)
+	case f.memory < 16:
+		return fmt.Errorf("--memory-mb is %d, must be at least 16", f.memory)
+	}
+	ctx := cmd.Context()
+	clientOpts := []kgo.Opt{kgo.SeedBrokers(f.brokers...), kgo.DialTimeout(f.dialTimeout)}
+	cl, err := kgo.NewClient(clientOpts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	if err := pingBrokers(ctx, cl, f.brokers, f.dialTimeout); err != nil {
+		return err
+	}
+	targets, err := replayTargets(ctx, kadm.NewClient(cl), f)
+	if err != nil {
+		return err
+	}
+
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := changelog.OpenDB(f.dir, changelog.Options{MemoryBudget: f.memory << 20, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var bar *progressbar.ProgressBar
+	opts := changelog.RestoreOptions{ClientOpts: clientOpts, Logger: logger, ProgressInterval: 200 * time.Millisecond}
+	if !f.quiet {
+		opts.Progress = func(p changelog.RestoreProgress) {
+			if bar == nil {
+				bar = progressbar.NewOptions64(max(p.Total, 1),
+					progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+					progressbar.OptionSetDescription(fmt.Sprintf("replaying %d partitions", len(targets))),
+					progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("offsets"),
+					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+			}
+			_ = bar.Set64(p.Total - p.Remaining)
+			if p.Done {
+				_ = bar.Finish()
+			}
+		}
+	}
+	res, err := db.Restore(ctx, targets, opts)
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		kind := res.Kinds[changelog.TopicPartition{Topic: t.Topic, Partition: t.Partition}]
+		if kind == 0 {
+			continue // an empty changelog says nothing about its store
+		}
+		if err := db.Register(changelog.StoreInfo{Name: t.Store, Partition: t.Partition, Kind: kind, Topic: t.Topic}); err != nil {
+			return err
+		}
+	}
+	if _, err := db.Checkpoint(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "replayed %d records into %s in %s (%.0f records/s); %d store partitions\n",
+		res.Records, f.dir, res.Duration.Round(time.Millisecond), float64(res.Records)/max(res.Duration.Seconds(), 1e-9), len(targets))
+	return nil
+}
+
+// replayTargets resolves the store names (or every changelog of the app)
+// to topic partitions, naming what exists when something does not.
+func replayTargets(ctx context.Context, adm *kadm.Client, f replayFlags) ([]changelog.RestoreTarget, error) {
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	all, err := adm.ListTopics(tctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	prefix, suffix := f.app+"-", "-changelog"
+	var present []string
+	for name := range all {
+		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) && len(name) > len(prefix)+len(suffix) {
+			present = append(present, strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix))
+		}
+	}
+	sort.Strings(present)
+	stores := f.stores
+	if len(stores) == 0 {
+		if len(present) == 0 {
+			return nil, fmt.Errorf("app %q has no changelog topics (looked for %s<store>%s)", f.app, prefix, suffix)
+		}
+		stores = present
+	}
+	var targets []changelog.RestoreTarget
+	for _, s := range stores {
+		topic := changelog.TopicName(f.app, s)
+		d, ok := all[topic]
+		if !ok || d.Err != nil {
+			return nil, fmt.Errorf("store %q: changelog topic %s does not exist; changelog topics of app %q: %s",
+				s, topic, f.app, listOrNone(present))
+		}
+		parts := d.Partitions.Numbers()
+		if len(f.partitions) > 0 {
+			var keep []int32
+			for _, p := range f.partitions {
+				if _, ok := d.Partitions[p]; !ok {
+					return nil, fmt.Errorf("store %q: topic %s has no partition %d (it has %d)", s, topic, p, len(parts))
+				}
+				keep = append(keep, p)
+			}
+			parts = keep
+		}
+		for _, p := range parts {
+			targets = append(targets, changelog.RestoreTarget{Store: s, Partition: p, Topic: topic})
+		}
+	}
+	return targets, nil
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func brokersOrEnv(flag []string) []string {
+	if len(flag) > 0 {
+		return flag
+	}
+	var out []string
+	for _, b := range strings.Split(os.Getenv("TIDEMARK_BROKERS"), ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// pingBrokers fails fast, naming the addresses, when no broker answers: a
+// kgo client would otherwise retry for a long time.
+func pingBrokers(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("cannot reach Kafka broker %s within %v (--dial-timeout): %w", strings.Join(brokers, ","), timeout, err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+func run(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// writeApp runs one task per partition of an application with a
+// key-value store "inventory" (2 partitions) and a window store "clicks"
+// (1 partition), committing their changelogs, and returns the app id.
+func writeApp(t *testing.T) string {
+	t.Helper()
+	app := kafkatest.UniqueName(t, "app")
+	inv := store.Spec{Name: "inventory", Kind: store.KindKeyValue, Logged: true}
+	clicks := store.Spec{Name: "clicks", Kind: store.KindWindow, Logged: true, WindowSize: 60_000, Retention: 3_600_000}
+	adm := kafkatest.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if err := changelog.EnsureTopics(ctx, adm, changelog.TopicFor(app, inv, 2), changelog.TopicFor(app, clicks, 1)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = adm.DeleteTopics(context.Background(), changelog.TopicName(app, inv.Name), changelog.TopicName(app, clicks.Name))
+	})
+	prod := kafkatest.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	db, err := changelog.OpenDB(t.TempDir(), changelog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for p := int32(0); p < 2; p++ {
+		task := db.NewTask(changelog.TaskConfig{AppID: app, Partition: p, Producer: prod})
+		s, err := task.Open(inv, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := store.NewTypedKeyValue(s.(store.KeyValue), serde.String(), serde.Int64())
+		for i := range 3 {
+			if err := kv.Put("sku-"+string(rune('a'+int(p)*3+i)), int64(10*p)+int64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p == 0 {
+			s, err := task.Open(clicks, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := store.NewTypedWindow(s.(store.Window), serde.String(), serde.Int64())
+			_ = w.Put("user-1", 0, 3)
+			_ = w.Put("user-1", 60_000, 4)
+		}
+		offs, err := task.Flush(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Apply(offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return app
+}
+
+func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	app := writeApp(t)
+	dir := t.TempDir()
+	out, err := run(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--dir", dir, "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "replayed 8 records") || !strings.Contains(out, "3 store partitions") {
+		t.Fatalf("replay output %q", out)
+	}
+
+	out, err = run(t, newStateCmd(), "list", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"clicks\tpartition 0\twindow", "inventory\tpartition 0\tkey-value", "inventory\tpartition 1\tkey-value"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("state list = %q, missing %q", out, want)
+		}
+	}
+	out, err = run(t, newStateCmd(), "get", "--dir", dir, "--store", "inventory", "--partition", "1",
+		"--key-serde", "string", "--value-serde", "int64", "sku-e")
+	if err != nil || out != "\"sku-e\"\t11\n" {
+		t.Fatalf("state get = %q, %v", out, err)
+	}
+	out, err = run(t, newStateCmd(), "scan", "--dir", dir, "--store", "clicks", "--key-serde", "string", "--value-serde", "int64")
+	if err != nil || out != "\"user-1\"\t@0\t3\n\"user-1\"\t@60000\t4\n" {
+		t.Fatalf("state scan of the window store = %q, %v", out, err)
+	}
+	out, err = run(t, newStateCmd(), "scan", "--dir", dir, "--store", "inventory", "--limit", "1")
+	if err != nil || out != "0x736b752d61\t0x0000000000000000\n" {
+		t.Fatalf("raw scan = %q, %v", out, err)
+	}
+
+	_, err = run(t, newStateCmd(), "get", "--dir", dir, "--store", "inventroy", "x")
+	if err == nil || !strings.Contains(err.Error(), "stores present: clicks (partition 0), inventory (partition 0), inventory (partition 1)") {
+		t.Fatalf("state get of a wrong store name = %v", err)
+	}
+}
+
+func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
+	t.Run("unreachable broker names the address", func(t *testing.T) {
+		_, err := run(t, newReplayCmd(), "--brokers", "127.0.0.1:1", "--dial-timeout", "300ms", "--app", "a", "--dir", t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka broker 127.0.0.1:1") {
+			t.Fatalf("replay against a closed port = %v", err)
+		}
+	})
+	t.Run("missing topic lists the app's changelogs", func(t *testing.T) {
+		brokers := strings.Join(kafkatest.Brokers(t), ",")
+		app := writeApp(t)
+		_, err := run(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--store", "nope", "--dir", t.TempDir(), "--quiet")
+		want := "changelog topic " + app + "-nope-changelog does not exist; changelog topics of app \"" + app + "\": clicks, inventory"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("replay of a missing store = %v\nwant it to contain %q", err, want)
+		}
+	})
+	t.Run("missing flags", func(t *testing.T) {
+		if _, err := run(t, newReplayCmd(), "--brokers", "x:1", "--dir", "d"); err == nil || !strings.Contains(err.Error(), "--app is required") {
+			t.Fatalf("replay without --app = %v", err)
+		}
+		if _, err := run(t, newStateCmd(), "scan", "--dir", t.TempDir(), "--store", "s", "--key-serde", "avro"); err == nil ||
+			!strings.Contains(err.Error(), `--key-serde "avro": want one of`) {
+			t.Fatalf("state with an unknown serde = %v", err)
+		}
+	})
+}

@@ -1,0 +1,518 @@
+package frontier
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"time"
+)
+
+// Controller decides the commit cadence of one commit group (one
+// transactional session). Feed it observations in time order and call Tick;
+// it is not safe for concurrent use. Times must not go backwards; a time
+// earlier than one already seen is treated as that time.
+type Controller struct {
+	opts Options
+
+	epoch  time.Time // first time seen; input times are summed relative to it
+	now    time.Time
+	primed bool
+
+	arrivals  flow // λ
+	processed flow // s = busy/processed
+	backlog   int64
+
+	latency meanDev // commit latency L
+	cost    meanDev // per-commit cost c
+	hazard  hazard
+	restore float64 // R, seconds
+
+	// tenants[0] is the default slot for every tenant without options.
+	tenants []tenant
+	byName  map[string]int
+
+	pending        int64 // outputs not yet in a commit, all tenants
+	processedSince int64 // records processed since the last commit started
+	closesPending  int   // window closes with uncommitted final results
+
+	inFlight       bool
+	inflight       []batch // per tenant, outputs in the outstanding commit
+	inflightCloses int
+	lastStart      time.Time
+	started        bool
+
+	obsOldest meanDev
+	obsMean   meanDev
+	obsLast   float64
+
+	watermark time.Time
+	overSince time.Time // start of the current unstable overload; zero if none
+
+	plan        plan
+	replanDue   bool   // an estimate changed since the plan was made
+	planBacklog int64  // backlog the plan was made with
+	decided     Reason // reason of the last commit decision, counted on start
+	commits     [numReasons]uint64
+	aborts      uint64
+}
+
+// plan is the result of evaluating the model at one Tick.
+type plan struct {
+	model      Model
+	staleness  float64 // S(T)
+	rho        float64 // ρ(T)
+	interval   float64 // T, s
+	floor      float64 // T_lo, s: the closest early commits may come
+	overloaded bool
+	draining   bool // the excess backlog takes longer than T to drain
+}
+
+// New validates opts (filling defaults) and returns a Controller.
+func New(opts Options) (*Controller, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		opts:      opts,
+		decided:   ReasonInterval,
+		arrivals:  newFlow(opts.RateTimeConstant, opts.RateBucket),
+		processed: newFlow(opts.RateTimeConstant, opts.RateBucket),
+		hazard:    newHazard(opts.MeanTimeBetweenFailures),
+		tenants:   []tenant{{target: opts.StalenessTarget}},
+	}
+	if len(opts.Tenants) > 0 {
+		c.byName = make(map[string]int, len(opts.Tenants))
+		// Slots in name order: sums over tenants are then always added in
+		// the same order, so even float rounding is deterministic.
+		for _, name := range slices.Sorted(maps.Keys(opts.Tenants)) {
+			t := opts.Tenants[name]
+			c.byName[name] = len(c.tenants)
+			c.tenants = append(c.tenants, tenant{name: name, target: t.StalenessTarget, limited: t.Rate > 0,
+				bucket: TokenBucket{rate: t.Rate, burst: t.Burst, tokens: t.Burst}})
+		}
+	}
+	c.inflight = make([]batch, len(c.tenants))
+	return c, nil
+}
+
+// Options returns the validated options.
+func (c *Controller) Options() Options { return c.opts }
+
+func (c *Controller) at(now time.Time) {
+	if !c.primed {
+		c.epoch, c.now, c.primed = now, now, true
+		for i := range c.tenants {
+			c.tenants[i].bucket.last = now
+		}
+		return
+	}
+	if now.After(c.now) {
+		c.now = now
+	}
+}
+
+func (c *Controller) slot(name string) int {
+	if name == "" || c.byName == nil {
+		return 0
+	}
+	if i, ok := c.byName[name]; ok {
+		return i
+	}
+	return 0
+}
+
+// ObserveArrivals records n records appended to (or fetched from) the
+// input partitions. They count towards λ and the backlog.
+func (c *Controller) ObserveArrivals(now time.Time, n int) {
+	c.at(now)
+	if c.arrivals.add(c.now, n, 0) {
+		c.replanDue = true
+	}
+	c.backlog += int64(n)
+}
+
+// ObserveProcessed records n records processed in busy time (the record
+// loop's time spent on them).
+func (c *Controller) ObserveProcessed(now time.Time, n int, busy time.Duration) {
+	c.at(now)
+	if c.processed.add(c.now, n, busy) {
+		c.replanDue = true
+	}
+	c.processedSince += int64(n)
+	c.backlog = max(0, c.backlog-int64(n))
+}
+
+// ObserveLag sets the backlog from a measured consumer lag, overriding the
+// count derived from arrivals and processing.
+func (c *Controller) ObserveLag(now time.Time, records int64) {
+	c.at(now)
+	c.backlog = max(0, records)
+	c.replanDue = true
+}
+
+// ObserveOutput records n outputs produced for tenant ("" or an unknown
+// tenant uses the default target) whose triggering input was appended at
+// input. They become visible at the next commit.
+func (c *Controller) ObserveOutput(now time.Time, tenantName string, input time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	c.at(now)
+	c.tenants[c.slot(tenantName)].pending.add(input, n, c.epoch)
+	c.pending += int64(n)
+}
+
+// ObserveWatermark records a watermark advance to wm that closed closes
+// windows; their final results must already have been reported with
+// ObserveOutput. Closing windows is a barrier worth committing early for:
+// downstream consumers wait on exactly those results.
+func (c *Controller) ObserveWatermark(now time.Time, wm time.Time, closes int) {
+	c.at(now)
+	if closes > 0 {
+		c.closesPending += closes
+	}
+	if wm.After(c.watermark) {
+		c.watermark = wm
+	}
+}
+
+// ObserveRestoreTime sets R, the expected restore time after a crash (the
+// CheckpointScheduler's ExpectedRestore).
+func (c *Controller) ObserveRestoreTime(d time.Duration) {
+	c.restore = max(0, d.Seconds())
+	c.replanDue = true
+}
+
+// ObserveFailure records that the process crashed or lost its state
+// (reported on the restart that found it), updating the hazard rate.
+func (c *Controller) ObserveFailure(now time.Time) {
+	c.at(now)
+	c.hazard.fail(c.now)
+	c.replanDue = true
+}
+
+// ObserveCommitStarted records that a commit began at now; everything
+// produced so far belongs to it. Call it when acting on Decision.Commit.
+func (c *Controller) ObserveCommitStarted(now time.Time) {
+	c.at(now)
+	c.inFlight, c.started, c.lastStart = true, true, c.now
+	c.commits[c.decided]++
+	c.decided = ReasonInterval
+	for i := range c.tenants {
+		c.inflight[i].merge(c.tenants[i].pending)
+		c.tenants[i].pending = batch{}
+	}
+	c.pending, c.processedSince = 0, 0
+	c.inflightCloses += c.closesPending
+	c.closesPending = 0
+}
+
+// ObserveCommitFinished records that the outstanding commit succeeded at
+// now: its outputs became visible. Its latency (now − start) updates L, its
+// cost updates c, and the staleness of its outputs is observed.
+func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
+	c.at(now)
+	if !c.inFlight {
+		return
+	}
+	lat := c.now.Sub(c.lastStart).Seconds()
+	c.latency.observe(lat)
+	cost := ack.Cost.Seconds()
+	if ack.Cost <= 0 {
+		cost = lat
+	}
+	c.cost.observe(cost)
+	c.replanDue = true
+
+	var all batch
+	for i := range c.inflight {
+		all.merge(c.inflight[i])
+		c.inflight[i] = batch{}
+	}
+	if all.n > 0 {
+		oldest := c.now.Sub(all.oldest).Seconds()
+		mean := (float64(c.now.Sub(c.epoch)) - all.sumIn/float64(all.n)) / 1e9
+		c.obsOldest.observe(oldest)
+		c.obsMean.observe(mean)
+		c.obsLast = oldest
+	}
+	c.inFlight, c.inflightCloses = false, 0
+}
+
+// ObserveCommitAborted records that the outstanding commit failed or was
+// aborted at now. Its outputs will be reprocessed and reproduced, so their
+// input times return to pending: staleness keeps counting from them.
+func (c *Controller) ObserveCommitAborted(now time.Time) {
+	c.at(now)
+	if !c.inFlight {
+		return
+	}
+	for i := range c.inflight {
+		c.pending += c.inflight[i].n
+		c.tenants[i].pending.merge(c.inflight[i])
+		c.inflight[i] = batch{}
+	}
+	c.closesPending += c.inflightCloses
+	c.inFlight, c.inflightCloses = false, 0
+	c.aborts++
+}
+
+// Admit asks whether tenant may have n more records processed now under
+// its rate limit. When not, it returns how long to wait. Tenants without a
+// rate are always admitted.
+func (c *Controller) Admit(now time.Time, tenantName string, n int) (bool, time.Duration) {
+	c.at(now)
+	i := c.slot(tenantName)
+	if i == 0 || !c.tenants[i].limited {
+		return true, 0
+	}
+	return c.tenants[i].bucket.Take(c.now, float64(n))
+}
+
+// model fills the cost model from the estimators.
+func (c *Controller) model() Model {
+	l, lh := c.opts.CommitLatencyPrior.Seconds(), c.opts.CommitLatencyPrior.Seconds()
+	if c.latency.n > 0 {
+		l, lh = c.latency.mean, c.latency.high()
+	}
+	cost := l
+	if c.cost.n > 0 {
+		cost = c.cost.mean
+	}
+	return Model{
+		Lambda:      c.arrivals.rate,
+		Service:     c.processed.cost,
+		CommitCost:  cost,
+		Latency:     l,
+		LatencyHigh: lh,
+		Backlog:     float64(c.backlog),
+		Hazard:      c.hazard.rate(),
+		Restore:     c.restore,
+	}
+}
+
+func (c *Controller) replan() {
+	m := c.model()
+	// Only the backlog beyond the steady-state queue at the current
+	// interval is excess (see Model.Backlog).
+	cur := c.plan.interval
+	if cur == 0 {
+		cur = c.opts.MaxInterval.Seconds()
+	}
+	if q := m.SteadyQueue(cur); !math.IsInf(q, 1) {
+		m.Backlog = max(0, m.Backlog-q)
+	}
+	tmin, tmax := c.opts.MinInterval.Seconds(), c.opts.MaxInterval.Seconds()
+	p := plan{model: m}
+	headroom := c.opts.MaxUtilization - m.Load()
+	if headroom < c.opts.OverloadCommitShare {
+		headroom, p.overloaded = c.opts.OverloadCommitShare, true
+	}
+	p.floor = min(tmax, max(tmin, m.CommitCost/headroom))
+	switch c.opts.Policy {
+	case PolicyFixed:
+		p.interval = c.opts.FixedInterval.Seconds()
+		p.floor = p.interval
+	default:
+		if p.overloaded && m.Load() >= 1-c.opts.OverloadCommitShare {
+			// No interval makes the queue stable, so J is infinite
+			// everywhere. Over an overload lasting H more, commits every
+			// T add about H·c/T of backlog delay and the interval adds
+			// T/2: the best T is sqrt(2·c·H). H is unknown; the time
+			// overloaded so far is the estimate (an overload that has
+			// lasted a minute is likely to last about another).
+			if c.overSince.IsZero() {
+				c.overSince = c.now
+			}
+			h := c.now.Sub(c.overSince).Seconds()
+			p.interval = min(tmax, max(p.floor, math.Sqrt(2*m.CommitCost*h)))
+		} else {
+			c.overSince = time.Time{}
+			p.interval = m.Minimise(p.floor, tmax)
+		}
+	}
+	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
+	p.draining = m.Backlog > 0 && (p.rho >= 1 || m.Backlog*m.Service/(1-p.rho) > p.interval)
+	c.plan = p
+	c.replanDue, c.planBacklog = false, c.backlog
+}
+
+// needsReplan reports whether the plan is out of date. Estimates move only
+// when a rate bucket closes or a commit is acked, so between those a Tick
+// reuses the plan unless the backlog has moved by more than an eighth
+// (and more than a handful of records) since it was made.
+func (c *Controller) needsReplan() bool {
+	if c.replanDue || c.plan.interval == 0 {
+		return true
+	}
+	d := c.backlog - c.planBacklog
+	if d < 0 {
+		d = -d
+	}
+	return d > 16 && d > c.planBacklog/8
+}
+
+// Tick re-decides at now: whether to commit, and the plan behind it.
+func (c *Controller) Tick(now time.Time) Decision {
+	c.at(now)
+	now = c.now
+	a, b := c.arrivals.advance(now), c.processed.advance(now)
+	if a || b {
+		c.replanDue = true
+	}
+	c.hazard.advance(now)
+	if c.needsReplan() {
+		c.replan()
+	}
+	p := &c.plan
+
+	d := Decision{
+		Interval:           duration(p.interval),
+		PredictedStaleness: duration(p.staleness),
+		Utilization:        p.rho,
+		Overloaded:         p.overloaded,
+		Draining:           p.draining,
+	}
+	last := c.lastStart
+	if !c.started {
+		last = c.epoch
+	}
+	due := last.Add(d.Interval)
+	d.Wake = due
+	if c.inFlight {
+		d.Reason = ReasonInFlight
+		d.Wake = now.Add(duration(p.model.Latency))
+		return d
+	}
+	if c.pending == 0 && c.processedSince == 0 {
+		d.Reason = ReasonIdle
+		d.Wake = now.Add(d.Interval)
+		return d
+	}
+	commit := func(r Reason) Decision {
+		d.Commit, d.Reason, d.Wake = true, r, now
+		c.decided = r
+		return d
+	}
+	if !now.Before(due) {
+		return commit(ReasonInterval)
+	}
+	d.Reason = ReasonWait
+	if c.opts.Policy == PolicyFixed || p.overloaded || p.draining {
+		// Early commits would take capacity the backlog needs: the
+		// outputs they would hurry are late anyway, and every record
+		// behind them would be later still.
+		return d
+	}
+	floorAt := last.Add(duration(p.floor))
+	if c.closesPending > 0 && c.pending > 0 {
+		if !now.Before(floorAt) {
+			return commit(ReasonWatermark)
+		}
+		d.Wake = earliest(d.Wake, floorAt)
+	}
+	if dl, ok := c.stalenessDeadline(duration(p.model.Latency)); ok {
+		at := later(dl, floorAt)
+		if !now.Before(at) {
+			return commit(ReasonStaleness)
+		}
+		d.Wake = earliest(d.Wake, at)
+	}
+	return d
+}
+
+// stalenessDeadline is the earliest time at which some tenant's oldest
+// pending output, plus the expected commit latency lat, reaches that
+// tenant's target.
+func (c *Controller) stalenessDeadline(lat time.Duration) (time.Time, bool) {
+	var dl time.Time
+	ok := false
+	for i := range c.tenants {
+		t := &c.tenants[i]
+		if t.pending.n == 0 {
+			continue
+		}
+		at := t.pending.oldest.Add(t.target - lat)
+		if !ok || at.Before(dl) {
+			dl, ok = at, true
+		}
+	}
+	return dl, ok
+}
+
+// target is the tightest target among tenants with uncommitted output, or
+// the default target when there is none.
+func (c *Controller) target() time.Duration {
+	tgt := time.Duration(math.MaxInt64)
+	for i := range c.tenants {
+		if c.tenants[i].pending.n > 0 || c.inflight[i].n > 0 {
+			tgt = min(tgt, c.tenants[i].target)
+		}
+	}
+	if tgt == time.Duration(math.MaxInt64) {
+		return c.opts.StalenessTarget
+	}
+	return tgt
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Snapshot returns the observable state as of the last Tick.
+func (c *Controller) Snapshot() Snapshot {
+	p := c.plan
+	m := p.model
+	tgt := c.target()
+	maxS := m.MaxStaleness(p.interval)
+	s := Snapshot{
+		Policy:                c.opts.Policy,
+		Interval:              duration(p.interval),
+		MinSpacing:            duration(p.floor),
+		PredictedStaleness:    duration(m.Staleness(p.interval)),
+		PredictedMaxStaleness: duration(maxS),
+		ObservedStaleness:     duration(c.obsOldest.mean),
+		ObservedStalenessDev:  duration(c.obsOldest.dev),
+		ObservedMeanStaleness: duration(c.obsMean.mean),
+		LastObservedStaleness: duration(c.obsLast),
+		Target:                tgt,
+		TargetFeasible:        maxS <= tgt.Seconds(),
+		Utilization:           m.Rho(p.interval),
+		Load:                  m.Load(),
+		Exposure:              m.Exposure(p.interval),
+		Overloaded:            p.overloaded,
+		Draining:              p.draining,
+		ArrivalRate:           m.Lambda,
+		ServiceTime:           duration(m.Service),
+		CommitCost:            duration(m.CommitCost),
+		CommitLatency:         duration(m.Latency),
+		CommitLatencyHigh:     duration(m.LatencyHigh),
+		HazardRate:            m.Hazard,
+		Backlog:               c.backlog,
+		Pending:               c.pending,
+		Watermark:             c.watermark,
+		InFlight:              c.inFlight,
+		Aborts:                c.aborts,
+		CommitsBy:             make(map[Reason]uint64),
+	}
+	if c.latency.n > 0 {
+		s.CommitLatencyDev = duration(c.latency.dev)
+	}
+	for r, n := range c.commits {
+		if n > 0 {
+			s.CommitsBy[Reason(r)] = n
+			s.Commits += n
+		}
+	}
+	return s
+}

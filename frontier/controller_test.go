@@ -1,0 +1,360 @@
+package frontier
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	testLat = 10 * time.Millisecond
+	testSvc = 100 * time.Microsecond // capacity 10k records/s
+)
+
+func TestIntervalRules(t *testing.T) {
+	type load struct {
+		name string
+		rate float64
+	}
+	light, heavy := load{"light", 2000}, load{"overload", 9500}
+	tests := []struct {
+		name   string
+		opts   Options
+		a, b   load
+		assert func(t *testing.T, a, b Snapshot)
+	}{
+		{"overload lengthens the interval", Options{}, light, heavy, func(t *testing.T, a, b Snapshot) {
+			if !b.Overloaded || a.Overloaded {
+				t.Fatalf("overloaded flags: light %v, overload %v", a.Overloaded, b.Overloaded)
+			}
+			if b.Interval <= a.Interval {
+				t.Errorf("interval under overload %v, want > light-load %v", b.Interval, a.Interval)
+			}
+			share := b.CommitCost.Seconds() / b.Interval.Seconds()
+			if share > DefaultOverloadCommitShare*1.0001 {
+				t.Errorf("commits take %.3f of capacity under overload, want ≤ %v", share, DefaultOverloadCommitShare)
+			}
+		}},
+		{"fixed policy ignores load", Options{Policy: PolicyFixed}, light, heavy, func(t *testing.T, a, b Snapshot) {
+			if a.Interval != DefaultFixedInterval || b.Interval != DefaultFixedInterval {
+				t.Errorf("fixed intervals %v and %v, want %v", a.Interval, b.Interval, DefaultFixedInterval)
+			}
+		}},
+		{"light load commits faster than the fixed baseline", Options{}, light, light, func(t *testing.T, a, _ Snapshot) {
+			if a.Interval >= DefaultFixedInterval {
+				t.Errorf("interval %v at light load, want < %v", a.Interval, DefaultFixedInterval)
+			}
+			if a.Utilization > DefaultMaxUtilization {
+				t.Errorf("planned utilisation %.3f, want ≤ %v", a.Utilization, DefaultMaxUtilization)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := func(l load) Snapshot {
+				r := newRig(t, tt.opts, testLat, testSvc)
+				r.run(5*time.Second, l.rate)
+				r.tick()
+				return r.c.Snapshot()
+			}
+			tt.assert(t, snap(tt.a), snap(tt.b))
+		})
+	}
+}
+
+func TestIntervalNeverBelowTminOrAboveTmax(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lat  time.Duration
+		rate float64
+	}{
+		{"interval never below Tmin: idle input, instant commits", 50 * time.Microsecond, 0},
+		{"interval never below Tmin: light input, instant commits", 50 * time.Microsecond, 100},
+		{"interval never above Tmax: saturated input, slow commits", 400 * time.Millisecond, 20000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{MinInterval: 20 * time.Millisecond, MaxInterval: 2 * time.Second}
+			r := newRig(t, o, tt.lat, testSvc)
+			for i := 0; i < 20; i++ {
+				r.run(250*time.Millisecond, tt.rate)
+				d := r.tick()
+				if d.Interval < o.MinInterval || d.Interval > o.MaxInterval {
+					t.Fatalf("step %d: interval %v outside [%v, %v]", i, d.Interval, o.MinInterval, o.MaxInterval)
+				}
+			}
+		})
+	}
+}
+
+// TestCommitSpacing checks that no two commits start closer than Tmin, even
+// with every early trigger firing all the time.
+func TestCommitSpacing(t *testing.T) {
+	o := Options{MinInterval: 15 * time.Millisecond, StalenessTarget: time.Millisecond + testLat}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	var starts []time.Time
+	for i := 0; i < 2000; i++ {
+		now = now.Add(time.Millisecond)
+		c.ObserveArrivals(now, 5)
+		c.ObserveProcessed(now, 5, 5*testSvc)
+		c.ObserveOutput(now, "", now.Add(-time.Second), 5)
+		c.ObserveWatermark(now, now, 1)
+		if c.inFlight {
+			c.ObserveCommitFinished(now, CommitAck{Cost: time.Millisecond})
+		}
+		if d := c.Tick(now); d.Commit {
+			c.ObserveCommitStarted(now)
+			starts = append(starts, now)
+		}
+	}
+	if len(starts) < 2 {
+		t.Fatalf("%d commits, want many", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < o.MinInterval {
+			t.Fatalf("commits %d and %d %v apart, want ≥ %v", i-1, i, gap, o.MinInterval)
+		}
+	}
+}
+
+// primed returns a controller with estimates from a stretch of moderate load
+// whose last commit has just finished, so the next commit is governed by
+// the chosen interval and the early triggers.
+func primed(t *testing.T, o Options) (*rig, time.Time) {
+	t.Helper()
+	r := newRig(t, o, testLat, testSvc)
+	r.run(3*time.Second, 6000)
+	r.settle()
+	// Let the next commit start, taking everything produced so far.
+	r.c.ObserveProcessed(r.now, 1, r.svc)
+	for i := 0; ; i++ {
+		if d := r.tick(); d.Commit {
+			break
+		}
+		if i > 10000 {
+			t.Fatalf("no commit within 10s of idle ticking: %+v", r.last)
+		}
+		r.now = r.now.Add(time.Millisecond)
+	}
+	start := r.now
+	r.now = r.now.Add(r.lat)
+	r.c.ObserveCommitFinished(r.now, CommitAck{})
+	return r, start
+}
+
+func TestEarlyCommits(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		watermark  int           // windows closed after the commit
+		inputAge   time.Duration // age of the pending output's input at the tick
+		tenant     string
+		wantCommit bool
+		wantReason Reason
+	}{
+		{"watermark closing a pending window commits early", Options{}, 1, 0, "", true, ReasonWatermark},
+		{"no watermark, no early commit", Options{}, 0, 0, "", false, ReasonWait},
+		{"watermark under the fixed policy waits for the interval", Options{Policy: PolicyFixed}, 1, 0, "", false, ReasonWait},
+		{"oldest output at target commits now", Options{StalenessTarget: 500 * time.Millisecond}, 0, 500 * time.Millisecond, "", true, ReasonStaleness},
+		{"oldest output short of target minus latency waits", Options{StalenessTarget: 500 * time.Millisecond}, 0, 400 * time.Millisecond, "", false, ReasonWait},
+		{"tight tenant target commits now", Options{Tenants: map[string]TenantOptions{"hot": {StalenessTarget: 200 * time.Millisecond}}}, 0, 200 * time.Millisecond, "hot", true, ReasonStaleness},
+		{"unknown tenant gets the default target", Options{Tenants: map[string]TenantOptions{"hot": {StalenessTarget: 200 * time.Millisecond}}}, 0, 200 * time.Millisecond, "cold", false, ReasonWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, start := primed(t, tt.opts)
+			s := r.c.Snapshot()
+			at := start.Add(s.MinSpacing)
+			if tt.opts.Policy != PolicyFixed && !at.Before(start.Add(s.Interval)) {
+				t.Fatalf("precondition: min spacing %v not below interval %v", s.MinSpacing, s.Interval)
+			}
+			if tt.opts.Policy == PolicyFixed {
+				at = start.Add(s.Interval / 2)
+			}
+			if at.Before(r.now) {
+				t.Fatalf("precondition: commit latency %v exceeds min spacing %v", r.lat, s.MinSpacing)
+			}
+			r.now = at
+			r.c.ObserveOutput(r.now, tt.tenant, r.now.Add(-tt.inputAge), 1)
+			if tt.watermark > 0 {
+				r.c.ObserveWatermark(r.now, r.now, tt.watermark)
+			}
+			d := r.c.Tick(r.now)
+			if d.Commit != tt.wantCommit || d.Reason != tt.wantReason {
+				t.Errorf("Tick = commit %v (%v), want %v (%v); interval %v spacing %v", d.Commit, d.Reason, tt.wantCommit, tt.wantReason, d.Interval, s.MinSpacing)
+			}
+		})
+	}
+}
+
+func TestTickStateRules(t *testing.T) {
+	t.Run("nothing processed or produced does not commit", func(t *testing.T) {
+		c, _ := New(Options{})
+		for i := 0; i < 100; i++ {
+			now := t0.Add(time.Duration(i) * 50 * time.Millisecond)
+			c.ObserveArrivals(now, 0)
+			if d := c.Tick(now); d.Commit || (i > 0 && d.Reason != ReasonIdle) {
+				t.Fatalf("tick %d: %+v, want idle", i, d)
+			}
+		}
+	})
+	t.Run("a commit in flight blocks the next", func(t *testing.T) {
+		c, _ := New(Options{Policy: PolicyFixed})
+		c.ObserveProcessed(t0, 1, time.Millisecond)
+		c.ObserveCommitStarted(t0)
+		c.ObserveProcessed(t0.Add(time.Millisecond), 1, time.Millisecond)
+		d := c.Tick(t0.Add(time.Hour))
+		if d.Commit || d.Reason != ReasonInFlight {
+			t.Fatalf("Tick = %+v, want in-flight", d)
+		}
+		c.ObserveCommitFinished(t0.Add(time.Hour), CommitAck{})
+		if d := c.Tick(t0.Add(time.Hour)); !d.Commit {
+			t.Fatalf("after the ack Tick = %+v, want commit", d)
+		}
+	})
+	t.Run("an aborted commit's outputs stay stale from their input time", func(t *testing.T) {
+		c, _ := New(Options{})
+		c.ObserveOutput(t0, "", t0, 10)
+		c.ObserveCommitStarted(t0.Add(10 * time.Millisecond))
+		c.ObserveCommitAborted(t0.Add(20 * time.Millisecond))
+		if s := c.Snapshot(); s.Pending != 10 || s.Aborts != 1 {
+			t.Fatalf("after abort pending %d aborts %d, want 10 and 1", s.Pending, s.Aborts)
+		}
+		c.ObserveCommitStarted(t0.Add(30 * time.Millisecond))
+		c.ObserveCommitFinished(t0.Add(40*time.Millisecond), CommitAck{})
+		if got := c.Snapshot().LastObservedStaleness; got != 40*time.Millisecond {
+			t.Fatalf("observed staleness %v, want 40ms from the original input", got)
+		}
+	})
+	t.Run("the tightest target among tenants with pending output applies", func(t *testing.T) {
+		c, _ := New(Options{Tenants: map[string]TenantOptions{
+			"fast": {StalenessTarget: 50 * time.Millisecond},
+			"slow": {StalenessTarget: 5 * time.Second},
+		}})
+		c.ObserveOutput(t0, "slow", t0, 1)
+		c.Tick(t0)
+		if got := c.Snapshot().Target; got != 5*time.Second {
+			t.Fatalf("target %v with only slow pending, want 5s", got)
+		}
+		c.ObserveOutput(t0, "fast", t0, 1)
+		if got := c.Snapshot().Target; got != 50*time.Millisecond {
+			t.Fatalf("target %v with fast pending, want 50ms", got)
+		}
+		c.ObserveCommitStarted(t0)
+		c.ObserveCommitFinished(t0.Add(time.Millisecond), CommitAck{})
+		if got := c.Snapshot().Target; got != DefaultStalenessTarget {
+			t.Fatalf("target %v with nothing pending, want the default %v", got, DefaultStalenessTarget)
+		}
+	})
+}
+
+func TestObservedStalenessFromAcks(t *testing.T) {
+	c, _ := New(Options{})
+	// Outputs from inputs at 0, 5 and 10ms, committed 20ms..30ms.
+	c.ObserveOutput(t0, "", t0, 1)
+	c.ObserveOutput(t0, "", t0.Add(5*time.Millisecond), 2)
+	c.ObserveOutput(t0, "", t0.Add(10*time.Millisecond), 1)
+	c.ObserveCommitStarted(t0.Add(20 * time.Millisecond))
+	c.ObserveCommitFinished(t0.Add(30*time.Millisecond), CommitAck{Cost: 2 * time.Millisecond})
+	c.Tick(t0.Add(30 * time.Millisecond))
+	s := c.Snapshot()
+	if s.ObservedStaleness != 30*time.Millisecond {
+		t.Errorf("observed (oldest) staleness %v, want 30ms", s.ObservedStaleness)
+	}
+	if d := s.ObservedMeanStaleness - 25*time.Millisecond; d < -time.Microsecond || d > time.Microsecond {
+		t.Errorf("observed mean staleness %v, want 25ms", s.ObservedMeanStaleness)
+	}
+	if s.CommitLatency != 10*time.Millisecond || s.CommitCost != 2*time.Millisecond {
+		t.Errorf("latency %v cost %v, want 10ms and 2ms", s.CommitLatency, s.CommitCost)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		field string // "" means valid
+	}{
+		{"zero options are valid defaults", Options{}, ""},
+		{"unknown policy is rejected", Options{Policy: "cron"}, "Policy"},
+		{"Tmax must exceed Tmin", Options{MinInterval: time.Second, MaxInterval: time.Second}, "MaxInterval"},
+		{"Tmin below a millisecond is rejected", Options{MinInterval: time.Microsecond}, "MinInterval"},
+		{"utilisation must be below one", Options{MaxUtilization: 1}, "MaxUtilization"},
+		{"overload share must be below max utilisation", Options{MaxUtilization: 0.5, OverloadCommitShare: 0.6}, "OverloadCommitShare"},
+		{"negative tenant rate is rejected", Options{Tenants: map[string]TenantOptions{"a": {Rate: -1}}}, `Tenants["a"].Rate`},
+		{"rate bucket beyond the time constant is rejected", Options{RateBucket: time.Second}, "RateBucket"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			err := o.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				if o.FixedInterval != DefaultFixedInterval || o.MinInterval != DefaultMinInterval || o.Policy != PolicyAdaptive {
+					t.Fatalf("defaults not filled: %+v", o)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.field+" = ") || !strings.Contains(err.Error(), "want") {
+				t.Fatalf("Validate = %v, want an error naming %s and its range", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestAdmitRateLimitsPerTenant(t *testing.T) {
+	c, err := New(Options{Tenants: map[string]TenantOptions{"hot": {Rate: 100, Burst: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(t0)
+	for i := 0; i < 10; i++ {
+		if ok, _ := c.Admit(t0, "hot", 1); !ok {
+			t.Fatalf("record %d within burst refused", i)
+		}
+	}
+	ok, wait := c.Admit(t0, "hot", 1)
+	if ok || wait != 10*time.Millisecond {
+		t.Fatalf("beyond burst: Admit = %v, %v; want refused, 10ms", ok, wait)
+	}
+	if ok, _ := c.Admit(t0, "other", 1000); !ok {
+		t.Fatal("a tenant without a limit was refused: one hot tenant starved another")
+	}
+	if ok, _ := c.Admit(t0.Add(10*time.Millisecond), "hot", 1); !ok {
+		t.Fatal("hot tenant refused after its refill time")
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSustainedOverloadLengthensTheIntervalFurther(t *testing.T) {
+	interval := func(d time.Duration) Snapshot {
+		r := newRig(t, Options{}, testLat, testSvc)
+		r.run(d, 12000) // 120% of capacity: no interval keeps up
+		r.tick()
+		return r.c.Snapshot()
+	}
+	short, long := interval(5*time.Second), interval(60*time.Second)
+	if !short.Overloaded || !long.Overloaded {
+		t.Fatalf("overloaded flags %v, %v; want both", short.Overloaded, long.Overloaded)
+	}
+	if long.Interval <= short.Interval {
+		t.Errorf("interval after 60s of overload %v, want longer than after 5s (%v)", long.Interval, short.Interval)
+	}
+	if long.Interval > DefaultMaxInterval {
+		t.Errorf("interval %v above Tmax", long.Interval)
+	}
+}

@@ -1,0 +1,140 @@
+// Package frontier decides when tidemark commits and checkpoints, and
+// defines the output frontier it publishes.
+//
+// # A deterministic core
+//
+// Like etcd's raft, nothing in this package reads a clock, starts a
+// goroutine or touches a socket. The runtime (processor/txn) feeds it
+// measurements stamped with the time it observed them and applies the
+// decisions it returns:
+//
+//	c, _ := frontier.New(opts)          // one per transactional session
+//	c.ObserveArrivals(now, n)           // records appended to the inputs
+//	c.ObserveProcessed(now, n, busy)    // records processed, CPU/wall busy time
+//	c.ObserveOutput(now, tenant, in, n) // outputs produced, with their input time
+//	c.ObserveWatermark(now, wm, closes) // a watermark advance closed windows
+//	d := c.Tick(now)                    // at least every Decision.Wake
+//	if d.Commit {
+//		c.ObserveCommitStarted(now)
+//		... flush, AddOffsets, EndTxn ...
+//		c.ObserveCommitFinished(now, frontier.CommitAck{Cost: blocked})
+//	}
+//	m := c.Snapshot()                   // chosen T, predicted S, observed S
+//
+// The same inputs in the same order always produce the same decisions, so
+// the policies are tested with tables, replayed from traces (testdata/) and
+// compared over an hour of simulated load in about a second (frontier/sim).
+// A Controller is not safe for concurrent use: it belongs to the goroutine
+// that owns the transactional session.
+//
+// # Wiring it into the runtime
+//
+// What each observation means, and who is expected to make it:
+//
+//   - ObserveArrivals: records that became available to this session's
+//     tasks (fetched, or the high-watermark advance of assigned
+//     partitions). With ObserveProcessed it gives λ and the backlog; if
+//     the runtime knows the consumer lag, ObserveLag sets the backlog
+//     directly instead.
+//   - ObserveProcessed: records the loop finished, with the time it spent
+//     on them (wall time of the processing, not of the poll). s is busy/n.
+//   - ObserveOutput: sink records produced, with the append time of the
+//     input that triggered them (the input record's timestamp under
+//     LogAppendTime, else its CreateTime: the staleness origin the
+//     benchmark measures) and their tenant. Changelog records are not
+//     outputs; feed them to CheckpointScheduler.ObserveChangelogWrites.
+//   - ObserveWatermark: after a stream-time advance that closed windows
+//     and emitted their final results (already reported as outputs).
+//   - ObserveCommitStarted / Finished / Aborted: from txn, around the
+//     flush + TxnOffsetCommit + EndTxn sequence. CommitAck.Cost is the time
+//     the record loop could not process because of the commit (its whole
+//     latency when the loop blocks, as in Kafka Streams; less if the
+//     runtime pipelines). An unknown EndTxn outcome resolved as committed
+//     is Finished; resolved as aborted is Aborted.
+//   - ObserveRestoreTime (CheckpointScheduler.ExpectedRestore) and
+//     ObserveFailure (on a restart after a crash) feed the rollback term.
+//   - Tick: after each poll-loop iteration, and no later than
+//     Decision.Wake when the loop is idle. Act on Decision.Commit by
+//     starting a commit and calling ObserveCommitStarted.
+//   - Admit: before processing a batch of a rate-limited tenant; a refused
+//     batch is paused (not dropped) for the returned wait.
+//   - Snapshot: for metrics (suggested names: tidemark_commit_interval_seconds,
+//     tidemark_staleness_predicted_seconds, tidemark_staleness_observed_seconds,
+//     tidemark_utilization, tidemark_commits_total{reason}).
+//
+// The CheckpointScheduler is driven the same way from the changelog
+// package, and Frontier values are advanced by the runtime on each commit
+// ack (the produced sink offsets + 1 and the watermark the outputs cover)
+// and published by it; nothing here does I/O.
+//
+// # The staleness cost model
+//
+// Per commit group, with arrival rate λ, per-record service time s,
+// per-commit fixed cost c (processing capacity a commit takes away),
+// commit latency L (start of the commit to its ack), backlog B and commit
+// interval T:
+//
+//	ρ(T) = λ·s + c/T                                  utilisation, must stay < 1
+//	Wq   = (λ·s² + c²/T) / (2·(1−ρ))                  steady-state wait
+//	W(T) = Wq(T) + B'·s/(1−ρ)                         queueing delay
+//	S(T) = T/2 + L + W(T)                             expected staleness
+//	J(T) = S(T) + h·(T/2 + R)²                        objective
+//
+// W is the Pollaczek–Khinchine mean wait of an M/G/1 queue whose jobs are
+// records (rate λ, size s) and commits (rate 1/T, size c), both of
+// deterministic size: per-record cost is nearly constant and a commit's
+// cost is a fixed round trip, so the M/D/1 form fits better than M/M/1,
+// and treating periodic commits as Poisson overstates their variance, which
+// errs towards longer intervals. The 1/(1−ρ) factor is what makes short
+// intervals expensive as load rises. The second term is the time to drain,
+// with the capacity left over, the excess backlog B' = max(0, B − λ·Wq(T₀))
+// beyond the steady-state queue (Little's law) at the current interval T₀,
+// so a real backlog pushes T up until it is gone while the ordinary queue
+// is not counted twice.
+//
+// The rollback term charges the expected extra staleness of a crash: at
+// hazard rate h the fraction h·(T/2+R) of outputs is lost or delayed (half
+// an interval of uncommitted work plus the restore time R after the last
+// checkpoint), each by about T/2+R. With realistic hazard rates it is
+// negligible; it matters only for long intervals on flaky hosts.
+//
+// The adaptive policy minimises J over [T_lo, Tmax] where
+// T_lo = max(Tmin, c / max(ρmax − λ·s, OverloadCommitShare)): commits may
+// never push utilisation above ρmax, and when the load alone leaves less
+// than OverloadCommitShare of headroom the controller is overloaded and
+// spaces commits so they take only that share of capacity. When even that
+// leaves ρ ≥ 1 (the backlog grows whatever T is), the interval grows as
+// sqrt(2·c·H) with H the time overloaded so far: it balances the T/2 a
+// longer interval adds against the H·c/T of backlog delay commits add over
+// an overload expected to last about as long again. J is minimised
+// numerically (a 12-point grid on log T to find the right valley, then a
+// golden-section search in it), about a microsecond; a Tick re-solves only
+// when a rate bucket closed, a commit was acked or the backlog moved, so
+// most Ticks cost a couple of hundred nanoseconds.
+//
+// The staleness target does not lengthen T: J already picks the freshest
+// interval the capacity allows, so a target can only be met or missed
+// (Snapshot.TargetFeasible). It acts through the early commits below and
+// is what tenants tighten.
+//
+// # Invariants
+//
+//   - The adaptive interval is always within [Tmin, Tmax].
+//   - At most one commit is in flight; Tick never asks for a commit while
+//     one is outstanding.
+//   - No commit is requested when nothing was processed or produced since
+//     the previous one.
+//   - Early commits (a watermark closed windows whose final results are
+//     pending; the oldest uncommitted output of some tenant, plus the
+//     expected commit latency, reached that tenant's staleness target)
+//     never come closer together than T_lo, and none happen while the
+//     controller is overloaded or draining a backlog (one that takes longer
+//     than T to clear), so they cannot eat the capacity a backlog needs.
+//   - The fixed policy (the Kafka Streams baseline) commits every
+//     FixedInterval whatever the load and never commits early.
+//
+// Checkpoints are scheduled separately (CheckpointScheduler), by Young's
+// rule capped by a restore-time target. The published output frontier
+// (Frontier) is a monotone per-partition mark: merging is a pointwise
+// maximum, so replicas and stale publishers can only ever move it forward.
+package frontier

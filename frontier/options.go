@@ -1,0 +1,194 @@
+package frontier
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy names a commit policy. It is a string so service config files and
+// flags can select it.
+type Policy string
+
+const (
+	// PolicyAdaptive chooses the interval from the staleness cost model
+	// and commits early on watermark barriers and staleness targets.
+	PolicyAdaptive Policy = "adaptive"
+	// PolicyFixed commits every FixedInterval, like Kafka Streams'
+	// commit.interval.ms (100 ms under exactly-once).
+	PolicyFixed Policy = "fixed"
+)
+
+// Options configures a Controller. The zero value of every field means its
+// default; call Validate (New does) to fill defaults and check ranges.
+type Options struct {
+	// Policy selects the commit policy. Default PolicyAdaptive.
+	Policy Policy
+
+	// FixedInterval is the interval of PolicyFixed. Default 100ms, the
+	// Kafka Streams exactly-once default. Range [1ms, 1h].
+	FixedInterval time.Duration
+
+	// MinInterval (Tmin) and MaxInterval (Tmax) bound the adaptive
+	// interval. Defaults 5ms and 5s. 1ms ≤ Tmin < Tmax ≤ 1h.
+	MinInterval time.Duration
+	MaxInterval time.Duration
+
+	// StalenessTarget is the application's end-to-end staleness target
+	// for tenants without their own. Default 1s. Range [1ms, 1h].
+	StalenessTarget time.Duration
+
+	// Tenants holds per-tenant staleness targets and rate limits, keyed by
+	// the tenant field of the events. Tenants not listed get
+	// StalenessTarget and no rate limit.
+	Tenants map[string]TenantOptions
+
+	// MaxUtilization (ρmax) is the utilisation the adaptive policy never
+	// plans above, leaving headroom for bursts and estimation error.
+	// Default 0.95. Range
+	// (0, 1).
+	MaxUtilization float64
+
+	// OverloadCommitShare is the share of processing capacity commits may
+	// still take when the load leaves less headroom than that under
+	// MaxUtilization: the overload interval is c / OverloadCommitShare.
+	// Default 0.02. Range (0, MaxUtilization).
+	OverloadCommitShare float64
+
+	// RateTimeConstant is the EWMA time constant of the arrival-rate and
+	// service-time estimators: shorter reacts faster to bursts, longer
+	// ignores noise. Default 500ms. Range [10ms, 1h].
+	RateTimeConstant time.Duration
+
+	// RateBucket is the shortest period over which counts are aggregated
+	// before they enter the EWMA. Default 20ms. Range [1ms,
+	// RateTimeConstant].
+	RateBucket time.Duration
+
+	// CommitLatencyPrior is the commit latency (start to ack) assumed
+	// until one is measured. Default 10ms, a local broker's p50.
+	// Range [0, 1m].
+	CommitLatencyPrior time.Duration
+
+	// MeanTimeBetweenFailures sets the prior of the failure hazard rate
+	// h = 1/MTBF, which observed failures and uptime then update.
+	// Default 24h. Range [1s, 10000h].
+	MeanTimeBetweenFailures time.Duration
+}
+
+// TenantOptions are one tenant's isolation settings.
+type TenantOptions struct {
+	// StalenessTarget overrides Options.StalenessTarget; 0 inherits it.
+	StalenessTarget time.Duration
+	// Rate is the admitted records per second; 0 means unlimited.
+	Rate float64
+	// Burst is the token-bucket depth in records. Default max(1, Rate/10)
+	// (a tenth of a second of rate) when Rate is set.
+	Burst float64
+}
+
+// Defaults.
+const (
+	DefaultFixedInterval           = 100 * time.Millisecond
+	DefaultMinInterval             = 5 * time.Millisecond
+	DefaultMaxInterval             = 5 * time.Second
+	DefaultStalenessTarget         = time.Second
+	DefaultMaxUtilization          = 0.95
+	DefaultOverloadCommitShare     = 0.02
+	DefaultRateTimeConstant        = 500 * time.Millisecond
+	DefaultRateBucket              = 20 * time.Millisecond
+	DefaultCommitLatencyPrior      = 10 * time.Millisecond
+	DefaultMeanTimeBetweenFailures = 24 * time.Hour
+)
+
+// ErrInvalidOptions is wrapped by every Validate error.
+var ErrInvalidOptions = errors.New("frontier: invalid options")
+
+func rangeErr(field string, v any, rng string) error {
+	return fmt.Errorf("%w: %s = %v, want %s", ErrInvalidOptions, field, v, rng)
+}
+
+func durIn(field string, v, lo, hi time.Duration) error {
+	if v < lo || v > hi {
+		return rangeErr(field, v, fmt.Sprintf("[%v, %v]", lo, hi))
+	}
+	return nil
+}
+
+// Validate fills zero fields with their defaults and checks every field's
+// range, returning an error that names the field and the accepted range.
+func (o *Options) Validate() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.Policy == "" {
+		o.Policy = PolicyAdaptive
+	}
+	def(&o.FixedInterval, DefaultFixedInterval)
+	def(&o.MinInterval, DefaultMinInterval)
+	def(&o.MaxInterval, DefaultMaxInterval)
+	def(&o.StalenessTarget, DefaultStalenessTarget)
+	def(&o.RateTimeConstant, DefaultRateTimeConstant)
+	def(&o.RateBucket, DefaultRateBucket)
+	def(&o.CommitLatencyPrior, DefaultCommitLatencyPrior)
+	def(&o.MeanTimeBetweenFailures, DefaultMeanTimeBetweenFailures)
+	if o.MaxUtilization == 0 {
+		o.MaxUtilization = DefaultMaxUtilization
+	}
+	if o.OverloadCommitShare == 0 {
+		o.OverloadCommitShare = DefaultOverloadCommitShare
+	}
+
+	switch o.Policy {
+	case PolicyAdaptive, PolicyFixed:
+	default:
+		return rangeErr("Policy", o.Policy, fmt.Sprintf("%q or %q", PolicyAdaptive, PolicyFixed))
+	}
+	checks := []error{
+		durIn("FixedInterval", o.FixedInterval, time.Millisecond, time.Hour),
+		durIn("MinInterval", o.MinInterval, time.Millisecond, time.Hour),
+		durIn("MaxInterval", o.MaxInterval, o.MinInterval+1, time.Hour),
+		durIn("StalenessTarget", o.StalenessTarget, time.Millisecond, time.Hour),
+		durIn("RateTimeConstant", o.RateTimeConstant, 10*time.Millisecond, time.Hour),
+		durIn("RateBucket", o.RateBucket, time.Millisecond, o.RateTimeConstant),
+		durIn("CommitLatencyPrior", o.CommitLatencyPrior, 0, time.Minute),
+		durIn("MeanTimeBetweenFailures", o.MeanTimeBetweenFailures, time.Second, 10000*time.Hour),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if !(o.MaxUtilization > 0 && o.MaxUtilization < 1) {
+		return rangeErr("MaxUtilization", o.MaxUtilization, "(0, 1)")
+	}
+	if !(o.OverloadCommitShare > 0 && o.OverloadCommitShare < o.MaxUtilization) {
+		return rangeErr("OverloadCommitShare", o.OverloadCommitShare, fmt.Sprintf("(0, %v)", o.MaxUtilization))
+	}
+	if len(o.Tenants) > 0 {
+		ts := make(map[string]TenantOptions, len(o.Tenants))
+		for name, t := range o.Tenants {
+			field := fmt.Sprintf("Tenants[%q]", name)
+			if t.StalenessTarget == 0 {
+				t.StalenessTarget = o.StalenessTarget
+			}
+			if err := durIn(field+".StalenessTarget", t.StalenessTarget, time.Millisecond, time.Hour); err != nil {
+				return err
+			}
+			if t.Rate < 0 {
+				return rangeErr(field+".Rate", t.Rate, "≥ 0")
+			}
+			if t.Burst < 0 {
+				return rangeErr(field+".Burst", t.Burst, "≥ 0")
+			}
+			if t.Rate > 0 && t.Burst == 0 {
+				t.Burst = max(1, t.Rate/10)
+			}
+			ts[name] = t
+		}
+		o.Tenants = ts // a copy: the caller's map is not modified
+	}
+	return nil
+}

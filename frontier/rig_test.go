@@ -1,0 +1,97 @@
+package frontier
+
+import (
+	"testing"
+	"time"
+)
+
+// rig drives a Controller the way the runtime would, at 1ms steps, with a
+// processor of fixed per-record cost whose loop blocks during commits.
+type rig struct {
+	t       *testing.T
+	c       *Controller
+	now     time.Time
+	lat     time.Duration // commit latency (and cost: commits block)
+	svc     time.Duration
+	backlog float64
+	carry   float64
+	doneAt  time.Time
+	bgRate  float64 // background load for traces
+	last    Decision
+	commits []Decision
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newRig(t *testing.T, o Options, lat, svc time.Duration) *rig {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, c: c, now: t0, lat: lat, svc: svc}
+}
+
+// run feeds rate records/s for d and commits whenever told to.
+func (r *rig) run(d time.Duration, rate float64) {
+	const step = time.Millisecond
+	for end := r.now.Add(d); r.now.Before(end); r.now = r.now.Add(step) {
+		r.carry += rate * step.Seconds()
+		n := int(r.carry)
+		r.carry -= float64(n)
+		r.c.ObserveArrivals(r.now, n)
+		r.backlog += float64(n)
+		if r.c.inFlight {
+			if !r.now.Before(r.doneAt) {
+				r.c.ObserveCommitFinished(r.now, CommitAck{})
+			} else {
+				continue // the loop is blocked by the commit
+			}
+		}
+		capacity := int(step / r.svc)
+		p := min(int(r.backlog), capacity)
+		if p > 0 {
+			r.backlog -= float64(p)
+			r.c.ObserveProcessed(r.now, p, time.Duration(p)*r.svc)
+			r.c.ObserveOutput(r.now, "", r.now, p)
+		}
+		r.tick()
+	}
+}
+
+func (r *rig) tick() Decision {
+	d := r.c.Tick(r.now)
+	r.last = d
+	if d.Commit {
+		r.commits = append(r.commits, d)
+		r.c.ObserveCommitStarted(r.now)
+		r.doneAt = r.now.Add(r.lat)
+	}
+	return d
+}
+
+// settle finishes any outstanding commit.
+func (r *rig) settle() {
+	if r.c.inFlight {
+		r.now = later(r.now, r.doneAt)
+		r.c.ObserveCommitFinished(r.now, CommitAck{})
+	}
+}
+
+// background advances the clock by d with arrivals at bgRate processed as
+// they come, without ticking: the trace decides when to tick and commit.
+func (r *rig) background(d time.Duration) {
+	const step = time.Millisecond
+	end := r.now.Add(d)
+	for r.now.Before(end) {
+		r.now = r.now.Add(min(step, end.Sub(r.now)))
+		r.carry += r.bgRate * step.Seconds()
+		n := int(r.carry)
+		r.carry -= float64(n)
+		if n > 0 {
+			r.c.ObserveArrivals(r.now, n)
+			r.c.ObserveProcessed(r.now, n, time.Duration(n)*r.svc)
+			r.c.ObserveOutput(r.now, "", r.now, n)
+		}
+	}
+}
