@@ -1,0 +1,207 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+)
+
+// commit runs the commit protocol (package txn) over every task: flush
+// each task's changelog records, flush the sinks, add the output frontier,
+// then commit the transaction with the input offsets and apply the
+// overlays. An abort resets the tasks to the committed state; a failure
+// that needs a new producer returns errRestartSession.
+func (s *session) commit(ctx context.Context, reason string) error {
+	if !s.open {
+		if err := s.begin(); err != nil {
+			return err
+		}
+	}
+	start := s.now()
+	s.ctrl.ObserveCommitStarted(start)
+	if err := s.flushAll(ctx); err != nil {
+		s.app.log.Warn("aborting transaction", "reason", err)
+		return s.abort(ctx)
+	}
+	st, err := s.committer.Commit(ctx)
+	s.open = false
+	end := s.now()
+	switch {
+	case st.Committed:
+		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
+		s.app.metrics.observeCommit(reason, end.Sub(start), st.End)
+		s.acknowledge(end)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errRestartSession, err)
+		}
+		return nil
+	case err != nil && restartable(err):
+		s.ctrl.ObserveCommitAborted(end)
+		s.ctrl.ObserveFailure(end)
+		return fmt.Errorf("%w: %v", errRestartSession, err)
+	default:
+		// Aborted: by the session (a rebalance) or after an End error
+		// resolved as not committed.
+		s.ctrl.ObserveCommitAborted(end)
+		s.app.metrics.aborts.Inc()
+		if err != nil {
+			s.app.log.Warn("transaction aborted", "err", err)
+			if rerr := s.resetTasks(); rerr != nil {
+				return rerr
+			}
+			return fmt.Errorf("%w: %v", errRestartSession, err)
+		}
+		return s.resetTasks()
+	}
+}
+
+func (s *session) abort(ctx context.Context) error {
+	_, err := s.committer.Abort(ctx)
+	s.open = false
+	s.ctrl.ObserveCommitAborted(s.now())
+	s.app.metrics.aborts.Inc()
+	if err != nil && restartable(err) {
+		return fmt.Errorf("%w: %v", errRestartSession, err)
+	}
+	if rerr := s.resetTasks(); rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: abort: %v", errRestartSession, err)
+	}
+	return nil
+}
+
+// flushAll makes every record of the transaction acknowledged, so the sink
+// offsets the frontier names are known, then adds the frontier records.
+func (s *session) flushAll(ctx context.Context) error {
+	for _, id := range s.sortedTaskIDs() {
+		lt := s.tasks[id]
+		offs, err := lt.state.Flush(ctx)
+		if err != nil {
+			return fmt.Errorf("flush changelog of task %s: %w", id, err)
+		}
+		lt.flushed = offs
+	}
+	if err := s.producer.Flush(ctx); err != nil {
+		return fmt.Errorf("flush outputs: %w", err)
+	}
+	s.txn.mu.Lock()
+	err := s.txn.err
+	s.txn.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.produceFrontier(ctx)
+}
+
+// nextFrontier is the frontier this transaction makes visible: every sink
+// partition's highest offset, and the watermark the outputs cover.
+func (s *session) nextFrontier() map[string]frontier.Frontier {
+	s.txn.mu.Lock()
+	defer s.txn.mu.Unlock()
+	out := map[string]frontier.Frontier{}
+	for sink, f := range s.frontiers {
+		next := frontier.Frontier{Sink: f.Sink, Marks: append([]frontier.Mark(nil), f.Marks...)}
+		for p := range next.Marks {
+			m := frontier.Mark{Offset: next.Marks[p].Offset, WatermarkMs: s.watermark}
+			if off, ok := s.txn.marks[topicPartition{sink, int32(p)}]; ok {
+				m.Offset = off + 1
+			}
+			if s.watermark == frontier.NoWatermark {
+				m.WatermarkMs = next.Marks[p].WatermarkMs
+			}
+			_, _ = next.Advance(int32(p), m)
+		}
+		out[sink] = next
+	}
+	return out
+}
+
+func (s *session) produceFrontier(ctx context.Context) error {
+	topic := s.app.layout.frontier
+	if topic == "" {
+		return nil
+	}
+	for sink, f := range s.nextFrontier() {
+		v, err := f.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte(sink), Value: v,
+			Headers: []kgo.RecordHeader{{Key: "instance", Value: []byte(s.app.cfg.InstanceID)}}}
+		if err := s.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			return fmt.Errorf("produce frontier of %s: %w", sink, err)
+		}
+	}
+	return nil
+}
+
+// acknowledge advances the published frontier after a commit.
+func (s *session) acknowledge(now time.Time) {
+	next := s.nextFrontier()
+	for sink, f := range next {
+		cur := s.frontiers[sink]
+		_ = cur.Merge(f)
+	}
+	s.txn.mu.Lock()
+	oldest, outputs, inputs := s.txn.oldest, s.txn.outputs, s.txn.inputs
+	s.txn.mu.Unlock()
+	if !oldest.IsZero() {
+		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())
+	}
+	s.app.metrics.recordsOut.Add(float64(outputs))
+	_ = inputs
+	s.app.pub.mu.Lock()
+	for sink, f := range s.frontiers {
+		s.app.pub.frontiers[sink] = frontier.Frontier{Sink: f.Sink, Marks: append([]frontier.Mark(nil), f.Marks...)}
+	}
+	s.app.pub.snapshot = s.ctrl.Snapshot()
+	s.app.pub.mu.Unlock()
+	s.txn.reset()
+}
+
+// shutdown commits what is open, with a fresh deadline since ctx is done.
+func (s *session) shutdown() error {
+	if !s.dirty() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 15*time.Second)
+	defer cancel()
+	err := s.commit(ctx, "shutdown")
+	if errors.Is(err, errRestartSession) {
+		s.app.log.Warn("final commit failed; the next instance reprocesses from the last commit", "err", err)
+		return nil
+	}
+	return err
+}
+
+// deadLetter writes an undecodable record, raw, to the dead-letter topic
+// inside the transaction, so skipping it commits together with its offset.
+func (s *session) deadLetter(ctx context.Context, r *kgo.Record, cause error) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	dl := &kgo.Record{
+		Topic: s.app.cfg.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+		Partition: 0,
+		Headers: append(append([]kgo.RecordHeader(nil), r.Headers...),
+			kgo.RecordHeader{Key: "tidemark.error", Value: []byte(cause.Error())},
+			kgo.RecordHeader{Key: "tidemark.source.topic", Value: []byte(r.Topic)},
+			kgo.RecordHeader{Key: "tidemark.source.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},
+			kgo.RecordHeader{Key: "tidemark.source.offset", Value: []byte(strconv.FormatInt(r.Offset, 10))},
+		),
+	}
+	if n, err := s.app.layout.partitionCount(dl.Topic); err == nil {
+		dl.Partition = DefaultPartition(r.Key, n)
+	}
+	s.app.metrics.deadLettered.Inc()
+	s.producer.Produce(ctx, dl, s.promise)
+	return nil
+}

@@ -1,0 +1,215 @@
+package processor
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+// Guarantee is the processing guarantee of an App.
+type Guarantee int
+
+const (
+	// ExactlyOnce commits outputs, changelog records and input offsets in
+	// one Kafka transaction (EOS v2). Outputs are visible to read_committed
+	// consumers when the transaction commits.
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce produces without transactions and commits offsets after
+	// the outputs are acknowledged: a crash can repeat work, never lose it.
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	if g == AtLeastOnce {
+		return "at_least_once"
+	}
+	return "exactly_once"
+}
+
+// ParseGuarantee reads "exactly_once" or "at_least_once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "exactly_once", "exactly-once", "eos":
+		return ExactlyOnce, nil
+	case "at_least_once", "at-least-once", "alos":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("guarantee %q: want exactly_once or at_least_once", s)
+}
+
+// OnDeserializationError says what a task does with a record its source
+// cannot decode.
+type OnDeserializationError int
+
+const (
+	// FailOnDeserializationError stops the app with an error naming the
+	// record; nothing is skipped silently.
+	FailOnDeserializationError OnDeserializationError = iota
+	// DeadLetterOnDeserializationError writes the raw record to
+	// Config.DeadLetterTopic, inside the transaction, with headers naming
+	// the error, source topic, partition and offset, and goes on.
+	DeadLetterOnDeserializationError
+)
+
+// Config configures an App. Zero fields take the defaults documented on
+// each; EnsureDefaults validates.
+type Config struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+	// StateDir holds the Badger state of this instance. Default
+	// ./tidemark-state/<application>.
+	StateDir string
+	// InstanceID names this process in the group, in its transactional id
+	// and in query redirects. It must be stable across restarts of the same
+	// instance: a restarted producer with the same transactional id aborts
+	// the transaction its crashed predecessor left open at once, instead of
+	// blocking read_committed consumers until the transaction times out.
+	// Default: read from (or created in) StateDir/instance-id.
+	InstanceID string
+	Guarantee  Guarantee
+	// Commit configures the frontier controller that picks the commit
+	// cadence. Default frontier.DefaultOptions() (adaptive).
+	Commit *frontier.Options
+	// TransactionTimeout is the broker-side timeout of a transaction; it
+	// must exceed the longest commit interval with room for the commit
+	// itself. Default 60s.
+	TransactionTimeout time.Duration
+	// SessionTimeout and RebalanceTimeout of the consumer group. Defaults
+	// 10s and 30s.
+	SessionTimeout, RebalanceTimeout time.Duration
+	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier and
+	// interactive queries. Empty disables it.
+	HTTPAddr string
+	// AdvertisedHTTP is the address other instances give clients for keys
+	// this instance owns. Default HTTPAddr.
+	AdvertisedHTTP string
+	// OnDeserializationError and DeadLetterTopic: see their types.
+	OnDeserializationError OnDeserializationError
+	DeadLetterTopic        string
+	// State sizes the Badger DB. Default changelog.Options{}.
+	State changelog.Options
+	// PollRecords caps the records taken per poll. Default 10000.
+	PollRecords int
+	// PublishFrontier writes the output frontier to the compacted
+	// "<application>-frontier" topic in every transaction. Default on.
+	PublishFrontier *bool
+	Logger          *slog.Logger
+	// FaultHook is called at each step of every commit (txn.Point); crash
+	// tests kill the process there. Nil in production.
+	FaultHook func(txn.Point)
+	// ClientOpts are appended to every franz-go client the app creates.
+	ClientOpts []kgo.Opt
+}
+
+// Option sets a Config field: processor.NewApp(topo, processor.WithBrokers(...)).
+type Option func(*Config)
+
+func WithBrokers(brokers ...string) Option  { return func(c *Config) { c.Brokers = brokers } }
+func WithStateDir(dir string) Option        { return func(c *Config) { c.StateDir = dir } }
+func WithInstanceID(id string) Option       { return func(c *Config) { c.InstanceID = id } }
+func WithGuarantee(g Guarantee) Option      { return func(c *Config) { c.Guarantee = g } }
+func WithHTTP(addr string) Option           { return func(c *Config) { c.HTTPAddr = addr } }
+func WithLogger(l *slog.Logger) Option      { return func(c *Config) { c.Logger = l } }
+func WithClientOpts(opts ...kgo.Opt) Option { return func(c *Config) { c.ClientOpts = opts } }
+
+// WithCommitPolicy configures the frontier controller.
+func WithCommitPolicy(o frontier.Options) Option { return func(c *Config) { c.Commit = &o } }
+
+// WithDeadLetterTopic sends undecodable records to topic instead of failing.
+func WithDeadLetterTopic(topic string) Option {
+	return func(c *Config) {
+		c.DeadLetterTopic = topic
+		c.OnDeserializationError = DeadLetterOnDeserializationError
+	}
+}
+
+// WithFaultHook installs Config.FaultHook.
+func WithFaultHook(fn func(txn.Point)) Option { return func(c *Config) { c.FaultHook = fn } }
+
+// WithConfig replaces the whole Config, for configs loaded from files.
+func WithConfig(cfg Config) Option { return func(c *Config) { *c = cfg } }
+
+// instanceID returns the configured id, or the one persisted in the state
+// directory, creating it on first start.
+func (c *Config) instanceID() (string, error) {
+	if c.InstanceID != "" {
+		return c.InstanceID, nil
+	}
+	path := filepath.Join(c.StateDir, "instance-id")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
+		return "", fmt.Errorf("state dir %s: %w", c.StateDir, err)
+	}
+	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
+		return "", fmt.Errorf("persist instance id: %w", err)
+	}
+	return id, nil
+}
+
+// EnsureDefaults fills defaults and validates, naming the field at fault.
+func (c *Config) EnsureDefaults(app string) error {
+	if len(c.Brokers) == 0 {
+		return errors.New("config: Brokers is required")
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join("tidemark-state", app)
+	}
+	if c.Commit == nil {
+		c.Commit = &frontier.Options{}
+	}
+	if err := c.Commit.Validate(); err != nil {
+		return fmt.Errorf("config: Commit: %w", err)
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 60 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = 30 * time.Second
+	}
+	if c.PollRecords == 0 {
+		c.PollRecords = 10_000
+	}
+	if c.PublishFrontier == nil {
+		on := true
+		c.PublishFrontier = &on
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.AdvertisedHTTP == "" {
+		c.AdvertisedHTTP = c.HTTPAddr
+	}
+	// The broker aborts a transaction open longer than its timeout; the
+	// longest interval the controller may choose plus a slow commit must
+	// fit, or every long interval would end in a fenced producer.
+	if longest := c.Commit.MaxInterval + 10*time.Second; c.Guarantee == ExactlyOnce && c.TransactionTimeout < longest {
+		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 10s", c.TransactionTimeout, c.Commit.MaxInterval)
+	}
+	if c.OnDeserializationError == DeadLetterOnDeserializationError && c.DeadLetterTopic == "" {
+		return errors.New("config: DeadLetterTopic is required when OnDeserializationError is dead-letter")
+	}
+	if c.PollRecords < 1 {
+		return fmt.Errorf("config: PollRecords %d must be ≥ 1", c.PollRecords)
+	}
+	return nil
+}

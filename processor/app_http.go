@@ -1,0 +1,214 @@
+package processor
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+)
+
+// startHTTP binds HTTPAddr and returns the server, or nil when disabled.
+func (a *App) startHTTP() (*http.Server, error) {
+	if a.cfg.HTTPAddr == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("processor: listen %s: %w", a.cfg.HTTPAddr, err)
+	}
+	a.httpAddr.Store(l.Addr().String())
+	srv := &http.Server{Handler: a.Handler()}
+	go func() { _ = srv.Serve(l) }() // ends with Shutdown/Close in Run
+	return srv, nil
+}
+
+// Handler serves the app's HTTP API; mount it in your own server if you
+// prefer that to Config.HTTPAddr.
+//
+//	GET /metrics                     Prometheus metrics
+//	GET /healthz                     200 while the process runs
+//	GET /readyz                      200 once every assigned task is restored
+//	GET /frontier[?sink=S&covers=T]  committed output frontier per sink partition
+//	GET /stores/{store}/keys/{key}   a key of a key-value store (key as UTF-8)
+//	GET /stores/{store}/range[?from=&to=&limit=]
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.Ready() {
+			http.Error(w, "not ready: tasks are being assigned or restored", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /frontier", a.serveFrontier)
+	mux.HandleFunc("GET /stores/{store}/keys/{key}", a.serveGet)
+	mux.HandleFunc("GET /stores/{store}/range", a.serveRange)
+	return mux
+}
+
+// Frontier returns the committed output frontier of every sink.
+func (a *App) Frontier() map[string]frontier.Frontier {
+	a.pub.mu.RLock()
+	defer a.pub.mu.RUnlock()
+	out := make(map[string]frontier.Frontier, len(a.pub.frontiers))
+	for k, v := range a.pub.frontiers {
+		out[k] = frontier.Frontier{Sink: v.Sink, Marks: append([]frontier.Mark(nil), v.Marks...)}
+	}
+	return out
+}
+
+// ControllerSnapshot is the frontier controller's state after the last commit.
+func (a *App) ControllerSnapshot() frontier.Snapshot {
+	a.pub.mu.RLock()
+	defer a.pub.mu.RUnlock()
+	return a.pub.snapshot
+}
+
+type frontierJSON struct {
+	Sinks      map[string]sinkFrontierJSON `json:"sinks"`
+	Controller controllerJSON              `json:"controller"`
+}
+
+type sinkFrontierJSON struct {
+	Partitions  []frontier.Mark `json:"partitions"`
+	WatermarkMs int64           `json:"watermark_ms"`
+	Covers      *bool           `json:"covers,omitempty"`
+}
+
+type controllerJSON struct {
+	Policy             string  `json:"policy"`
+	IntervalMs         float64 `json:"interval_ms"`
+	PredictedStaleness float64 `json:"predicted_staleness_ms"`
+	ObservedStaleness  float64 `json:"observed_staleness_ms"`
+	CommitLatencyMs    float64 `json:"commit_latency_ms"`
+	ArrivalRate        float64 `json:"arrival_rate"`
+	Utilization        float64 `json:"utilization"`
+	Commits            uint64  `json:"commits"`
+	Aborts             uint64  `json:"aborts"`
+}
+
+func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
+
+func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
+	var covers *int64
+	if c := r.URL.Query().Get("covers"); c != "" {
+		v, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			http.Error(w, "covers: want event time in ms since the epoch", http.StatusBadRequest)
+			return
+		}
+		covers = &v
+	}
+	only := r.URL.Query().Get("sink")
+	snap := a.ControllerSnapshot()
+	out := frontierJSON{Sinks: map[string]sinkFrontierJSON{}, Controller: controllerJSON{
+		Policy: string(snap.Policy), IntervalMs: ms(snap.Interval), PredictedStaleness: ms(snap.PredictedStaleness),
+		ObservedStaleness: ms(snap.ObservedStaleness), CommitLatencyMs: ms(snap.CommitLatency),
+		ArrivalRate: snap.ArrivalRate, Utilization: snap.Utilization, Commits: snap.Commits, Aborts: snap.Aborts,
+	}}
+	for sink, f := range a.Frontier() {
+		if only != "" && sink != only {
+			continue
+		}
+		sf := sinkFrontierJSON{Partitions: f.Marks, WatermarkMs: f.WatermarkMs()}
+		if covers != nil {
+			c := f.WatermarkMs() != frontier.NoWatermark && f.WatermarkMs() >= *covers
+			sf.Covers = &c
+		}
+		out.Sinks[sink] = sf
+	}
+	if only != "" && len(out.Sinks) == 0 {
+		http.Error(w, fmt.Sprintf("no sink %q", only), http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type entryJSON struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Encoding string `json:"encoding"` // "utf8" or "base64"
+}
+
+func encodeEntry(kv KV, timestamped bool) entryJSON {
+	v := kv.Value
+	if timestamped && len(v) >= 8 {
+		v = v[8:] // the 8-byte timestamp prefix of DSL stores
+	}
+	e := entryJSON{Key: string(kv.Key), Value: string(v), Encoding: "utf8"}
+	if !utf8.Valid(v) {
+		e.Value, e.Encoding = base64.StdEncoding.EncodeToString(v), "base64"
+	}
+	return e
+}
+
+func (a *App) serveGet(w http.ResponseWriter, r *http.Request) {
+	name, key := r.PathValue("store"), r.PathValue("key")
+	res, err := a.Get(r.Context(), name, []byte(key))
+	switch {
+	case errors.Is(err, ErrNotLocal):
+		body := map[string]any{"error": "key owned by another instance", "partition": res.Partition,
+			"owner": res.Owner.Instance, "owner_http": res.Owner.HTTP}
+		if res.Owner.HTTP != "" {
+			w.Header().Set("Location", "http://"+res.Owner.HTTP+r.URL.RequestURI())
+		}
+		writeJSON(w, http.StatusMisdirectedRequest, body)
+		return
+	case errors.Is(err, ErrUnknownQueryStore):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	if !res.Found {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "key not found", "partition": res.Partition})
+		return
+	}
+	info, _ := a.topo.Store(name)
+	writeJSON(w, http.StatusOK, encodeEntry(res.Entries[0], info.Timestamped))
+}
+
+func (a *App) serveRange(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("store")
+	q := r.URL.Query()
+	var from, to []byte
+	if v := q.Get("from"); v != "" {
+		from = []byte(v)
+	}
+	if v := q.Get("to"); v != "" {
+		to = []byte(v)
+	}
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	res, err := a.Range(r.Context(), name, from, to, limit)
+	if errors.Is(err, ErrUnknownQueryStore) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	}
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	info, _ := a.topo.Store(name)
+	entries := make([]entryJSON, 0, len(res.Entries))
+	for _, kv := range res.Entries {
+		entries = append(entries, encodeEntry(kv, info.Timestamped))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

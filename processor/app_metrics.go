@@ -1,0 +1,96 @@
+package processor
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+)
+
+// appMetrics are the Prometheus metrics of one App, on a registry of its own
+// so several apps can live in one process.
+type appMetrics struct {
+	reg                   *prometheus.Registry
+	recordsIn, recordsOut prometheus.Counter
+	processing            prometheus.Histogram
+	commitLatency         *prometheus.HistogramVec
+	endLatency            prometheus.Histogram
+	commits               *prometheus.CounterVec
+	aborts                prometheus.Counter
+	sessionRestarts       prometheus.Counter
+	interval              prometheus.Gauge
+	predicted             prometheus.Gauge
+	predictedHist         prometheus.Histogram
+	observedStaleness     prometheus.Histogram
+	utilization           prometheus.Gauge
+	lag                   prometheus.Gauge
+	tasks                 prometheus.Gauge
+	restoredRecords       prometheus.Counter
+	restoreRemaining      *prometheus.GaugeVec
+	deserializationErrors prometheus.Counter
+	deadLettered          prometheus.Counter
+}
+
+func newAppMetrics(app string) *appMetrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	labels := prometheus.Labels{"app": app}
+	staleBuckets := prometheus.ExponentialBuckets(0.001, 2, 16) // 1ms … 32s
+	m := &appMetrics{
+		reg:        reg,
+		recordsIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_records_in_total", Help: "Input records processed.", ConstLabels: labels}),
+		recordsOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_records_out_total", Help: "Output records committed.", ConstLabels: labels}),
+		processing: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_processing_seconds_per_record", Help: "Processing time per record, per batch.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(1e-7, 4, 12)}),
+		commitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_commit_seconds", Help: "Commit duration (flush, offsets, EndTxn, apply) by trigger.",
+			ConstLabels: labels, Buckets: staleBuckets}, []string{"reason"}),
+		endLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_commit_end_seconds", Help: "EndTxn latency (L).", ConstLabels: labels, Buckets: staleBuckets}),
+		commits:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_commits_total", Help: "Committed transactions by trigger.", ConstLabels: labels}, []string{"reason"}),
+		aborts:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_aborts_total", Help: "Aborted transactions.", ConstLabels: labels}),
+		sessionRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_session_restarts_total",
+			Help: "Sessions replaced after fencing or an unknown commit outcome.", ConstLabels: labels}),
+		interval:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_commit_interval_seconds", Help: "Commit interval T chosen by the frontier controller.", ConstLabels: labels}),
+		predicted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_predicted_staleness_seconds", Help: "Staleness S(T) the controller predicts.", ConstLabels: labels}),
+		predictedHist: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_predicted_staleness_hist_seconds",
+			Help: "Predicted staleness at each commit.", ConstLabels: labels, Buckets: staleBuckets}),
+		observedStaleness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_observed_staleness_seconds",
+			Help: "At each commit: commit time minus the oldest input time among its outputs.", ConstLabels: labels, Buckets: staleBuckets}),
+		utilization: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_utilization", Help: "Modelled utilisation ρ(T).", ConstLabels: labels}),
+		lag:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_consumer_lag_records", Help: "Records behind the input end offsets.", ConstLabels: labels}),
+		tasks:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_tasks", Help: "Tasks running on this instance.", ConstLabels: labels}),
+		restoredRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_restored_records_total",
+			Help: "Changelog records restored into local state.", ConstLabels: labels}),
+		restoreRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_restore_remaining_records",
+			Help: "Changelog records left to restore, per task.", ConstLabels: labels}, []string{"task"}),
+		deserializationErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_deserialization_errors_total",
+			Help: "Input records that could not be decoded.", ConstLabels: labels}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_dead_lettered_total",
+			Help: "Records sent to the dead-letter topic.", ConstLabels: labels}),
+	}
+	for _, c := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
+		m.commits, m.aborts, m.sessionRestarts, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+func (m *appMetrics) observeDecision(d frontier.Decision) {
+	m.interval.Set(d.Interval.Seconds())
+	if d.PredictedStaleness < time.Hour {
+		m.predicted.Set(d.PredictedStaleness.Seconds())
+	}
+	m.utilization.Set(d.Utilization)
+	if d.Commit && d.PredictedStaleness < time.Hour {
+		m.predictedHist.Observe(d.PredictedStaleness.Seconds())
+	}
+}
+
+func (m *appMetrics) observeCommit(reason string, total, end time.Duration) {
+	m.commits.WithLabelValues(reason).Inc()
+	m.commitLatency.WithLabelValues(reason).Observe(total.Seconds())
+	m.endLatency.Observe(end.Seconds())
+}

@@ -1,0 +1,557 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// session is one membership of the group with one transactional producer.
+// It lives until shutdown, a fatal error, or a failure that needs a new
+// producer (fencing, an unknown commit outcome).
+type session struct {
+	app       *App
+	ctx       context.Context
+	cl        *kgo.Client
+	gts       *kgo.GroupTransactSession // nil under at-least-once
+	committer *txn.Committer
+	producer  *kgo.Client // changelog and sink records go here
+	ctrl      *frontier.Controller
+	now       func() time.Time
+
+	tasks   map[topology.TaskID]*liveTask
+	byInput map[topicPartition]*liveTask
+
+	// Assignment changes recorded by the group callbacks (client
+	// goroutines) and applied by the loop.
+	assignMu sync.Mutex
+	assigned map[string]map[int32]bool
+	changed  bool
+	revoked  bool
+
+	open bool // a transaction is open
+	txn  txnState
+
+	lastWall  time.Time
+	watermark int64
+	frontiers map[string]*frontier.Frontier
+}
+
+// txnState is what the open transaction has produced.
+type txnState struct {
+	mu       sync.Mutex
+	err      error                     // first produce error
+	marks    map[topicPartition]int64  // highest sink offset produced
+	oldest   time.Time                 // oldest input time among outputs
+	outputs  int                       // sink records
+	inputs   int                       // records processed
+	wmByTask map[topology.TaskID]int64 // watermark per task at last output
+	_        struct{}
+}
+
+func (a *App) newSession(ctx context.Context) (*session, error) {
+	ctrl, err := frontier.New(*a.cfg.Commit)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{
+		app:       a,
+		ctx:       ctx,
+		ctrl:      ctrl,
+		now:       time.Now,
+		tasks:     map[topology.TaskID]*liveTask{},
+		byInput:   map[topicPartition]*liveTask{},
+		assigned:  map[string]map[int32]bool{},
+		watermark: math.MinInt64,
+		frontiers: map[string]*frontier.Frontier{},
+	}
+	for _, sink := range a.topo.SinkTopics() {
+		if a.topo.IsRepartitionTopic(sink) {
+			continue
+		}
+		f := frontier.NewFrontier(sink, int(a.layout.partitions[sink]))
+		s.frontiers[sink] = &f
+	}
+	s.txn.reset()
+	group := a.topo.Application()
+	opts := a.clientOpts(
+		kgo.ConsumerGroup(group),
+		// Static membership (KIP-345): a restarted instance takes its
+		// partitions back at once, without a rebalance or waiting for
+		// its dead predecessor's session to time out.
+		kgo.InstanceID(a.cfg.InstanceID),
+		kgo.ConsumeTopics(a.topo.SourceTopics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP}}),
+		kgo.SessionTimeout(a.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(2*time.Millisecond),
+		kgo.MaxBufferedRecords(100_000),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onRevoked),
+	)
+	var sess txn.Session
+	switch a.cfg.Guarantee {
+	case ExactlyOnce:
+		opts = append(opts,
+			kgo.TransactionalID(a.topo.Application()+"-"+a.cfg.InstanceID),
+			kgo.TransactionTimeout(a.cfg.TransactionTimeout),
+			kgo.RequireStableFetchOffsets(),
+		)
+		s.gts, err = kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("processor: transactional session: %w", err)
+		}
+		s.cl = s.gts.Client()
+		sess = txn.NewKafkaSession(s.gts, group)
+	default:
+		s.cl, err = kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
+		if err != nil {
+			return nil, fmt.Errorf("processor: client: %w", err)
+		}
+		sess = txn.NewAtLeastOnceSession(s.cl, group)
+	}
+	s.producer = s.cl
+	var copts []txn.CommitterOption
+	if a.cfg.FaultHook != nil {
+		copts = append(copts, txn.WithFaultHook(a.cfg.FaultHook))
+	}
+	s.committer = txn.NewCommitter(sess, s.participants, copts...)
+	return s, nil
+}
+
+func (t *txnState) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.err, t.oldest, t.outputs, t.inputs = nil, time.Time{}, 0, 0
+	t.marks = map[topicPartition]int64{}
+}
+
+func (s *session) participants() []txn.Participant {
+	out := make([]txn.Participant, 0, len(s.tasks))
+	for _, id := range s.sortedTaskIDs() {
+		out = append(out, s.tasks[id])
+	}
+	return out
+}
+
+func (s *session) sortedTaskIDs() []topology.TaskID {
+	ids := make([]topology.TaskID, 0, len(s.tasks))
+	for id := range s.tasks {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].SubTopology != ids[j].SubTopology {
+			return ids[i].SubTopology < ids[j].SubTopology
+		}
+		return ids[i].Partition < ids[j].Partition
+	})
+	return ids
+}
+
+func (s *session) onAssigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	for t, ps := range added {
+		if s.assigned[t] == nil {
+			s.assigned[t] = map[int32]bool{}
+		}
+		for _, p := range ps {
+			s.assigned[t][p] = true
+		}
+	}
+	s.changed = true
+}
+
+func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	for t, ps := range lost {
+		for _, p := range ps {
+			delete(s.assigned[t], p)
+		}
+	}
+	s.changed, s.revoked = true, true
+}
+
+// wantedTasks derives the tasks of the current assignment.
+func (s *session) wantedTasks() (map[topology.TaskID]bool, bool) {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	if !s.changed {
+		return nil, false
+	}
+	s.changed = false
+	want := map[topology.TaskID]bool{}
+	for topic, ps := range s.assigned {
+		sub, ok := s.app.topo.SubTopologyOf(topic)
+		if !ok {
+			continue
+		}
+		for p := range ps {
+			want[topology.TaskID{SubTopology: sub, Partition: p}] = true
+		}
+	}
+	return want, true
+}
+
+func (s *session) takeRevoked() bool {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	r := s.revoked
+	s.revoked = false
+	return r
+}
+
+// syncTasks opens tasks for new assignments and closes revoked ones. It
+// runs with no transaction open.
+func (s *session) syncTasks(ctx context.Context) error {
+	want, changed := s.wantedTasks()
+	if !changed {
+		return nil
+	}
+	for id, lt := range s.tasks {
+		if !want[id] {
+			if err := lt.close(); err != nil {
+				s.app.log.Warn("close revoked task", "task", id.String(), "err", err)
+			}
+			delete(s.tasks, id)
+		}
+	}
+	s.app.ready.Store(false)
+	for id := range want {
+		if _, ok := s.tasks[id]; ok {
+			continue
+		}
+		lt, err := s.openTask(ctx, id)
+		if err != nil {
+			return err
+		}
+		s.tasks[id] = lt
+	}
+	s.index()
+	s.app.ready.Store(true)
+	s.app.metrics.tasks.Set(float64(len(s.tasks)))
+	s.app.log.Info("tasks assigned", "tasks", len(s.tasks))
+	return nil
+}
+
+func (s *session) index() {
+	clear(s.byInput)
+	for id, lt := range s.tasks {
+		for _, topic := range lt.task.Topics() {
+			s.byInput[topicPartition{topic, id.Partition}] = lt
+		}
+	}
+}
+
+// resetTasks recreates the task cores after an abort: the inputs rewind to
+// the committed offsets, so in-memory processor state (stream time,
+// punctuation schedules) must rewind too. Stores stay open on their
+// changelog.Task, whose Badger state is exactly the committed one.
+func (s *session) resetTasks() error {
+	for id, lt := range s.tasks {
+		lt.state.Discard()
+		_ = lt.task.Close()
+		t, err := NewTask(TaskConfig{
+			Topology: s.app.topo, SubTopology: id.SubTopology, Partition: id.Partition,
+			Stores: lt.state, Output: s, PartitionCount: s.app.layout.partitionCount,
+			WallClock: s.now().UnixMilli(),
+		})
+		if err != nil {
+			return fmt.Errorf("reset task %s after abort: %w", id, err)
+		}
+		lt.task = t
+	}
+	s.index()
+	s.watermark = math.MinInt64
+	return nil
+}
+
+func (s *session) close() {
+	for id, lt := range s.tasks {
+		if err := lt.close(); err != nil {
+			s.app.log.Warn("close task", "task", id.String(), "err", err)
+		}
+	}
+	s.tasks = map[topology.TaskID]*liveTask{}
+	s.app.ready.Store(false)
+	if s.gts != nil {
+		s.gts.Close()
+	} else {
+		s.cl.Close()
+	}
+}
+
+// run is the record loop.
+func (s *session) run(ctx context.Context) error {
+	var wake time.Time
+	for {
+		if ctx.Err() != nil {
+			return s.shutdown()
+		}
+		if s.takeRevoked() && s.open {
+			// The session aborts a transaction that spans a revocation;
+			// end it now so the rewind and task changes happen together.
+			if err := s.commit(ctx, "revoked"); err != nil {
+				return err
+			}
+		}
+		if !s.open {
+			if err := s.syncTasks(ctx); err != nil {
+				return err
+			}
+		}
+		s.serveQueries()
+		wait := time.Until(wake)
+		wait = min(max(wait, time.Millisecond), 50*time.Millisecond)
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		var fs kgo.Fetches
+		if s.gts != nil {
+			fs = s.gts.PollRecords(pctx, s.app.cfg.PollRecords)
+		} else {
+			fs = s.cl.PollRecords(pctx, s.app.cfg.PollRecords)
+		}
+		cancel()
+		if err := pollError(fs); err != nil {
+			return err
+		}
+		if n := fs.NumRecords(); n > 0 {
+			if err := s.syncTasks(ctx); err != nil { // tasks for partitions assigned during the poll
+				return err
+			}
+			if err := s.processBatch(ctx, fs, n); err != nil {
+				return err
+			}
+		}
+		if err := s.punctuate(); err != nil {
+			return err
+		}
+		now := s.now()
+		d := s.ctrl.Tick(now)
+		wake = d.Wake
+		s.app.metrics.observeDecision(d)
+		if d.Commit && s.dirty() {
+			if err := s.commit(ctx, d.Reason.String()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func pollError(fs kgo.Fetches) error {
+	var fatal error
+	fs.EachError(func(t string, p int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, kgo.ErrClientClosed):
+			fatal = err
+		default:
+			// franz-go retries what is retriable; what reaches us here is
+			// worth a log line but not a stop (e.g. a topic being deleted).
+			fatal = nil
+		}
+	})
+	return fatal
+}
+
+func (s *session) dirty() bool {
+	if s.open {
+		return true
+	}
+	for _, lt := range s.tasks {
+		if lt.state.Pending() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *session) begin() error {
+	if s.open {
+		return nil
+	}
+	if err := s.committer.Begin(); err != nil {
+		return fmt.Errorf("%w: begin: %v", errRestartSession, err)
+	}
+	s.open = true
+	s.txn.reset()
+	return nil
+}
+
+func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error {
+	start := s.now()
+	s.ctrl.ObserveArrivals(start, n)
+	if err := s.begin(); err != nil {
+		return err
+	}
+	var perr error
+	in := topology.InputRecord{}
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if perr != nil {
+			return
+		}
+		lt := s.byInput[topicPartition{p.Topic, p.Partition}]
+		if lt == nil {
+			perr = fmt.Errorf("processor: records of %s/%d, which no task owns", p.Topic, p.Partition)
+			return
+		}
+		for _, r := range p.Records {
+			in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
+			s.txn.noteInput(r.Timestamp)
+			if err := s.processOne(ctx, lt, &in, r); err != nil {
+				perr = err
+				return
+			}
+		}
+	})
+	if perr != nil {
+		return perr
+	}
+	end := s.now()
+	s.ctrl.ObserveProcessed(end, n, end.Sub(start))
+	s.app.metrics.recordsIn.Add(float64(n))
+	s.app.metrics.processing.Observe(end.Sub(start).Seconds() / float64(n))
+	s.observeWatermark(end)
+	return nil
+}
+
+// processOne runs one record, turning a panic in user code into an error
+// with the record's coordinates, and routing undecodable records by
+// configuration.
+func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.InputRecord, raw *kgo.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("processor: task %s panicked on %s/%d@%d: %v\n%s", lt.task.ID(), in.Topic, in.Partition, in.Offset, p, debug.Stack())
+		}
+	}()
+	perr := lt.task.Process(in)
+	if perr == nil {
+		return nil
+	}
+	if errors.Is(perr, serde.ErrDecode) {
+		s.app.metrics.deserializationErrors.Inc()
+		if s.app.cfg.OnDeserializationError == DeadLetterOnDeserializationError {
+			return s.deadLetter(ctx, raw, perr)
+		}
+	}
+	return fmt.Errorf("processor: %w", perr)
+}
+
+func headersOf(r *kgo.Record) []topology.Header {
+	if len(r.Headers) == 0 {
+		return nil
+	}
+	hs := make([]topology.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = topology.Header{Key: h.Key, Value: h.Value}
+	}
+	return hs
+}
+
+func (t *txnState) noteInput(ts time.Time) {
+	t.mu.Lock()
+	t.inputs++
+	t.mu.Unlock()
+}
+
+// Collect is the tasks' Collector: it produces a sink record into the open
+// transaction. The record's slices are copied (kgo keeps them until acked).
+func (s *session) Collect(task topology.TaskID, rec *topology.OutputRecord) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	p := rec.Partition
+	if p < 0 {
+		n, err := s.app.layout.partitionCount(rec.Topic)
+		if err != nil {
+			return err
+		}
+		p = DefaultPartition(rec.Key, n)
+	}
+	r := &kgo.Record{Topic: rec.Topic, Partition: p, Timestamp: time.UnixMilli(rec.Timestamp)}
+	if rec.Key != nil {
+		r.Key = append([]byte(nil), rec.Key...)
+	}
+	if rec.Value != nil {
+		r.Value = append([]byte(nil), rec.Value...)
+	}
+	for _, h := range rec.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+	}
+	inputTime := time.UnixMilli(rec.Timestamp)
+	s.txn.mu.Lock()
+	s.txn.outputs++
+	if s.txn.oldest.IsZero() || inputTime.Before(s.txn.oldest) {
+		s.txn.oldest = inputTime
+	}
+	s.txn.mu.Unlock()
+	s.ctrl.ObserveOutput(s.now(), "", inputTime, 1)
+	s.producer.Produce(s.ctx, r, s.promise)
+	return nil
+}
+
+func (s *session) promise(r *kgo.Record, err error) {
+	s.txn.mu.Lock()
+	defer s.txn.mu.Unlock()
+	if err != nil {
+		if s.txn.err == nil {
+			s.txn.err = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+		}
+		return
+	}
+	tp := topicPartition{r.Topic, r.Partition}
+	s.txn.marks[tp] = max(s.txn.marks[tp], r.Offset)
+}
+
+// observeWatermark feeds the controller the task watermark (the minimum
+// over tasks that have seen input) when it advances.
+func (s *session) observeWatermark(now time.Time) {
+	wm := int64(math.MaxInt64)
+	for _, lt := range s.tasks {
+		if w := lt.task.Watermark(); w != math.MinInt64 && w < wm {
+			wm = w
+		}
+	}
+	if wm == math.MaxInt64 || wm <= s.watermark {
+		return
+	}
+	s.watermark = wm
+	s.ctrl.ObserveWatermark(now, time.UnixMilli(wm), 0)
+}
+
+// punctuate moves every task's wall clock, at most every 10ms.
+func (s *session) punctuate() error {
+	now := s.now()
+	if now.Sub(s.lastWall) < 10*time.Millisecond {
+		return nil
+	}
+	s.lastWall = now
+	for _, id := range s.sortedTaskIDs() {
+		if err := s.tasks[id].task.Punctuate(now.UnixMilli()); err != nil {
+			return fmt.Errorf("processor: %w", err)
+		}
+	}
+	return nil
+}

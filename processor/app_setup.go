@@ -1,0 +1,223 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// ErrMissingTopic is returned at startup when a source or sink topic the
+// topology names does not exist. tidemark creates only its internal topics.
+var ErrMissingTopic = errors.New("processor: topic does not exist")
+
+// layout is the topology placed on the cluster: every topic's partition
+// count and every sub-topology's task count.
+type layout struct {
+	partitions map[string]int32 // every source, sink and internal topic
+	tasks      []int32          // per sub-topology: task (partition) count
+	frontier   string           // "<app>-frontier", or "" when not published
+}
+
+func (l *layout) partitionCount(topic string) (int32, error) {
+	n, ok := l.partitions[topic]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q (no partition count known)", ErrMissingTopic, topic)
+	}
+	return n, nil
+}
+
+func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.DialTimeout(5 * time.Second)}
+	opts = append(opts, a.cfg.ClientOpts...)
+	return append(opts, extra...)
+}
+
+// setup checks the user topics, sizes and creates the internal ones, and
+// opens the local state. It fails before any processing on anything that
+// would make results wrong later: a missing topic, inputs of a join with
+// different partition counts, a changelog that does not match its store.
+func (a *App) setup(ctx context.Context) error {
+	id, err := a.cfg.instanceID()
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	a.cfg.InstanceID = id
+	a.log = a.log.With("instance", id)
+	cl, err := kgo.NewClient(a.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("processor: admin client: %w", err)
+	}
+	a.admCl, a.adm = cl, kadm.NewClient(cl)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = cl.Ping(pctx)
+	cancel()
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("processor: reach brokers %v: %w", a.cfg.Brokers, err)
+	}
+	if a.layout, err = a.place(ctx); err != nil {
+		cl.Close()
+		return err
+	}
+	if a.db, err = changelog.OpenDB(a.cfg.StateDir, a.cfg.State); err != nil {
+		cl.Close()
+		return fmt.Errorf("processor: open state in %s: %w", a.cfg.StateDir, err)
+	}
+	return nil
+}
+
+func (a *App) place(ctx context.Context) (*layout, error) {
+	t := a.topo
+	user := slices.Concat(t.SourceTopics(), t.SinkTopics())
+	var userTopics []string
+	for _, topic := range user {
+		if !t.IsRepartitionTopic(topic) && !slices.Contains(userTopics, topic) {
+			userTopics = append(userTopics, topic)
+		}
+	}
+	if a.cfg.DeadLetterTopic != "" {
+		userTopics = append(userTopics, a.cfg.DeadLetterTopic)
+	}
+	details, err := a.adm.ListTopics(ctx, userTopics...)
+	if err != nil {
+		return nil, fmt.Errorf("processor: describe topics: %w", err)
+	}
+	l := &layout{partitions: map[string]int32{}}
+	var missing []string
+	for _, topic := range userTopics {
+		d, ok := details[topic]
+		if !ok || d.Err != nil {
+			missing = append(missing, topic)
+			continue
+		}
+		l.partitions[topic] = int32(len(d.Partitions))
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %v (create them first; tidemark creates only its internal topics)", ErrMissingTopic, missing)
+	}
+
+	// Size repartition topics and tasks in sub-topology order: a
+	// repartition topic gets the task count of the sub-topology writing
+	// it, which reads only topics of earlier sub-topologies.
+	subs := t.SubTopologies()
+	l.tasks = make([]int32, len(subs))
+	repart := map[string]topology.InternalTopic{}
+	for _, r := range t.RepartitionTopics() {
+		repart[r.Name] = r
+	}
+	for range subs { // fixed point: at most one sub-topology settles per pass
+		for i, sub := range subs {
+			var n int32
+			known := true
+			for _, src := range sub.SourceTopics {
+				p, ok := l.partitions[src]
+				if !ok {
+					if r, isRep := repart[src]; isRep && r.Partitions > 0 {
+						p, ok = r.Partitions, true
+						l.partitions[src] = p
+					}
+				}
+				if !ok {
+					known = false
+					break
+				}
+				n = max(n, p)
+			}
+			if !known {
+				continue
+			}
+			l.tasks[i] = n
+			for _, sink := range sub.SinkTopics {
+				if _, isRep := repart[sink]; isRep {
+					if _, set := l.partitions[sink]; !set {
+						l.partitions[sink] = n
+					}
+				}
+			}
+		}
+	}
+	for i, n := range l.tasks {
+		if n == 0 {
+			return nil, fmt.Errorf("processor: cannot size sub-topology %d: its inputs have no partition count", i)
+		}
+	}
+	if err := t.CheckCopartitioning(func(topic string) (int32, bool) {
+		n, ok := l.partitions[topic]
+		return n, ok
+	}); err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
+
+	var internal []changelog.Topic
+	for _, r := range t.RepartitionTopics() {
+		cfg := map[string]string{"cleanup.policy": "delete", "retention.ms": "-1"}
+		for k, v := range r.Config {
+			cfg[k] = v
+		}
+		internal = append(internal, changelog.Topic{Name: r.Name, Partitions: l.partitions[r.Name], ReplicationFactor: -1, Configs: cfg})
+	}
+	if err := ensurePlainTopics(ctx, a.adm, internal); err != nil {
+		return nil, err
+	}
+	var logs []changelog.Topic
+	for i, sub := range subs {
+		for _, spec := range sub.Stores {
+			if spec.Logged {
+				ct := changelog.TopicFor(t.Application(), spec, l.tasks[i])
+				logs = append(logs, ct)
+				l.partitions[ct.Name] = l.tasks[i]
+			}
+		}
+	}
+	if err := changelog.EnsureTopics(ctx, a.adm, logs...); err != nil {
+		return nil, fmt.Errorf("processor: changelog topics: %w", err)
+	}
+	if *a.cfg.PublishFrontier && a.cfg.Guarantee == ExactlyOnce {
+		l.frontier = t.Application() + "-frontier"
+		ft := changelog.Topic{Name: l.frontier, Partitions: 1, ReplicationFactor: -1,
+			Configs: map[string]string{"cleanup.policy": "compact"}}
+		if err := ensurePlainTopics(ctx, a.adm, []changelog.Topic{ft}); err != nil {
+			return nil, err
+		}
+		l.partitions[l.frontier] = 1
+	}
+	return l, nil
+}
+
+// ensurePlainTopics creates internal topics that do not exist and checks
+// the partition count of those that do.
+func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog.Topic) error {
+	for _, t := range topics {
+		cfg := map[string]*string{}
+		for k, v := range t.Configs {
+			cfg[k] = kadm.StringPtr(v)
+		}
+		resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			d, derr := adm.ListTopics(ctx, t.Name)
+			if derr != nil {
+				return fmt.Errorf("processor: describe %s: %w", t.Name, derr)
+			}
+			if got := int32(len(d[t.Name].Partitions)); got != t.Partitions {
+				return fmt.Errorf("processor: internal topic %s has %d partitions, the topology needs %d (delete it, or reset the application)", t.Name, got, t.Partitions)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("processor: create internal topic %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+// The crash tests re-run this test binary as the service process: with
+// TIDEMARK_TEST_CHILD set, TestMain runs an App instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("TIDEMARK_TEST_CHILD") != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+func runChild() int {
+	env := os.Getenv
+	topo, err := buildCount(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	opts := []processor.Option{
+		processor.WithBrokers(env("CHILD_BROKERS")),
+		processor.WithStateDir(env("CHILD_STATE")),
+		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}),
+		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	// Kill ourselves, now and then, at the most delicate step: after the
+	// transaction committed and before local state applied it, and just
+	// before EndTxn, with every record of the transaction flushed.
+	if p := env("CHILD_SELF_KILL"); p != "" {
+		var prob float64
+		fmt.Sscan(p, &prob)
+		opts = append(opts, processor.WithFaultHook(func(pt txn.Point) {
+			if prob > 0 && (pt == txn.AfterCommit || pt == txn.BeforeEnd) && rand.Float64() < prob {
+				fmt.Fprintf(os.Stderr, "child: killing itself at commit point %d\n", pt)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}))
+	}
+	if g := env("CHILD_GUARANTEE"); g != "" {
+		guarantee, err := processor.ParseGuarantee(g)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts = append(opts, processor.WithGuarantee(guarantee))
+	}
+	app, err := processor.NewApp(topo, opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := app.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
+
+type child struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startChild(t *testing.T, env []string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait() }()
+	t.Cleanup(func() { c.kill() })
+	return c
+}
+
+func (c *child) kill() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
+		c.cmd.ProcessState = &os.ProcessState{}
+	}
+}
+
+// TestExactlyOnceUnderCrashes runs the service as a child process,
+// SIGKILLs it at random moments (and lets it kill itself between commit and
+// apply) while input keeps arriving, restarts it each time on the same
+// state directory, and checks every output against the reference: each
+// key's counts are exactly 1..n, with no duplicate and no loss.
+func TestExactlyOnceUnderCrashes(t *testing.T) {
+	in := kafkatestNewTopic(t, 2)
+	out := kafkatestNewTopic(t, 2)
+	appID := kafkatestName(t, "crash")
+	state := t.TempDir()
+	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_GUARANTEE=" + os.Getenv("CRASH_TEST_GUARANTEE"), "CHILD_APP=" + appID, "CHILD_IN=" + in, "CHILD_OUT=" + out,
+		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05"}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	want := map[string]int{}
+	produced := 0
+	const kills = 5
+	for round := range kills + 1 {
+		childEnv := env
+		if round == kills {
+			// The last run must live to finish the input.
+			childEnv = append(slices.Clone(env), "CHILD_SELF_KILL=0")
+		}
+		c := startChild(t, childEnv)
+		// Keep input arriving while the child runs, and kill it while it
+		// is busy with a burst: mid-transaction.
+		for range 3 {
+			for k, n := range produceKeys(t, in, produced, 150, 16) {
+				want[k] += n
+			}
+			produced += 150
+			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		}
+		if round < kills {
+			for k, n := range produceKeys(t, in, produced, 3000, 16) {
+				want[k] += n
+			}
+			produced += 3000
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+			c.kill()
+			continue
+		}
+		checkCounts(t, out, want)
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+			c.cmd.ProcessState = &os.ProcessState{}
+		case <-time.After(30 * time.Second):
+			t.Fatal("child did not stop on SIGTERM within 30s")
+		}
+	}
+}
