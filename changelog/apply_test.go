@@ -3,6 +3,7 @@ package changelog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -334,5 +335,27 @@ func TestOpenDBMovesACorruptDirectoryAside(t *testing.T) {
 	aside, _ := filepath.Glob(dir + ".corrupt-*")
 	if len(aside) != 1 {
 		t.Fatalf("corrupt dir not moved aside: %v", aside)
+	}
+}
+
+func TestCheckpointReportsWhatItMadeDurable(t *testing.T) {
+	db := openTestDB(t, Options{})
+	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue}, 0)
+	for i := range 100 {
+		mustPut(t, s.(store.KeyValue), fmt.Sprintf("key-%03d", i), "0123456789")
+	}
+	if err := task.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bytes < 100*10 || c.Duration <= 0 {
+		t.Fatalf("checkpoint cost %+v after applying 100 entries of 10-byte values", c)
+	}
+	if c, _ = db.Checkpoint(context.Background()); c.Bytes != 0 {
+		t.Fatalf("second checkpoint with nothing applied reports %d bytes", c.Bytes)
 	}
 }

@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -120,14 +121,12 @@ func mapsEqual(a, b map[string]string) bool {
 	return true
 }
 
-// Window and session stores restore with their time index and expiry cut:
-// restored windows are fetchable, and expiry keeps working after restore.
-func TestKafkaWindowAndSessionStoresRestore(t *testing.T) {
+// Window stores restore with their time index: restored windows are
+// fetchable, and expiry keeps working after the restore.
+func TestKafkaWindowStoreRestoresWithItsIndex(t *testing.T) {
 	wspec := store.Spec{Name: "per-minute", Kind: store.KindWindow, Logged: true, WindowSize: 60_000, Retention: 600_000}
 	e := newKafkaEnv(t, wspec, 1)
 	n := e.start(t.TempDir())
-	s, _ := n.task.Open(store.Spec{Name: "w2", Kind: store.KindWindow}, 0) // unlogged: not restored
-	_ = s
 	w := n.task.stores[wspec.Name]
 	win := &windowStore{t: n.task, st: w}
 	for start := int64(0); start < 10*60_000; start += 60_000 {
@@ -174,4 +173,48 @@ func TestKafkaWindowAndSessionStoresRestore(t *testing.T) {
 func (st *storeState) fetchAll(t *Task, fn func(k []byte, start int64, v []byte)) error {
 	w := &windowStore{t: t, st: st}
 	return w.FetchAll(math.MinInt64, math.MaxInt64, func(k []byte, start int64, v []byte) bool { fn(k, start, v); return true })
+}
+
+func TestKafkaSessionStoreRestoresAndReportsProgress(t *testing.T) {
+	spec := store.Spec{Name: "visits", Kind: store.KindSession, Logged: true, Retention: 600_000}
+	e := newKafkaEnv(t, spec, 1)
+	n := e.start(t.TempDir())
+	ss := &sessionStore{t: n.task, st: n.task.stores[spec.Name]}
+	for i := int64(0); i < 50; i++ {
+		if err := ss.Put([]byte(fmt.Sprintf("user-%d", i%5)), i*1000, i*1000+500, []byte(strconv.FormatInt(i, 10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ss.Remove([]byte("user-0"), 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	n.commit()
+
+	db := openTestDB(t, Options{Logger: quietLog})
+	var last RestoreProgress
+	calls := 0
+	opts := e.restoreOpts()
+	opts.Progress = func(p RestoreProgress) { last = p; calls++ }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := db.Restore(ctx, []RestoreTarget{{Store: spec.Name, Partition: 0, Topic: e.topic, Kind: store.KindSession}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !last.Done || last.Restored != 50 || last.Remaining != 0 || calls == 0 || res.Records != 50 {
+		t.Fatalf("last progress %+v after %d calls, result %+v; want done with the 50 records (49 sessions and a tombstone)", last, calls, res)
+	}
+	var got []string
+	err = db.Scan(StoreInfo{Name: spec.Name, Partition: 0, Kind: store.KindSession}, ScanOptions{Key: []byte("user-0")}, func(en Entry) bool {
+		got = append(got, fmt.Sprintf("[%d,%d]=%s", en.Start, en.End, en.Value))
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"[5000,5500]=5", "[10000,10500]=10", "[15000,15500]=15", "[20000,20500]=20", "[25000,25500]=25",
+		"[30000,30500]=30", "[35000,35500]=35", "[40000,40500]=40", "[45000,45500]=45"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("restored sessions of user-0 = %q, want %q", got, want)
+	}
 }
