@@ -167,7 +167,7 @@ func replayTargets(ctx context.Context, adm *kadm.Client, f replayFlags) ([]chan
 		d, ok := all[topic]
 		if !ok || d.Err != nil {
 			return nil, fmt.Errorf("store %q: changelog topic %s does not exist; changelog topics of app %q: %s",
-				s, topic, f.app, listOrNone(present))
+				s, topic, f.app, joinOrNone(present))
 		}
 		parts := d.Partitions.Numbers()
 		if len(f.partitions) > 0 {
@@ -187,7 +187,7 @@ func replayTargets(ctx context.Context, adm *kadm.Client, f replayFlags) ([]chan
 	return targets, nil
 }
 
-func listOrNone(s []string) string {
+func joinOrNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
 	}

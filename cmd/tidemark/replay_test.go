@@ -16,7 +16,7 @@ import (
 	"github.com/tidemark-streams/tidemark/store"
 )
 
-func run(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
+func runSub(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.SetArgs(args)
@@ -87,7 +87,7 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 	brokers := strings.Join(kafkatest.Brokers(t), ",")
 	app := writeApp(t)
 	dir := t.TempDir()
-	out, err := run(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--dir", dir, "--quiet")
+	out, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--dir", dir, "--quiet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 		t.Fatalf("replay output %q", out)
 	}
 
-	out, err = run(t, newStateCmd(), "list", "--dir", dir)
+	out, err = runSub(t, newStateCmd(), "list", "--dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,21 +104,21 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 			t.Fatalf("state list = %q, missing %q", out, want)
 		}
 	}
-	out, err = run(t, newStateCmd(), "get", "--dir", dir, "--store", "inventory", "--partition", "1",
+	out, err = runSub(t, newStateCmd(), "get", "--dir", dir, "--store", "inventory", "--partition", "1",
 		"--key-serde", "string", "--value-serde", "int64", "sku-e")
 	if err != nil || out != "\"sku-e\"\t11\n" {
 		t.Fatalf("state get = %q, %v", out, err)
 	}
-	out, err = run(t, newStateCmd(), "scan", "--dir", dir, "--store", "clicks", "--key-serde", "string", "--value-serde", "int64")
+	out, err = runSub(t, newStateCmd(), "scan", "--dir", dir, "--store", "clicks", "--key-serde", "string", "--value-serde", "int64")
 	if err != nil || out != "\"user-1\"\t@0\t3\n\"user-1\"\t@60000\t4\n" {
 		t.Fatalf("state scan of the window store = %q, %v", out, err)
 	}
-	out, err = run(t, newStateCmd(), "scan", "--dir", dir, "--store", "inventory", "--limit", "1")
+	out, err = runSub(t, newStateCmd(), "scan", "--dir", dir, "--store", "inventory", "--limit", "1")
 	if err != nil || out != "0x736b752d61\t0x0000000000000000\n" {
 		t.Fatalf("raw scan = %q, %v", out, err)
 	}
 
-	_, err = run(t, newStateCmd(), "get", "--dir", dir, "--store", "inventroy", "x")
+	_, err = runSub(t, newStateCmd(), "get", "--dir", dir, "--store", "inventroy", "x")
 	if err == nil || !strings.Contains(err.Error(), "stores present: clicks (partition 0), inventory (partition 0), inventory (partition 1)") {
 		t.Fatalf("state get of a wrong store name = %v", err)
 	}
@@ -126,7 +126,7 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 
 func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
 	t.Run("unreachable broker names the address", func(t *testing.T) {
-		_, err := run(t, newReplayCmd(), "--brokers", "127.0.0.1:1", "--dial-timeout", "300ms", "--app", "a", "--dir", t.TempDir())
+		_, err := runSub(t, newReplayCmd(), "--brokers", "127.0.0.1:1", "--dial-timeout", "300ms", "--app", "a", "--dir", t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka broker 127.0.0.1:1") {
 			t.Fatalf("replay against a closed port = %v", err)
 		}
@@ -134,17 +134,17 @@ func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
 	t.Run("missing topic lists the app's changelogs", func(t *testing.T) {
 		brokers := strings.Join(kafkatest.Brokers(t), ",")
 		app := writeApp(t)
-		_, err := run(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--store", "nope", "--dir", t.TempDir(), "--quiet")
+		_, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--store", "nope", "--dir", t.TempDir(), "--quiet")
 		want := "changelog topic " + app + "-nope-changelog does not exist; changelog topics of app \"" + app + "\": clicks, inventory"
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("replay of a missing store = %v\nwant it to contain %q", err, want)
 		}
 	})
 	t.Run("missing flags", func(t *testing.T) {
-		if _, err := run(t, newReplayCmd(), "--brokers", "x:1", "--dir", "d"); err == nil || !strings.Contains(err.Error(), "--app is required") {
+		if _, err := runSub(t, newReplayCmd(), "--brokers", "x:1", "--dir", "d"); err == nil || !strings.Contains(err.Error(), "--app is required") {
 			t.Fatalf("replay without --app = %v", err)
 		}
-		if _, err := run(t, newStateCmd(), "scan", "--dir", t.TempDir(), "--store", "s", "--key-serde", "avro"); err == nil ||
+		if _, err := runSub(t, newStateCmd(), "scan", "--dir", t.TempDir(), "--store", "s", "--key-serde", "avro"); err == nil ||
 			!strings.Contains(err.Error(), `--key-serde "avro": want one of`) {
 			t.Fatalf("state with an unknown serde = %v", err)
 		}

@@ -115,11 +115,11 @@ func runStateList(cmd *cobra.Command, f stateFlags) error {
 }
 
 func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
-	ks, err := codecFor(f.keySerde, "--key-serde")
+	ks, err := stateCodecFor(f.keySerde, "--key-serde")
 	if err != nil {
 		return err
 	}
-	vs, err := codecFor(f.valueSerde, "--value-serde")
+	vs, err := stateCodecFor(f.valueSerde, "--value-serde")
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 		return err
 	}
 	defer db.Close()
-	info, err := findStore(db, f.store, f.partition, f.dir)
+	info, err := findStateStore(db, f.store, f.partition, f.dir)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 	w := cmd.OutOrStdout()
 	n := 0
 	err = db.Scan(info, opts, func(e changelog.Entry) bool {
-		printEntry(w, info.Kind, e, ks, vs)
+		printStateEntry(w, info.Kind, e, ks, vs)
 		n++
 		return f.limit <= 0 || n < f.limit
 	})
@@ -167,9 +167,9 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 	return nil
 }
 
-// findStore returns the registered store, or an error listing those
+// findStateStore returns the registered store, or an error listing those
 // present.
-func findStore(db *changelog.DB, name string, partition int32, dir string) (changelog.StoreInfo, error) {
+func findStateStore(db *changelog.DB, name string, partition int32, dir string) (changelog.StoreInfo, error) {
 	stores, err := db.Stores()
 	if err != nil {
 		return changelog.StoreInfo{}, err
@@ -185,10 +185,10 @@ func findStore(db *changelog.DB, name string, partition int32, dir string) (chan
 			names = append(names, label)
 		}
 	}
-	return changelog.StoreInfo{}, fmt.Errorf("no store %q partition %d in %s; stores present: %s", name, partition, dir, listOrNone(names))
+	return changelog.StoreInfo{}, fmt.Errorf("no store %q partition %d in %s; stores present: %s", name, partition, dir, joinOrNone(names))
 }
 
-func printEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs codec) {
+func printStateEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs stateCodec) {
 	k, v := ks.show(e.Key), vs.show(e.Value)
 	switch kind {
 	case store.KindWindow:
@@ -200,31 +200,31 @@ func printEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs codec) {
 	}
 }
 
-// codec prints stored bytes with a known serde, and parses command-line
+// stateCodec prints stored bytes with a known serde, and parses command-line
 // keys into the bytes that serde would store.
-type codec struct {
+type stateCodec struct {
 	show  func([]byte) string
 	parse func(string) ([]byte, error)
 }
 
-func hexShow(b []byte) string { return "0x" + hex.EncodeToString(b) }
+func stateHex(b []byte) string { return "0x" + hex.EncodeToString(b) }
 
-func codecFor(name, flag string) (codec, error) {
+func stateCodecFor(name, flag string) (stateCodec, error) {
 	// undecodable bytes print raw, so one bad entry does not hide the rest
 	orHex := func(s string, err error, b []byte) string {
 		if err != nil {
-			return "<undecodable " + hexShow(b) + ">"
+			return "<undecodable " + stateHex(b) + ">"
 		}
 		return s
 	}
 	switch name {
 	case "string":
-		return codec{
+		return stateCodec{
 			show:  func(b []byte) string { return strconv.Quote(string(b)) },
 			parse: func(s string) ([]byte, error) { return []byte(s), nil },
 		}, nil
 	case "int64":
-		return codec{
+		return stateCodec{
 			show: func(b []byte) string {
 				v, err := serde.Int64().Decode(b)
 				return orHex(strconv.FormatInt(v, 10), err, b)
@@ -235,7 +235,7 @@ func codecFor(name, flag string) (codec, error) {
 			},
 		}, nil
 	case "float64":
-		return codec{
+		return stateCodec{
 			show: func(b []byte) string {
 				v, err := serde.Float64().Decode(b)
 				return orHex(strconv.FormatFloat(v, 'g', -1, 64), err, b)
@@ -246,7 +246,7 @@ func codecFor(name, flag string) (codec, error) {
 			},
 		}, nil
 	case "json":
-		return codec{
+		return stateCodec{
 			show: func(b []byte) string {
 				var v any
 				if err := json.Unmarshal(b, &v); err != nil {
@@ -263,12 +263,12 @@ func codecFor(name, flag string) (codec, error) {
 			},
 		}, nil
 	case "bytes", "":
-		return codec{
-			show: hexShow,
+		return stateCodec{
+			show: stateHex,
 			parse: func(s string) ([]byte, error) {
 				return hex.DecodeString(strings.TrimPrefix(s, "0x"))
 			},
 		}, nil
 	}
-	return codec{}, fmt.Errorf("%s %q: want one of string, int64, float64, json, bytes", flag, name)
+	return stateCodec{}, fmt.Errorf("%s %q: want one of string, int64, float64, json, bytes", flag, name)
 }
