@@ -21,6 +21,10 @@ type Controller struct {
 	arrivals  flow // λ
 	processed flow // s = busy/processed
 	backlog   int64
+	// backlogMin is the least backlog seen since the last commit started,
+	// prevBacklogMin the least over the cycle before: their minimum is the
+	// persistent backlog, the part that a commit cycle did not clear.
+	backlogMin, prevBacklogMin int64
 
 	latency meanDev // commit latency L
 	cost    meanDev // per-commit cost c
@@ -140,6 +144,7 @@ func (c *Controller) ObserveProcessed(now time.Time, n int, busy time.Duration) 
 	}
 	c.processedSince += int64(n)
 	c.backlog = max(0, c.backlog-int64(n))
+	c.backlogMin = min(c.backlogMin, c.backlog)
 }
 
 // ObserveLag sets the backlog from a measured consumer lag, overriding the
@@ -147,6 +152,7 @@ func (c *Controller) ObserveProcessed(now time.Time, n int, busy time.Duration) 
 func (c *Controller) ObserveLag(now time.Time, records int64) {
 	c.at(now)
 	c.backlog = max(0, records)
+	c.backlogMin = min(c.backlogMin, c.backlog)
 	c.replanDue = true
 }
 
@@ -196,6 +202,7 @@ func (c *Controller) ObserveFailure(now time.Time) {
 func (c *Controller) ObserveCommitStarted(now time.Time) {
 	c.at(now)
 	c.inFlight, c.started, c.lastStart = true, true, c.now
+	c.prevBacklogMin, c.backlogMin = c.backlogMin, c.backlog
 	c.commits[c.decided]++
 	c.decided = ReasonInterval
 	for i := range c.tenants {
@@ -275,36 +282,30 @@ func (c *Controller) model() Model {
 	if c.latency.n > 0 {
 		l, lh = c.latency.mean, c.latency.high()
 	}
-	cost := l
+	cost, costVar := l, 0.0
 	if c.cost.n > 0 {
-		cost = c.cost.mean
+		cost, costVar = c.cost.mean, c.cost.vr
 	}
 	return Model{
-		Lambda:      c.arrivals.rate,
-		Service:     c.processed.cost,
-		CommitCost:  cost,
-		Latency:     l,
-		LatencyHigh: lh,
-		Backlog:     float64(c.backlog),
-		Hazard:      c.hazard.rate(),
-		Restore:     c.restore,
+		Lambda:        c.arrivals.rate,
+		Service:       c.processed.cost,
+		CommitCost:    cost,
+		CommitCostVar: costVar,
+		Latency:       l,
+		LatencyHigh:   lh,
+		Backlog:       float64(c.persistentBacklog()),
+		Hazard:        c.hazard.rate(),
+		Restore:       c.restore,
 	}
 }
 
 func (c *Controller) replan() {
 	m := c.model()
-	// Only the backlog beyond the steady-state queue at the current
-	// interval is excess (see Model.Backlog).
-	cur := c.plan.interval
-	if cur == 0 {
-		cur = c.opts.MaxInterval.Seconds()
-	}
-	if q := m.SteadyQueue(cur); !math.IsInf(q, 1) {
-		m.Backlog = max(0, m.Backlog-q)
-	}
 	tmin, tmax := c.opts.MinInterval.Seconds(), c.opts.MaxInterval.Seconds()
 	p := plan{model: m}
-	headroom := c.opts.MaxUtilization - m.Load()
+	// The share of capacity commits may take: what the load leaves under
+	// ρmax, at most MaxCommitShare, at least OverloadCommitShare.
+	headroom := min(c.opts.MaxUtilization-m.Load(), c.opts.MaxCommitShare)
 	if headroom < c.opts.OverloadCommitShare {
 		headroom, p.overloaded = c.opts.OverloadCommitShare, true
 	}
@@ -334,18 +335,22 @@ func (c *Controller) replan() {
 	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
 	p.draining = m.Backlog > 0 && (p.rho >= 1 || m.Backlog*m.Service/(1-p.rho) > p.interval)
 	c.plan = p
-	c.replanDue, c.planBacklog = false, c.backlog
+	c.replanDue, c.planBacklog = false, c.persistentBacklog()
 }
+
+// persistentBacklog is the backlog the last two commit cycles did not
+// clear.
+func (c *Controller) persistentBacklog() int64 { return min(c.backlogMin, c.prevBacklogMin) }
 
 // needsReplan reports whether the plan is out of date. Estimates move only
 // when a rate bucket closes or a commit is acked, so between those a Tick
-// reuses the plan unless the backlog has moved by more than an eighth
+// reuses the plan unless the persistent backlog has moved by more than an eighth
 // (and more than a handful of records) since it was made.
 func (c *Controller) needsReplan() bool {
 	if c.replanDue || c.plan.interval == 0 {
 		return true
 	}
-	d := c.backlog - c.planBacklog
+	d := c.persistentBacklog() - c.planBacklog
 	if d < 0 {
 		d = -d
 	}

@@ -17,7 +17,7 @@ func TestIntervalRules(t *testing.T) {
 		name string
 		rate float64
 	}
-	light, heavy := load{"light", 2000}, load{"overload", 9500}
+	light, heavy := load{"light", 2000}, load{"overload", 9700}
 	tests := []struct {
 		name   string
 		opts   Options
@@ -285,6 +285,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"Tmin below a millisecond is rejected", Options{MinInterval: time.Microsecond}, "MinInterval"},
 		{"utilisation must be below one", Options{MaxUtilization: 1}, "MaxUtilization"},
 		{"overload share must be below max utilisation", Options{MaxUtilization: 0.5, OverloadCommitShare: 0.6}, "OverloadCommitShare"},
+		{"commit share cap must be at least the overload share", Options{MaxCommitShare: 0.01}, "MaxCommitShare"},
 		{"negative tenant rate is rejected", Options{Tenants: map[string]TenantOptions{"a": {Rate: -1}}}, `Tenants["a"].Rate`},
 		{"rate bucket beyond the time constant is rejected", Options{RateBucket: time.Second}, "RateBucket"},
 	}

@@ -75,22 +75,25 @@
 // interval T:
 //
 //	ρ(T) = λ·s + c/T                                  utilisation, must stay < 1
-//	Wq   = (λ·s² + c²/T) / (2·(1−ρ))                  steady-state wait
+//	Wq   = (λ·s² + E[c²]/T) / (2·(1−ρ))               steady-state wait
 //	W(T) = Wq(T) + B'·s/(1−ρ)                         queueing delay
 //	S(T) = T/2 + L + W(T)                             expected staleness
 //	J(T) = S(T) + h·(T/2 + R)²                        objective
 //
-// W is the Pollaczek–Khinchine mean wait of an M/G/1 queue whose jobs are
-// records (rate λ, size s) and commits (rate 1/T, size c), both of
-// deterministic size: per-record cost is nearly constant and a commit's
-// cost is a fixed round trip, so the M/D/1 form fits better than M/M/1,
-// and treating periodic commits as Poisson overstates their variance, which
-// errs towards longer intervals. The 1/(1−ρ) factor is what makes short
-// intervals expensive as load rises. The second term is the time to drain,
-// with the capacity left over, the excess backlog B' = max(0, B − λ·Wq(T₀))
-// beyond the steady-state queue (Little's law) at the current interval T₀,
-// so a real backlog pushes T up until it is gone while the ordinary queue
-// is not counted twice.
+// Wq is the Pollaczek–Khinchine mean wait of an M/G/1 queue whose jobs are
+// records (rate λ, size s) and commits (rate 1/T, size c, second moment
+// E[c²] = c² + Var(c) from the measured commit costs). Per-record cost is
+// nearly constant, so the records' part is M/D/1; slow commits leave queues
+// that drain only at the spare rate 1−ρ, so their variance counts. Treating
+// a timer's commits as Poisson overstates their irregularity, so Wq errs
+// high (10–30% in the simulator at light load), towards longer intervals.
+// The 1/(1−ρ) factor is what makes short intervals expensive as load
+// rises. The second term of W is the time to drain, with the capacity left
+// over, the persistent backlog B' (the least backlog over the last two
+// commit cycles: what a cycle did not clear), so a real backlog pushes T
+// up until it is gone while the queue each commit builds and drains again
+// is not counted twice. (Model.steady explains why not the deterministic
+// periodic-vacation form.)
 //
 // The rollback term charges the expected extra staleness of a crash: at
 // hazard rate h the fraction h·(T/2+R) of outputs is lost or delayed (half
@@ -99,9 +102,11 @@
 // negligible; it matters only for long intervals on flaky hosts.
 //
 // The adaptive policy minimises J over [T_lo, Tmax] where
-// T_lo = max(Tmin, c / max(ρmax − λ·s, OverloadCommitShare)): commits may
-// never push utilisation above ρmax, and when the load alone leaves less
-// than OverloadCommitShare of headroom the controller is overloaded and
+// T_lo = max(Tmin, c / max(min(ρmax − λ·s, MaxCommitShare), OverloadCommitShare)):
+// commits may never push utilisation above ρmax nor take more than
+// MaxCommitShare of the loop (a commit also costs the brokers, which the
+// model does not see), and when the load alone leaves less than
+// OverloadCommitShare of headroom the controller is overloaded and
 // spaces commits so they take only that share of capacity. When even that
 // leaves ρ ≥ 1 (the backlog grows whatever T is), the interval grows as
 // sqrt(2·c·H) with H the time overloaded so far: it balances the T/2 a

@@ -13,6 +13,7 @@ import (
 // fraction of its size.
 type meanDev struct {
 	mean, dev float64
+	vr        float64 // EWMA of squared deviation: a variance, for P-K terms
 	n         uint64
 }
 
@@ -30,6 +31,7 @@ func (e *meanDev) observe(x float64) {
 		err := x - e.mean
 		e.mean += meanGain * err
 		e.dev += devGain * (math.Abs(err) - e.dev)
+		e.vr += devGain * (err*err - e.vr)
 	}
 	e.n++
 }

@@ -7,15 +7,18 @@ import "math"
 // it from its estimators on every Tick, and tests and the simulator can
 // evaluate it directly. See the package doc for the formulas.
 type Model struct {
-	Lambda      float64 // arrival rate λ, records/s
-	Service     float64 // per-record service time s, s
-	CommitCost  float64 // processing capacity one commit takes, c, s
-	Latency     float64 // mean commit latency L, s
-	LatencyHigh float64 // high-percentile commit latency, s
-	// Backlog is the backlog beyond the steady-state queue (B − λ·Wq at
-	// the current interval, floored at 0): the ordinary queue is already
-	// in Wq, and measuring the excess at the current interval rather than
-	// at each candidate keeps J smooth in T.
+	Lambda     float64 // arrival rate λ, records/s
+	Service    float64 // per-record service time s, s
+	CommitCost float64 // processing capacity one commit takes, c, s
+	// CommitCostVar is the variance of c, s²: with c it gives the second
+	// moment of commit sizes that the P-K wait needs.
+	CommitCostVar float64
+	Latency       float64 // mean commit latency L, s
+	LatencyHigh   float64 // high-percentile commit latency, s
+	// Backlog is the persistent backlog: records that stayed queued
+	// through a whole commit cycle. The queue every commit builds and
+	// drains again is already in Wq; counting it here too would, with the
+	// 1/(1−ρ) amplification near saturation, turn noise into seconds.
 	Backlog float64
 	Hazard  float64 // failure rate h, 1/s
 	Restore float64 // expected restore time after a crash, R, s
@@ -34,19 +37,27 @@ func (m Model) Wait(t float64) float64 {
 	if rho >= 1 {
 		return math.Inf(1)
 	}
-	idle := 1 - rho
-	pk := (m.Lambda*m.Service*m.Service + m.CommitCost*m.CommitCost/t) / (2 * idle)
-	return pk + m.Backlog*m.Service/idle
+	return m.steady(t, rho) + m.Backlog*m.Service/(1-rho)
 }
 
-// SteadyQueue is λ·Wq(T), the mean queue length the steady-state term
-// already accounts for (Little's law); +Inf when ρ(T) ≥ 1.
-func (m Model) SteadyQueue(t float64) float64 {
-	rho := m.Rho(t)
-	if rho >= 1 {
-		return math.Inf(1)
-	}
-	return m.Lambda * (m.Lambda*m.Service*m.Service + m.CommitCost*m.CommitCost/t) / (2 * (1 - rho))
+// steady is the Pollaczek–Khinchine mean wait of an M/G/1 queue whose jobs
+// are records (rate λ, size s) and commits (rate 1/T, size c with variance
+// Var(c)): Wq(T) = (λ·s² + (c² + Var(c))/T) / (2(1−ρ)). Per-record cost is
+// nearly constant, so records enter as deterministic (M/D/1); commits enter
+// with their measured second moment, because slow commits (a log roll, a
+// coordinator hiccup) leave queues that drain only at the spare rate 1−ρ.
+// Treating a timer's commits as Poisson arrivals overstates their
+// irregularity, so Wq errs high (the simulator shows it 10–30% pessimistic
+// at light load), which errs towards longer intervals: the safe side.
+//
+// A purely deterministic analysis of periodic commits gives
+// c²/(2T(1−λs)) for the commit term instead, which predicts the mean
+// better near saturation but has no interior optimum: with it the best T
+// is always the smallest the commit budget allows, so early commits never
+// have room to act and p99 suffers from running at the capacity edge. The
+// P-K form keeps an interior optimum at light and medium load.
+func (m Model) steady(t, rho float64) float64 {
+	return (m.Lambda*m.Service*m.Service + (m.CommitCost*m.CommitCost+m.CommitCostVar)/t) / (2 * (1 - rho))
 }
 
 // Staleness is the expected staleness S(T) = T/2 + L + W(T).
@@ -76,7 +87,7 @@ type objective struct {
 
 func (m Model) compile() objective {
 	return objective{
-		a: m.Lambda * m.Service * m.Service, c2: m.CommitCost * m.CommitCost,
+		a: m.Lambda * m.Service * m.Service / 2, c2: (m.CommitCost*m.CommitCost + m.CommitCostVar) / 2,
 		u: m.Load(), c: m.CommitCost, bs: m.Backlog * m.Service,
 		l: m.Latency, h: m.Hazard, r: m.Restore,
 	}
@@ -90,7 +101,7 @@ func (o *objective) at(t float64) float64 {
 	}
 	inv := 1 / idle
 	x := t/2 + o.r
-	return t/2 + o.l + (o.a+o.c2*it)*0.5*inv + o.bs*inv + o.h*x*x
+	return t/2 + o.l + (o.a+o.bs+o.c2*it)*inv + o.h*x*x
 }
 
 // invPhi is 1/φ, the golden-section step.

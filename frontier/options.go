@@ -45,9 +45,18 @@ type Options struct {
 
 	// MaxUtilization (ρmax) is the utilisation the adaptive policy never
 	// plans above, leaving headroom for bursts and estimation error.
-	// Default 0.95. Range
+	// The queueing term already charges for utilisation near one, so this
+	// is a guard against estimation error, not the main brake.
+	// Default 0.98. Range
 	// (0, 1).
 	MaxUtilization float64
+
+	// MaxCommitShare is the largest share of processing capacity commits
+	// may take even when the load leaves more: every commit also costs the
+	// brokers (transaction markers on every partition it touched, an
+	// offset commit, coordinator writes), which the staleness model does
+	// not see. Default 0.5. Range [OverloadCommitShare, 1).
+	MaxCommitShare float64
 
 	// OverloadCommitShare is the share of processing capacity commits may
 	// still take when the load leaves less headroom than that under
@@ -93,7 +102,8 @@ const (
 	DefaultMinInterval             = 5 * time.Millisecond
 	DefaultMaxInterval             = 5 * time.Second
 	DefaultStalenessTarget         = time.Second
-	DefaultMaxUtilization          = 0.95
+	DefaultMaxUtilization          = 0.98
+	DefaultMaxCommitShare          = 0.5
 	DefaultOverloadCommitShare     = 0.02
 	DefaultRateTimeConstant        = 500 * time.Millisecond
 	DefaultRateBucket              = 20 * time.Millisecond
@@ -140,6 +150,9 @@ func (o *Options) Validate() error {
 	if o.OverloadCommitShare == 0 {
 		o.OverloadCommitShare = DefaultOverloadCommitShare
 	}
+	if o.MaxCommitShare == 0 {
+		o.MaxCommitShare = DefaultMaxCommitShare
+	}
 
 	switch o.Policy {
 	case PolicyAdaptive, PolicyFixed:
@@ -166,6 +179,9 @@ func (o *Options) Validate() error {
 	}
 	if !(o.OverloadCommitShare > 0 && o.OverloadCommitShare < o.MaxUtilization) {
 		return rangeErr("OverloadCommitShare", o.OverloadCommitShare, fmt.Sprintf("(0, %v)", o.MaxUtilization))
+	}
+	if !(o.MaxCommitShare >= o.OverloadCommitShare && o.MaxCommitShare < 1) {
+		return rangeErr("MaxCommitShare", o.MaxCommitShare, fmt.Sprintf("[%v, 1)", o.OverloadCommitShare))
 	}
 	if len(o.Tenants) > 0 {
 		ts := make(map[string]TenantOptions, len(o.Tenants))
