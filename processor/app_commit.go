@@ -57,6 +57,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 			}
 			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}
+		s.app.log.Info("transaction aborted by the session: partitions revoked or the group generation changed")
 		return s.resetTasks()
 	}
 }
@@ -83,6 +84,7 @@ func (s *session) abort(ctx context.Context) error {
 func (s *session) flushAll(ctx context.Context) error {
 	for _, id := range s.sortedTaskIDs() {
 		lt := s.tasks[id]
+		s.ckpt.ObserveChangelogWrites(s.now(), lt.state.Pending())
 		offs, err := lt.state.Flush(ctx)
 		if err != nil {
 			return fmt.Errorf("flush changelog of task %s: %w", id, err)

@@ -81,6 +81,9 @@ type Config struct {
 	// Commit configures the frontier controller that picks the commit
 	// cadence. Default frontier.DefaultOptions() (adaptive).
 	Commit *frontier.Options
+	// Checkpoint configures the checkpoint scheduler (Young's rule with a
+	// restore-time cap). Zero fields take frontier's defaults.
+	Checkpoint frontier.CheckpointOptions
 	// TransactionTimeout is the broker-side timeout of a transaction; it
 	// must exceed the longest commit interval with room for the commit
 	// itself. Default 60s.
@@ -176,6 +179,9 @@ func (c *Config) EnsureDefaults(app string) error {
 	}
 	if err := c.Commit.Validate(); err != nil {
 		return fmt.Errorf("config: Commit: %w", err)
+	}
+	if err := c.Checkpoint.Validate(); err != nil {
+		return fmt.Errorf("config: Checkpoint: %w", err)
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 60 * time.Second

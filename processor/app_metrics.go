@@ -31,6 +31,8 @@ type appMetrics struct {
 	restoreRemaining      *prometheus.GaugeVec
 	deserializationErrors prometheus.Counter
 	deadLettered          prometheus.Counter
+	checkpoints           prometheus.Counter
+	checkpointSeconds     prometheus.Histogram
 }
 
 func newAppMetrics(app string) *appMetrics {
@@ -68,8 +70,12 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Input records that could not be decoded.", ConstLabels: labels}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_dead_lettered_total",
 			Help: "Records sent to the dead-letter topic.", ConstLabels: labels}),
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_checkpoints_total",
+			Help: "Local state checkpoints (Badger syncs).", ConstLabels: labels}),
+		checkpointSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_checkpoint_seconds",
+			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
 	}
-	for _, c := range []prometheus.Collector{m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
+	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
 		m.commits, m.aborts, m.sessionRestarts, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {

@@ -34,6 +34,7 @@ type session struct {
 	committer *txn.Committer
 	producer  *kgo.Client // changelog and sink records go here
 	ctrl      *frontier.Controller
+	ckpt      *frontier.CheckpointScheduler
 	now       func() time.Time
 
 	tasks   map[topology.TaskID]*liveTask
@@ -71,10 +72,15 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	ckpt, err := frontier.NewCheckpointScheduler(a.cfg.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("processor: checkpoint options: %w", err)
+	}
 	s := &session{
 		app:       a,
 		ctx:       ctx,
 		ctrl:      ctrl,
+		ckpt:      ckpt,
 		now:       time.Now,
 		tasks:     map[topology.TaskID]*liveTask{},
 		byInput:   map[topicPartition]*liveTask{},
@@ -356,6 +362,13 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
+		cd := s.ckpt.Tick(now)
+		if cd.Checkpoint && !s.open {
+			s.checkpoint(ctx)
+		}
+		if !cd.Wake.IsZero() && cd.Wake.Before(wake) {
+			wake = cd.Wake
+		}
 	}
 }
 
@@ -406,8 +419,12 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 		return err
 	}
 	var perr error
+	var lag int64
 	in := topology.InputRecord{}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if n := len(p.Records); n > 0 {
+			lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
+		}
 		if perr != nil {
 			return
 		}
@@ -431,6 +448,8 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	}
 	end := s.now()
 	s.ctrl.ObserveProcessed(end, n, end.Sub(start))
+	s.ctrl.ObserveLag(end, lag)
+	s.app.metrics.lag.Set(float64(lag))
 	s.app.metrics.recordsIn.Add(float64(n))
 	s.app.metrics.processing.Observe(end.Sub(start).Seconds() / float64(n))
 	s.observeWatermark(end)
@@ -539,6 +558,22 @@ func (s *session) observeWatermark(now time.Time) {
 	}
 	s.watermark = wm
 	s.ctrl.ObserveWatermark(now, time.UnixMilli(wm), 0)
+}
+
+// checkpoint makes applied state durable, on the checkpoint scheduler's
+// cadence, separately from commits.
+func (s *session) checkpoint(ctx context.Context) {
+	start := s.now()
+	s.ckpt.ObserveCheckpointStarted(start)
+	cost, err := s.app.db.Checkpoint(ctx)
+	if err != nil {
+		s.ckpt.ObserveCheckpointFailed(s.now())
+		s.app.log.Warn("checkpoint", "err", err)
+		return
+	}
+	s.ckpt.ObserveCheckpointFinished(s.now(), cost.Duration)
+	s.app.metrics.checkpoints.Inc()
+	s.app.metrics.checkpointSeconds.Observe(cost.Duration.Seconds())
 }
 
 // punctuate moves every task's wall clock, at most every 10ms.

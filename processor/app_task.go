@@ -71,6 +71,10 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID) (*liveTask, 
 			"duration", res.Duration, "rebuilt", len(res.Rebuilt))
 	}
 	a.metrics.restoredRecords.Add(float64(res.Records))
+	if res.Records > 0 {
+		s.ckpt.ObserveRestore(res.Records, res.Duration)
+		s.ctrl.ObserveRestoreTime(res.Duration)
+	}
 	return &liveTask{task: t, state: state}, nil
 }
 

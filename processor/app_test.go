@@ -38,13 +38,21 @@ func countTopology(t *testing.T, app, in, out string) *topology.Topology {
 }
 
 func produceKeys(t *testing.T, topic string, from, n, keys int) map[string]int {
+	return produceKeysN(t, topic, from, n, keys, 2)
+}
+
+// produceKeysN writes n records over keys keys, each key always to the
+// partition the default partitioner gives it among partitions, and returns
+// how many each key got.
+func produceKeysN(t *testing.T, topic string, from, n, keys int, partitions int32) map[string]int {
 	t.Helper()
 	ref := map[string]int{}
 	var recs []*kgo.Record
 	for i := from; i < from+n; i++ {
 		k := fmt.Sprintf("sku-%02d", i%keys)
 		ref[k]++
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.Itoa(i)), Partition: int32(i % 2)})
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.Itoa(i)),
+			Partition: processor.DefaultPartition([]byte(k), partitions)})
 	}
 	kafkatest.Produce(t, recs...)
 	return ref

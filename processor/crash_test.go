@@ -53,6 +53,26 @@ func runChild() int {
 			}
 		}))
 	}
+	if id := env("CHILD_INSTANCE"); id != "" {
+		opts = append(opts, processor.WithInstanceID(id))
+	}
+	if d, err := time.ParseDuration(env("CHILD_SESSION_TIMEOUT")); err == nil {
+		opts = append(opts, func(c *processor.Config) { c.SessionTimeout = d })
+	}
+	if d, err := time.ParseDuration(env("CHILD_TXN_TIMEOUT")); err == nil {
+		opts = append(opts, func(c *processor.Config) { c.TransactionTimeout = d })
+	}
+	if env("CHILD_PAUSE_BEFORE_END") != "" {
+		// Freeze mid-commit, once, with the transaction's records flushed:
+		// the parent resumes us after our partitions moved (a zombie).
+		var paused bool
+		opts = append(opts, processor.WithFaultHook(func(pt txn.Point) {
+			if pt == txn.BeforeEnd && !paused {
+				paused = true
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			}
+		}))
+	}
 	if g := env("CHILD_GUARANTEE"); g != "" {
 		guarantee, err := processor.ParseGuarantee(g)
 		if err != nil {
