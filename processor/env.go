@@ -39,6 +39,10 @@ func (t *Task) Meta() (topology.RecordMeta, bool) {
 
 func (t *Task) Emit(rec *topology.OutputRecord) error {
 	t.metrics.Emitted++
+	rec.InputTimestamp, rec.StreamTime = -1, t.streamTime
+	if t.inRecord {
+		rec.InputTimestamp = t.inputTS
+	}
 	if err := t.cfg.Output.Collect(t.id, rec); err != nil {
 		return errorf(t, "collect output for %q: %w", rec.Topic, err)
 	}

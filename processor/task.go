@@ -76,6 +76,7 @@ type Task struct {
 	inputList   []*input
 	cur         *input
 	meta        topology.RecordMeta
+	inputTS     int64
 	inRecord    bool
 	punctuating bool
 	streamTime  int64
@@ -160,6 +161,7 @@ func (t *Task) Process(rec *topology.InputRecord) error {
 	}
 	t.cur = in
 	t.meta = topology.RecordMeta{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
+	t.inputTS = rec.Timestamp
 	t.inRecord = true
 	err := in.src.Deliver(rec)
 	t.inRecord = false

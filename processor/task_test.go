@@ -18,7 +18,7 @@ import (
 type collected struct{ recs []string }
 
 func (c *collected) Collect(task topology.TaskID, r *topology.OutputRecord) error {
-	c.recs = append(c.recs, fmt.Sprintf("%s %s p%d %x=%x @%d", task, r.Topic, r.Partition, r.Key, r.Value, r.Timestamp))
+	c.recs = append(c.recs, fmt.Sprintf("%s %s p%d %x=%x @%d in@%d st@%d", task, r.Topic, r.Partition, r.Key, r.Value, r.Timestamp, r.InputTimestamp, r.StreamTime))
 	return nil
 }
 
@@ -112,7 +112,7 @@ func TestTaskSeam(t *testing.T) {
 	}
 	// Window [0,10000) closed at stream time 10000: one final result, with
 	// the default partitioner (-1) left to the producer.
-	if want := []string{"0_2 counts p-1 6b00000000000000000000000000002710=0000000000000002 @9000"}; !slices.Equal(out.recs, want) {
+	if want := []string{"0_2 counts p-1 6b00000000000000000000000000002710=0000000000000002 @9000 in@10000 st@10000"}; !slices.Equal(out.recs, want) {
 		t.Errorf("outputs %v, want %v", out.recs, want)
 	}
 	if m := task.Metrics(); m.Processed != 3 || m.Emitted != 1 {

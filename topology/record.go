@@ -50,6 +50,13 @@ type OutputRecord struct {
 	Headers   []Header
 	// Node is the sink node that produced the record.
 	Node string
+	// Set by the task, for the runtime's frontier and staleness accounting:
+	// InputTimestamp is the Kafka timestamp of the input record whose
+	// processing produced this one (-1 when a punctuator produced it), and
+	// StreamTime the task's stream time then, the largest event time of
+	// every input the output can depend on.
+	InputTimestamp int64
+	StreamTime     int64
 }
 
 // RecordMeta locates the input record being processed.
