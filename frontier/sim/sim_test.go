@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,33 @@ func TestLookupFindsEveryDefaultProfile(t *testing.T) {
 	}
 	if _, ok := Lookup("nope", time.Minute); ok {
 		t.Error("Lookup of an unknown profile succeeded")
+	}
+}
+
+func TestSweepRelationships(t *testing.T) {
+	fixed := Fixed(100 * time.Millisecond)
+	reports := Sweep([]float64{0.1, 0.5, 0.8, 0.97}, testDuration, Adaptive(), fixed)
+	for _, r := range reports {
+		a, f := mustResult(t, r, "adaptive"), mustResult(t, r, fixed.Name)
+		// Wherever the fixed timer keeps up, so does adaptive; and at
+		// 97% load, past what a 100ms timer's commits leave, adaptive
+		// still keeps up while fixed falls behind.
+		if a.Backlog > f.Backlog+int64(r.Capacity/10) {
+			t.Errorf("%s: adaptive ends %d behind, fixed %d", r.Profile, a.Backlog, f.Backlog)
+		}
+		// The model's own objective is the mean: adaptive must not lose
+		// on it where fixed keeps up.
+		if f.Backlog < int64(r.Capacity/10) && a.Mean >= f.Mean {
+			t.Errorf("%s: mean staleness adaptive %v, fixed %v", r.Profile, a.Mean, f.Mean)
+		}
+	}
+	last := reports[len(reports)-1]
+	a, f := mustResult(t, last, "adaptive"), mustResult(t, last, fixed.Name)
+	if !(a.Backlog < int64(last.Capacity) && f.Backlog > int64(last.Capacity)) {
+		t.Errorf("%s: backlog adaptive %d, fixed %d; want adaptive to keep up and fixed not", last.Profile, a.Backlog, f.Backlog)
+	}
+	var b strings.Builder
+	if err := FormatSweep(&b, reports); err != nil || strings.Count(b.String(), "\n") != len(reports)+1 {
+		t.Errorf("FormatSweep wrote %q (%v), want a header and a row per load", b.String(), err)
 	}
 }
