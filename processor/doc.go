@@ -33,6 +33,9 @@
 //	// For each fetched record of task.Topics(), partition id.Partition:
 //	err = task.Process(&rec)
 //	// On each tick: err = task.Punctuate(nowMs)
+//	// Each collected OutputRecord carries InputTimestamp (the Kafka
+//	// timestamp of the record that triggered it, -1 from punctuators) and
+//	// StreamTime (the largest event time it can depend on).
 //	// At commit: everything Collected so far derives from inputs up to
 //	// task.StreamTime(); task.Watermark() bounds what can still arrive.
 //	// On revocation or shutdown: task.Close()
