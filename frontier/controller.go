@@ -68,7 +68,7 @@ type plan struct {
 	interval   float64 // T, s
 	floor      float64 // T_lo, s: the closest early commits may come
 	overloaded bool
-	draining   bool // the excess backlog takes longer than T to drain
+	draining   bool // the persistent backlog takes longer than T to drain
 }
 
 // New validates opts (filling defaults) and returns a Controller.

@@ -52,8 +52,8 @@ type Decision struct {
 	// Overloaded reports that the load leaves less headroom than
 	// OverloadCommitShare, so commits were spaced to take only that share.
 	Overloaded bool
-	// Draining reports a backlog beyond the steady-state queue that takes
-	// longer than Interval to drain. Overloaded or draining, the adaptive
+	// Draining reports a persistent backlog (one the last two commit
+	// cycles did not clear) that takes longer than Interval to drain. Overloaded or draining, the adaptive
 	// policy makes no early commits.
 	Draining bool
 	// Wake is the latest time the runtime should call Tick again if no
