@@ -54,11 +54,13 @@ func (t *Task) Apply(offsets Offsets) error {
 	err := t.applyInTxn(meta, &bytes)
 	if errors.Is(err, errTooBig) || errors.Is(err, badger.ErrTxnTooBig) {
 		bytes = 0
+		t.db.staged.Add(1)
 		err = t.applyStaged(meta, &bytes)
 	}
 	if err != nil {
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, err)
 	}
+	t.db.applies.Add(1)
 	t.db.written.Add(bytes)
 	for _, st := range t.stores {
 		st.cut = st.newCut

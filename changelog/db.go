@@ -29,6 +29,8 @@ type DB struct {
 	// written counts bytes written since the last Checkpoint, for its cost
 	// estimate.
 	written atomic.Int64
+	applies atomic.Int64
+	staged  atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -147,4 +149,20 @@ func (db *DB) Close() error {
 		}
 	})
 	return db.closeErr
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	// Applies counts successful Applies; StagedApplies those that took
+	// the staged path because the overlay did not fit one Badger
+	// transaction (about 15% of a memtable: raise MemoryBudget if this
+	// grows with the commit interval).
+	Applies, StagedApplies int64
+	// UncheckpointedBytes were written since the last Checkpoint.
+	UncheckpointedBytes int64
+}
+
+// Stats returns the DB's counters.
+func (db *DB) Stats() Stats {
+	return Stats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load()}
 }
