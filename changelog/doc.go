@@ -23,6 +23,25 @@
 // copied into place and removed. OpenDB finishes every marked epoch and drops
 // unmarked staging left by a crash.
 //
+// # Usage
+//
+// One DB per process (or per application, when a process hosts several),
+// one Task per task:
+//
+//	db, err := changelog.OpenDB(dir, changelog.Options{MemoryBudget: 128 << 20})
+//	err = changelog.EnsureTopics(ctx, adm, changelog.TopicFor(appID, spec, partitions)) // at startup
+//	task := db.NewTask(changelog.TaskConfig{AppID: appID, Partition: p, Producer: session})
+//	st, err := task.Open(spec, p)            // Task is a store.Provider
+//	_, err = task.Restore(ctx, changelog.RestoreOptions{ClientOpts: seeds})
+//	// process records: writes go to the overlay, reads see them
+//	offs, err := task.Flush(ctx)             // changelog records into the open transaction
+//	// EndTransaction(commit) succeeded:
+//	err = task.Apply(offs)                   // or task.Discard() after an abort
+//	cost, err := db.Checkpoint(ctx)          // when the checkpoint scheduler says so
+//
+// Task.Participant wraps Flush/Apply/Discard for a commit loop that keeps
+// no offsets itself.
+//
 // # Layout
 //
 // One DB serves every store and partition of a process, keyed by prefix:

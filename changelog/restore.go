@@ -364,7 +364,23 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		}
 	}
 	var ferr error
+	lastMove, lastPos := time.Now(), remaining
 	for remaining > 0 {
+		if remaining != lastPos {
+			lastMove, lastPos = time.Now(), remaining
+		} else if time.Since(lastMove) > 30*time.Second {
+			// Not expected to happen (the end offset is below the LSO, and
+			// markers move the position); say where it stands rather than
+			// wait silently until ctx ends it.
+			lastMove = time.Now()
+			var stuck []string
+			for _, s := range byTP {
+				if s.pos < s.end {
+					stuck = append(stuck, fmt.Sprintf("%s at %d of %d", s.tp(), s.pos, s.end))
+				}
+			}
+			opts.Logger.Warn("restore made no progress for 30s", "partitions", stuck)
+		}
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("changelog: restore: %w", err)
