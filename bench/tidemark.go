@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+func init() { RegisterWorker("tidemark", runTidemark) }
+
+// workloadTopology is tidemark's side of each workload, output for output
+// the same as the Kafka Streams peer (bench/streams): UTF-8 keys and values,
+// counts as decimal strings.
+func workloadTopology(job Job) (*topology.Topology, error) {
+	b := topology.NewBuilder(job.AppID)
+	in := b.Stream(job.Input, serde.String(), serde.String())
+	switch job.Workload {
+	case "stateless":
+		in.Filter(func(_, v string) bool { return !strings.HasPrefix(v, "#") }).
+			MapValues(func(_, v string) string { return strings.ToUpper(v) }).
+			To(job.Output)
+	case "count":
+		in.GroupByKey(topology.Named("counts")).Count(topology.Named("counts")).ToStream().
+			MapValues(func(_ string, n int64) string { return strconv.FormatInt(n, 10) }).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "windowed":
+		topology.WindowedBy(in.GroupByKey(topology.Named("window-input")),
+			topology.TumblingWindows(job.WindowSize, job.Grace)).
+			Count(topology.Named("window-counts"), topology.EmitFinal()).ToStream().
+			Map(func(w topology.Windowed[string], n int64) (string, string) {
+				return w.Key + "@" + strconv.FormatInt(w.Start, 10), strconv.FormatInt(n, 10)
+			}).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "join":
+		inventory := b.Table(job.Table, serde.String(), serde.String(), topology.Named("inventory"))
+		in.JoinTable(inventory, func(_ string, payment, stock string) string { return payment + "|" + stock },
+			topology.Named("enrich")).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	default:
+		return nil, fmt.Errorf("bench: unknown workload %q", job.Workload)
+	}
+	return b.Build()
+}
+
+func runTidemark(ctx context.Context, job Job, ready func()) error {
+	topo, err := workloadTopology(job)
+	if err != nil {
+		return err
+	}
+	policy := frontier.Options{Policy: frontier.PolicyAdaptive}
+	if job.Policy == "fixed" {
+		policy = frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: job.CommitInterval}
+	}
+	app, err := processor.NewApp(topo,
+		processor.WithBrokers(job.Brokers...),
+		processor.WithStateDir(job.StateDir),
+		processor.WithInstanceID("bench"),
+		processor.WithCommitPolicy(policy),
+		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- app.Run(ctx) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-tick.C:
+			if app.Ready() {
+				ready()
+			}
+		}
+	}
+}
