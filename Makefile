@@ -20,7 +20,7 @@ vet:
 	$(GO) vet ./...
 
 fmt:
-	gofmt -w $$(git ls-files '*.go')
+	"$$($(GO) env GOROOT)/bin/gofmt" -w $$(git ls-files '*.go')
 
 bin/brokerctl: $(wildcard integration/broker/*.go integration/brokerctl/*.go)
 	$(GO) build -o bin/brokerctl ./integration/brokerctl
