@@ -1,0 +1,170 @@
+package pipelines
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidemark-streams/tidemark/schemas"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Names of the pipelines, as Build and `tidemark run --pipelines` take them.
+const (
+	Inventory = "inventory"
+	Fraud     = "fraud"
+	Orders    = "orders"
+)
+
+// All lists every pipeline.
+var All = []string{Inventory, Fraud, Orders}
+
+// Store names, stable: they name the changelog topics
+// "<application>-<store>-changelog" and the query paths /stores/<store>/.
+const (
+	StoreAvailability = "inventory-availability"
+	StoreVelocity     = "payment-velocity"
+	StoreCarts        = "checkout-join" // the window stores checkout-join-this/-other
+	StoreOrderState   = "order-state"
+	StoreShipDeadline = "ship-deadline"
+)
+
+// ParseNames reads a comma-separated pipeline list ("inventory,fraud"),
+// rejecting unknown and repeated names. Empty means all.
+func ParseNames(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return append([]string(nil), All...), nil
+	}
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch n {
+		case Inventory, Fraud, Orders:
+		default:
+			return nil, fmt.Errorf("pipeline %q: want one of %s", n, strings.Join(All, ", "))
+		}
+		for _, o := range out {
+			if o == n {
+				return nil, fmt.Errorf("pipeline %q listed twice", n)
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Build returns one topology with application id app running the named
+// pipelines (nil or empty: all of them) under cfg.
+func Build(app string, names []string, cfg Config) (*topology.Topology, error) {
+	if err := cfg.EnsureDefaults(); err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		names = All
+	}
+	b := topology.NewBuilder(app, topology.RequireNamedState())
+	if err := AddTo(b, names, cfg); err != nil {
+		return nil, err
+	}
+	topo, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("pipelines: build %v: %w", names, err)
+	}
+	return topo, nil
+}
+
+// AddTo adds the named pipelines to b, e.g. beside your own operators. It
+// creates the source streams of the input topics, so b must not read them
+// already; call it once per builder.
+func AddTo(b *topology.Builder, names []string, cfg Config) error {
+	if err := cfg.EnsureDefaults(); err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		names = All
+	}
+	in := newInputs(b, cfg, names)
+	for _, n := range names {
+		switch n {
+		case Inventory:
+			addInventory(b, in, cfg)
+		case Fraud:
+			addFraud(in, cfg)
+		case Orders:
+			addOrders(in, cfg)
+		default:
+			return fmt.Errorf("pipelines: unknown pipeline %q (want %s)", n, strings.Join(All, ", "))
+		}
+	}
+	return nil
+}
+
+// Topics lists the input and output topics the named pipelines read and
+// write, for creating them before the App runs.
+func Topics(names []string, cfg Config) ([]string, error) {
+	if err := cfg.EnsureDefaults(); err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		names = All
+	}
+	var out []string
+	add := func(ts ...string) {
+		for _, t := range ts {
+			dup := false
+			for _, o := range out {
+				dup = dup || o == t
+			}
+			if !dup {
+				out = append(out, t)
+			}
+		}
+	}
+	for _, n := range names {
+		switch n {
+		case Inventory:
+			add(cfg.Inputs.Inventory, cfg.Outputs.Availability)
+		case Fraud:
+			add(cfg.Inputs.Payments, cfg.Outputs.FraudAlerts)
+		case Orders:
+			add(cfg.Inputs.Carts, cfg.Inputs.Payments, cfg.Inputs.Fulfillment, cfg.Outputs.OrderState, cfg.Outputs.LateAlerts)
+		}
+	}
+	return out, nil
+}
+
+// inputs are the source streams, created once per topic: two pipelines
+// reading payments share one source, as a topic may feed only one source
+// node per topology.
+type inputs struct {
+	inventory   topology.Stream[string, schemas.InventoryEvent]
+	carts       topology.Stream[string, schemas.CartEvent]
+	payments    topology.Stream[string, schemas.PaymentEvent]
+	fulfillment topology.Stream[string, schemas.FulfillmentEvent]
+}
+
+func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	src := func(name string) []topology.Option {
+		opts := []topology.Option{topology.Named(name)}
+		if cfg.SkipUndecodable {
+			opts = append(opts, topology.SkipUndecodable())
+		}
+		return opts
+	}
+	var in inputs
+	if want[Inventory] {
+		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), schemas.Inventory.Avro(), src("inventory-events")...)
+	}
+	if want[Fraud] || want[Orders] {
+		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), schemas.Payment.Avro(), src("payment-events")...)
+	}
+	if want[Orders] {
+		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), schemas.Cart.Avro(), src("cart-events")...)
+		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), schemas.Fulfillment.Avro(), src("fulfillment-events")...)
+	}
+	return in
+}

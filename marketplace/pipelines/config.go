@@ -1,0 +1,132 @@
+package pipelines
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/marketplace/gen"
+)
+
+// Outputs names the output topics. tidemark creates only internal topics:
+// create these (and the inputs) before an App runs the pipelines.
+type Outputs struct {
+	Availability string // inventory: Availability per sku, one record per change
+	FraudAlerts  string // fraud: FraudAlert per user and window
+	OrderState   string // orders: OrderState per order id, one record per change
+	LateAlerts   string // orders: LateFulfillment per captured order not shipped in time
+}
+
+// DefaultOutputs are the output topic names when Config.Outputs fields are empty.
+var DefaultOutputs = Outputs{
+	Availability: "inventory-availability",
+	FraudAlerts:  "fraud-alerts",
+	OrderState:   "order-state",
+	LateAlerts:   "late-fulfillment-alerts",
+}
+
+// All lists the output topics.
+func (o Outputs) All() []string {
+	return []string{o.Availability, o.FraudAlerts, o.OrderState, o.LateAlerts}
+}
+
+// WithPrefix returns the topics with prefix prepended to each name.
+func (o Outputs) WithPrefix(prefix string) Outputs {
+	return Outputs{prefix + o.Availability, prefix + o.FraudAlerts, prefix + o.OrderState, prefix + o.LateAlerts}
+}
+
+// Config parameterises the pipelines. Zero fields take the documented
+// defaults (EnsureDefaults).
+type Config struct {
+	// Inputs are the generator's topics; empty fields keep gen.DefaultTopics.
+	Inputs gen.Topics
+	// Outputs; empty fields keep DefaultOutputs.
+	Outputs Outputs
+
+	// Grace is how far behind stream time an input may be and still count,
+	// for every event-time operator. Default 5s, above the generator's
+	// default disorder of 2s.
+	Grace time.Duration
+
+	// FraudWindow and FraudAdvance shape the hopping windows of the fraud
+	// signal; defaults 1m and 10s.
+	FraudWindow, FraudAdvance time.Duration
+	// FraudThreshold is the number of payment attempts in one window that
+	// raises an alert (count ≥ threshold). Default 20.
+	FraudThreshold int64
+
+	// CheckoutWindow bounds the cart join: cart events at most this far
+	// from the payment authorization belong to the order. Default 30m, well
+	// above the longest shopping session the generator simulates.
+	CheckoutWindow time.Duration
+	// ShipWithin is the fulfillment deadline: a captured order with no
+	// "shipped" event within ShipWithin after the capture (event time)
+	// raises a LateFulfillment alert. Default 60s (the generator's time is
+	// compressed: capture to shipment takes 15–90 s).
+	ShipWithin time.Duration
+
+	// SkipUndecodable drops and counts input records the Avro serdes
+	// cannot decode instead of failing the task. Leave it off to fail, or
+	// to route such records to the App's dead-letter topic
+	// (processor.WithDeadLetterTopic), which sees them only when the
+	// source does not drop them.
+	SkipUndecodable bool
+}
+
+// EnsureDefaults fills defaults and validates, naming the field at fault.
+func (c *Config) EnsureDefaults() error {
+	in := &c.Inputs
+	for _, p := range []struct {
+		v *string
+		d string
+	}{
+		{&in.Clicks, gen.DefaultTopics.Clicks}, {&in.Carts, gen.DefaultTopics.Carts},
+		{&in.Inventory, gen.DefaultTopics.Inventory}, {&in.Payments, gen.DefaultTopics.Payments},
+		{&in.Fulfillment, gen.DefaultTopics.Fulfillment},
+		{&c.Outputs.Availability, DefaultOutputs.Availability}, {&c.Outputs.FraudAlerts, DefaultOutputs.FraudAlerts},
+		{&c.Outputs.OrderState, DefaultOutputs.OrderState}, {&c.Outputs.LateAlerts, DefaultOutputs.LateAlerts},
+	} {
+		if *p.v == "" {
+			*p.v = p.d
+		}
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Grace, 5*time.Second)
+	def(&c.FraudWindow, time.Minute)
+	def(&c.FraudAdvance, 10*time.Second)
+	def(&c.CheckoutWindow, 30*time.Minute)
+	def(&c.ShipWithin, time.Minute)
+	if c.FraudThreshold == 0 {
+		c.FraudThreshold = 20
+	}
+	switch {
+	case c.Grace < 0 || c.Grace > 24*time.Hour:
+		return fmt.Errorf("pipelines: Grace is %v, accepted range 0..24h", c.Grace)
+	case c.FraudWindow < time.Second || c.FraudWindow > 24*time.Hour:
+		return fmt.Errorf("pipelines: FraudWindow is %v, accepted range 1s..24h", c.FraudWindow)
+	case c.FraudAdvance < time.Millisecond || c.FraudAdvance > c.FraudWindow:
+		return fmt.Errorf("pipelines: FraudAdvance is %v, accepted range 1ms..FraudWindow (%v)", c.FraudAdvance, c.FraudWindow)
+	case c.FraudThreshold < 1:
+		return fmt.Errorf("pipelines: FraudThreshold is %d, must be ≥ 1", c.FraudThreshold)
+	case c.CheckoutWindow < time.Second || c.CheckoutWindow > 24*time.Hour:
+		return fmt.Errorf("pipelines: CheckoutWindow is %v, accepted range 1s..24h", c.CheckoutWindow)
+	case c.ShipWithin < time.Second || c.ShipWithin > 30*24*time.Hour:
+		return fmt.Errorf("pipelines: ShipWithin is %v, accepted range 1s..720h", c.ShipWithin)
+	}
+	seen := map[string]string{}
+	for _, t := range []struct{ field, name string }{
+		{"Inputs.Carts", in.Carts}, {"Inputs.Inventory", in.Inventory}, {"Inputs.Payments", in.Payments},
+		{"Inputs.Fulfillment", in.Fulfillment}, {"Outputs.Availability", c.Outputs.Availability},
+		{"Outputs.FraudAlerts", c.Outputs.FraudAlerts}, {"Outputs.OrderState", c.Outputs.OrderState},
+		{"Outputs.LateAlerts", c.Outputs.LateAlerts},
+	} {
+		if other, dup := seen[t.name]; dup {
+			return fmt.Errorf("pipelines: %s and %s are both topic %q; every stream needs its own topic", other, t.field, t.name)
+		}
+		seen[t.name] = t.field
+	}
+	return nil
+}
