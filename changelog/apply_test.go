@@ -383,3 +383,38 @@ func TestParticipantAppliesTheOffsetsOfItsPrepare(t *testing.T) {
 	p.Discard()
 	equalMaps(t, "after discard", contents(t, s.(store.KeyValue)), map[string]string{"k": "1", "j": "2"})
 }
+
+func TestVerifyChecksumsFindsADamagedTable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	db, err := OpenDB(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue}, 0)
+	for i := range 2000 {
+		mustPut(t, s.(store.KeyValue), fmt.Sprintf("key-%05d", i), "some value bytes")
+	}
+	if err := task.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.bdb.Flatten(1); err != nil { // force the memtable into a table
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table written")
+	}
+	f, err := os.OpenFile(tables[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("rot rot rot rot"), 100); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if _, err := OpenDB(dir, Options{VerifyChecksums: true, KeepCorrupt: true}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("OpenDB with a damaged table = %v, want ErrCorrupt", err)
+	}
+}
