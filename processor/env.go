@@ -56,6 +56,11 @@ func (t *Task) PartitionCount(topic string) (int32, error) {
 	return t.cfg.PartitionCount(topic)
 }
 
+// WindowsClosed implements topology.WindowCloser.
+func (t *Task) WindowsClosed(n int) { t.metrics.WindowsClosed += int64(n) }
+
+var _ topology.WindowCloser = (*Task)(nil)
+
 func (t *Task) Dropped(node string, reason topology.DropReason) {
 	t.metrics.record(node, reason)
 }

@@ -13,6 +13,9 @@ type Metrics struct {
 	Processed    int64
 	Emitted      int64
 	Punctuations int64
+	// WindowsClosed counts final results of closed windows and sessions
+	// emitted by emit-final operators.
+	WindowsClosed int64
 	// Dropped counts dropped records by reason.
 	Dropped map[topology.DropReason]int64
 	// DroppedByNode counts dropped records by operator name.
@@ -39,11 +42,12 @@ func (m Metrics) Add(o Metrics) Metrics {
 	out := m.clone()
 	if out.Dropped == nil {
 		out = newMetrics()
-		out.Processed, out.Emitted, out.Punctuations = m.Processed, m.Emitted, m.Punctuations
+		out.Processed, out.Emitted, out.Punctuations, out.WindowsClosed = m.Processed, m.Emitted, m.Punctuations, m.WindowsClosed
 	}
 	out.Processed += o.Processed
 	out.Emitted += o.Emitted
 	out.Punctuations += o.Punctuations
+	out.WindowsClosed += o.WindowsClosed
 	for k, v := range o.Dropped {
 		out.Dropped[k] += v
 	}

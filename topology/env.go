@@ -102,6 +102,21 @@ type TaskEnv interface {
 	Dropped(node string, reason DropReason)
 }
 
+// WindowCloser is an optional extension of TaskEnv: an environment that
+// implements it learns how many final results of closed windows and
+// sessions an emit-final operator just forwarded. The live runtime's
+// frontier controller commits early on them (a watermark-aligned barrier),
+// so a final result does not wait for the next commit interval.
+type WindowCloser interface {
+	WindowsClosed(n int)
+}
+
+func windowsClosed(env TaskEnv, n int) {
+	if wc, ok := env.(WindowCloser); ok && n > 0 {
+		wc.WindowsClosed(n)
+	}
+}
+
 // opEnv is a node's view of its task.
 type opEnv struct {
 	TaskEnv

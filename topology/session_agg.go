@@ -289,6 +289,7 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 			if err := a.next.forward(out); err != nil {
 				return err
 			}
+			windowsClosed(a.env.TaskEnv, 1)
 		}
 		if err := a.index.Delete(ik); err != nil {
 			return errorf(a.env.node, "session index: %w", err)

@@ -210,13 +210,16 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		}
 	}
 	if a.final != nil {
+		closed := 0
 		err := a.final.emit(a.res, a.observed-g, func(kb []byte, start int64, v []byte) error {
 			out, err := decodeWindowed(a.ks, a.as, kb, start, start+d, v)
 			if err != nil {
 				return errorf(a.env.node, "%w", err)
 			}
+			closed++
 			return a.next.forward(out)
 		})
+		windowsClosed(a.env.TaskEnv, closed)
 		if err != nil {
 			return errorf(a.env.node, "emit final results: %w", err)
 		}

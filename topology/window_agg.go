@@ -183,13 +183,16 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 		a.env.Dropped(a.env.node, DropLate)
 	}
 	if a.final != nil {
+		closed := 0
 		err := a.final.emit(a.st, closeTime, func(kb []byte, start int64, v []byte) error {
 			out, err := decodeWindowed(a.ks, a.vs, kb, start, start+a.w.size, v)
 			if err != nil {
 				return errorf(a.env.node, "%w", err)
 			}
+			closed++
 			return a.next.forward(out)
 		})
+		windowsClosed(a.env.TaskEnv, closed)
 		if err != nil {
 			return errorf(a.env.node, "emit final results: %w", err)
 		}

@@ -173,3 +173,37 @@ func TestGoldenSlidingEmitFinal(t *testing.T) {
 	pipe(tr, in, "clicks", "alice", "e", 40000)
 	tr.check()
 }
+
+// TestWindowsClosedCountsFinalResults: the runtime commits early when
+// final results are pending, so the task must count them as they go out.
+func TestWindowsClosedCountsFinalResults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		final bool
+		want  int64
+	}{
+		{"emit final counts each closed window once", true, 3},
+		{"emit on update counts none", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []topology.Option{topology.Named("per-window")}
+			if tc.final {
+				opts = append(opts, topology.EmitFinal())
+			}
+			b := topology.NewBuilder("app")
+			g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+			topology.WindowedBy(g, topology.TumblingWindows(10*time.Second, 0)).Count(opts...).ToStream().To("counts")
+			d := newDriver(t, b)
+			in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+			for _, ts := range []int64{1000, 2000, 11000, 21000, 35000} {
+				if err := in.Pipe("alice", "x", ts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// At stream time 35000, windows [0,10s), [10s,20s) and [20s,30s) closed.
+			if got := d.Metrics().WindowsClosed; got != tc.want {
+				t.Fatalf("WindowsClosed = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
