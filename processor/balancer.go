@@ -83,6 +83,11 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 		}
 		members = append(members, mb)
 	})
+	// The JoinGroup response lists members in no particular order; sort
+	// them so that ties (two members claiming a partition, equal loads)
+	// resolve the same way whichever member leads and however the broker
+	// ordered them. Static members sort by their stable instance id.
+	sort.SliceStable(members, func(i, j int) bool { return memberSortKey(members[i].m) < memberSortKey(members[j].m) })
 	var maxParts int32
 	for _, n := range topics {
 		maxParts = max(maxParts, n)
@@ -91,21 +96,39 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 	if len(members) == 0 {
 		return plan
 	}
-	quota := (int(maxParts) + len(members) - 1) / len(members)
+	// Balanced within one: every member gets base partition numbers and
+	// `extra` of them one more. A ceiling quota for everyone is not enough:
+	// with 4 partitions over 3 members two owners of 2 would keep theirs
+	// and leave the third member nothing.
+	base, extra := int(maxParts)/len(members), int(maxParts)%len(members)
 	assigned := make([]*member, maxParts)
-	// Sticky pass: a member keeps the partition numbers it owns, up to
-	// the quota. Members are sorted, so ties resolve the same way on every
-	// leader.
+	// Sticky passes: a member keeps the partition numbers it owns, up to
+	// base, and then up to `extra` members keep one more.
 	for p := range maxParts {
 		for _, mb := range members {
-			if mb.owned[p] && len(mb.got) < quota {
+			if mb.owned[p] && len(mb.got) < base {
 				mb.got = append(mb.got, p)
 				assigned[p] = mb
 				break
 			}
 		}
 	}
-	// Fill pass: unowned numbers go to the least loaded member.
+	for p := range maxParts {
+		if assigned[p] != nil || extra == 0 {
+			continue
+		}
+		for _, mb := range members {
+			if mb.owned[p] && len(mb.got) == base {
+				mb.got = append(mb.got, p)
+				assigned[p] = mb
+				extra--
+				break
+			}
+		}
+	}
+	// Fill pass: unowned numbers go to the least loaded member. The
+	// sticky passes left every load at most base+1 with at most the
+	// original extra members there, so this ends with loads base or base+1.
 	for p := range maxParts {
 		if assigned[p] != nil {
 			continue
@@ -128,6 +151,13 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 	}
 	plan.AdjustCooperative(b)
 	return plan
+}
+
+func memberSortKey(m *kmsg.JoinGroupResponseMember) string {
+	if m.InstanceID != nil && *m.InstanceID != "" {
+		return "i:" + *m.InstanceID
+	}
+	return "m:" + m.MemberID
 }
 
 // decodeMemberInfoUserData reads the instance info a member put in the
