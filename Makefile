@@ -35,6 +35,12 @@ kafka-down: bin/brokerctl
 kafka-status: bin/brokerctl
 	bin/brokerctl status
 
+# The marketplace pipelines on an embedded broker with a live dashboard.
+# DEMO_ARGS passes flags, e.g. make demo DEMO_ARGS="--duration 30s --rate 1000".
+DEMO_ARGS ?=
+demo:
+	$(GO) run ./cmd/tidemark demo $(DEMO_ARGS)
+
 # One-record transaction commit latency on the real broker (p50/p99).
 bench-txn: bin/brokerctl
 	bin/brokerctl up >/dev/null

@@ -134,12 +134,19 @@ type shipCheck struct {
 //	  Inputs.Carts (key cart id) ⋈ authorized Inputs.Payments re-keyed by cart id
 //	  (repartition <app>-checkout-join-right-repartition) → one cart line per cart event
 //	order state (aggregate, store StoreOrderState):
-//	  cart lines ∪ payments ∪ fulfillment, re-keyed by order id
+//	  cart lines ∪ payments ∪ fulfillment (through the repartition topics
+//	  <app>-payment-updates- and <app>-fulfillment-updates-repartition), re-keyed by order id
 //	  (repartition <app>-orders-by-id-repartition) → OrderState
 //	  → its changelog stream → Outputs.OrderState (key order id, OrderState JSON)
 //	late fulfillment (stream-stream left join, stores ship-deadline-*):
 //	  captured payments ⟕ shipped fulfillment, window [capture, capture+ShipWithin], grace Grace
 //	  → unmatched captures → Outputs.LateAlerts (key order id, LateFulfillment JSON)
+//
+// The payment and fulfillment updates pass through repartition topics of
+// their own although their key does not change: without them the payments
+// source, the checkout join and the late-fulfillment join would form one
+// sub-topology that reads the repartition topic it writes, whose partition
+// count the runtime cannot derive from its sources.
 //
 // Late fulfillment is a windowed left join rather than a punctuator
 // because the join already is what the rule says in event time: a left
@@ -159,10 +166,12 @@ func addOrders(in inputs, cfg Config) {
 		WithSerdes(serde.String(), serde.JSON[OrderUpdate]())
 	pays := in.payments.
 		MapValues(func(_ string, p schemas.PaymentEvent) OrderUpdate { return PaymentUpdate(p) }, topology.Named("payment-update")).
-		WithSerdes(serde.String(), serde.JSON[OrderUpdate]())
+		WithSerdes(serde.String(), serde.JSON[OrderUpdate]()).
+		Repartition(topology.Named("payment-updates"))
 	ships := in.fulfillment.
 		MapValues(func(_ string, f schemas.FulfillmentEvent) OrderUpdate { return FulfillmentUpdate(f) }, topology.Named("fulfillment-update")).
-		WithSerdes(serde.String(), serde.JSON[OrderUpdate]())
+		WithSerdes(serde.String(), serde.JSON[OrderUpdate]()).
+		Repartition(topology.Named("fulfillment-updates"))
 	lines.Merge(pays, topology.Named("order-updates-1")).Merge(ships, topology.Named("order-updates")).
 		GroupByKey(topology.Named("orders-by-id")).
 		Aggregate(func() OrderState { return OrderState{} },
