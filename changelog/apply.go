@@ -116,9 +116,11 @@ func (t *Task) applyStaged(meta func(emitFunc) error, bytes *int64) error {
 	wb := db.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	var seq uint64
+	var ops []stagedOp // kept to copy into place without reading the staging back
 	err := t.dataOps(func(key, value []byte, del bool) error {
 		seq++
 		*bytes += int64(len(key) + len(value))
+		ops = append(ops, stagedOp{key, value, del})
 		return wb.Set(stagedKey(epoch, seq), encodeStaged(key, value, del))
 	})
 	if err != nil {
@@ -142,7 +144,49 @@ func (t *Task) applyStaged(meta func(emitFunc) error, bytes *int64) error {
 	if err := db.hook("marked"); err != nil {
 		return err
 	}
-	return db.finishStaged(epoch)
+	return db.copyStaged(epoch, ops)
+}
+
+type stagedOp struct {
+	key, value []byte
+	del        bool
+}
+
+// copyStaged is finishStaged for the Apply that staged ops: it writes them
+// from memory and deletes the staging by key, instead of reading it back.
+func (db *DB) copyStaged(epoch uint64, ops []stagedOp) error {
+	wb := db.bdb.NewWriteBatch()
+	defer wb.Cancel()
+	for _, op := range ops {
+		var err error
+		if op.del {
+			err = wb.Delete(op.key)
+		} else {
+			err = wb.Set(op.key, op.value)
+		}
+		if err != nil {
+			return fmt.Errorf("copy staged epoch %d: %w", epoch, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("copy staged epoch %d: %w", epoch, err)
+	}
+	if err := db.hook("copied"); err != nil {
+		return err
+	}
+	drop := db.bdb.NewWriteBatch()
+	defer drop.Cancel()
+	for seq := uint64(1); seq <= uint64(len(ops)); seq++ {
+		if err := drop.Delete(stagedKey(epoch, seq)); err != nil {
+			return fmt.Errorf("drop staged epoch %d: %w", epoch, err)
+		}
+	}
+	if err := drop.Flush(); err != nil {
+		return fmt.Errorf("drop staged epoch %d: %w", epoch, err)
+	}
+	return db.bdb.Update(func(txn *badger.Txn) error {
+		return txn.Delete(metaKey(metaApplied, binary.BigEndian.AppendUint64(nil, epoch)))
+	})
 }
 
 func (db *DB) hook(step string) error {
