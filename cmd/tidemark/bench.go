@@ -26,7 +26,9 @@ func newBenchCmd() *cobra.Command {
 	var (
 		brokers, workloads, systems, out string
 		quick, resume                    bool
-		records                          int
+		records, keys                    int
+		sweep                            []float64
+		sweepWorkloads                   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -48,7 +50,10 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 			if err != nil {
 				return err
 			}
-			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records}
+			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records, Keys: keys, SweepFractions: sweep}
+			if sweepWorkloads != "" {
+				o.SweepWorkloads = strings.Split(sweepWorkloads, ",")
+			}
 			if workloads != "" {
 				o.Workloads = strings.Split(workloads, ",")
 			}
@@ -91,6 +96,9 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 	f.BoolVar(&quick, "quick", false, "a short run (about 3 minutes)")
 	f.BoolVar(&resume, "resume", false, "also measure restart after SIGKILL")
 	f.IntVar(&records, "records", 0, "records pre-produced per throughput run (default 300000, quick 100000)")
+	f.IntVar(&keys, "keys", 0, "distinct keys, Zipf-skewed (default 10000)")
+	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
+	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count)")
 	return cmd
 }
 
