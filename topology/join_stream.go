@@ -128,15 +128,22 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 		if j.op.outerStore != "" {
 			c.outer, mkErr = env.keyValue(j.op.outerStore)
 		}
+		w, joiner := j.op.w, j.op.joiner
+		c.left = ssJoinInput[K, V, V2, VR]{mine: c.this, theirs: c.other, vs: j.op.lvs, theirVS: j.op.rvs,
+			back: w.before, ahead: w.after, tag: sideLeft, theirTag: sideRight,
+			join: func(k K, l V, r V2) VR { return joiner(k, l, true, r, true) }}
+		c.right = ssJoinInput[K, V2, V, VR]{mine: c.other, theirs: c.this, vs: j.op.rvs, theirVS: j.op.lvs,
+			back: w.after, ahead: w.before, tag: sideRight, theirTag: sideLeft,
+			join: func(k K, r V2, l V) VR { return joiner(k, l, true, r, true) }}
 		return c
 	}).(*ssJoin[K, V, V2, VR])
 	if mkErr != nil {
 		return nil, mkErr
 	}
 	if j.left {
-		return receiverFunc[K, V](func(r Record[K, V]) error { return inst.processLeft(env, r) }), nil
+		return receiverFunc[K, V](func(r Record[K, V]) error { return inst.process(env, &inst.left, r) }), nil
 	}
-	return receiverFunc[K, V2](func(r Record[K, V2]) error { return inst.processRight(env, r) }), nil
+	return receiverFunc[K, V2](func(r Record[K, V2]) error { return inst.process(env, &inst.right, r) }), nil
 }
 
 type ssJoin[K, V, V2, VR any] struct {
@@ -147,6 +154,8 @@ type ssJoin[K, V, V2, VR any] struct {
 	observed         int64
 	kbuf, vbuf, obuf []byte
 	matched          []int64
+	left             ssJoinInput[K, V, V2, VR]
+	right            ssJoinInput[K, V2, V, VR]
 }
 
 const (
@@ -178,67 +187,30 @@ func appendTo(st store.Window, kb []byte, ts int64, item []byte) error {
 	return st.Put(kb, ts, appendListItem(bytes.Clone(old), item))
 }
 
-func (j *ssJoin[K, V, V2, VR]) processLeft(env *opEnv, r Record[K, V]) error {
-	if r.Tombstone {
-		env.Dropped(env.node, DropSkipped)
-		return nil
-	}
-	w := j.op.w
-	j.observed = max(j.observed, r.Timestamp)
-	if r.Timestamp+w.after+w.grace < j.observed {
-		env.Dropped(env.node, DropLate)
-		return nil
-	}
-	if err := j.emitDue(env, r.Timestamp); err != nil {
-		return err
-	}
-	kb, err := j.key(r.Key)
-	if err != nil {
-		return errorf(env.node, "encode key: %w", err)
-	}
-	if j.vbuf, err = j.op.lvs.Encode(j.vbuf[:0], r.Value); err != nil {
-		return errorf(env.node, "encode value: %w", err)
-	}
-	if err := appendTo(j.this, kb, r.Timestamp, j.vbuf); err != nil {
-		return errorf(env.node, "store record: %w", err)
-	}
-	found := false
-	j.matched = j.matched[:0]
-	var ferr error
-	err = j.other.FetchRange(kb, r.Timestamp-w.before, r.Timestamp+w.after, func(rts int64, list []byte) bool {
-		j.matched = append(j.matched, rts)
-		ferr = eachListItem(list, func(item []byte) error {
-			rv, err := j.op.rvs.Decode(item)
-			if err != nil {
-				return err
-			}
-			found = true
-			return j.next.forward(Record[K, VR]{Key: r.Key, Value: j.op.joiner(r.Key, r.Value, true, rv, true), Timestamp: max(r.Timestamp, rts), Headers: r.Headers})
-		})
-		return ferr == nil
-	})
-	if err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return errorf(env.node, "join: %w", err)
-	}
-	if j.outer != nil {
-		if err := j.settle(env, kb, sideRight, found, sideLeft, r.Timestamp, r.Timestamp+w.after, j.vbuf); err != nil {
-			return err
-		}
-	}
-	return j.expire(env)
+// ssJoinInput is one input of a stream-stream join seen from that input:
+// the store it adds its records to, the store it probes, and how far the
+// window reaches from one of its records into the other input's (before
+// and after are swapped for the right input). The two inputs run the same
+// steps; only these, and the argument order of the joiner, differ.
+type ssJoinInput[K, VM, VO, VR any] struct {
+	mine, theirs  store.Window
+	vs            serde.Serde[VM]
+	theirVS       serde.Serde[VO]
+	back, ahead   int64 // a record at t joins their records in [t-back, t+ahead]
+	tag, theirTag byte  // sideLeft or sideRight, in the outer store
+	join          func(k K, mine VM, theirs VO) VR
 }
 
-func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
+// process stores r, joins it with the other input's records in its
+// window and updates the outer-join store. A record is late once its window
+// end (t+ahead) plus grace is behind stream time.
+func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	if r.Tombstone {
 		env.Dropped(env.node, DropSkipped)
 		return nil
 	}
-	w := j.op.w
 	j.observed = max(j.observed, r.Timestamp)
-	if r.Timestamp+w.before+w.grace < j.observed {
+	if r.Timestamp+in.ahead+j.op.w.grace < j.observed {
 		env.Dropped(env.node, DropLate)
 		return nil
 	}
@@ -249,24 +221,24 @@ func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
 	if err != nil {
 		return errorf(env.node, "encode key: %w", err)
 	}
-	if j.vbuf, err = j.op.rvs.Encode(j.vbuf[:0], r.Value); err != nil {
+	if j.vbuf, err = in.vs.Encode(j.vbuf[:0], r.Value); err != nil {
 		return errorf(env.node, "encode value: %w", err)
 	}
-	if err := appendTo(j.other, kb, r.Timestamp, j.vbuf); err != nil {
+	if err := appendTo(in.mine, kb, r.Timestamp, j.vbuf); err != nil {
 		return errorf(env.node, "store record: %w", err)
 	}
 	found := false
 	j.matched = j.matched[:0]
 	var ferr error
-	err = j.this.FetchRange(kb, r.Timestamp-w.after, r.Timestamp+w.before, func(lts int64, list []byte) bool {
-		j.matched = append(j.matched, lts)
+	err = in.theirs.FetchRange(kb, r.Timestamp-in.back, r.Timestamp+in.ahead, func(ots int64, list []byte) bool {
+		j.matched = append(j.matched, ots)
 		ferr = eachListItem(list, func(item []byte) error {
-			lv, err := j.op.lvs.Decode(item)
+			ov, err := in.theirVS.Decode(item)
 			if err != nil {
 				return err
 			}
 			found = true
-			return j.next.forward(Record[K, VR]{Key: r.Key, Value: j.op.joiner(r.Key, lv, true, r.Value, true), Timestamp: max(r.Timestamp, lts), Headers: r.Headers})
+			return j.next.forward(Record[K, VR]{Key: r.Key, Value: in.join(r.Key, r.Value, ov), Timestamp: max(r.Timestamp, ots), Headers: r.Headers})
 		})
 		return ferr == nil
 	})
@@ -277,7 +249,7 @@ func (j *ssJoin[K, V, V2, VR]) processRight(env *opEnv, r Record[K, V2]) error {
 		return errorf(env.node, "join: %w", err)
 	}
 	if j.outer != nil {
-		if err := j.settle(env, kb, sideLeft, found, sideRight, r.Timestamp, r.Timestamp+w.before, j.vbuf); err != nil {
+		if err := j.settle(env, kb, in.theirTag, found, in.tag, r.Timestamp, r.Timestamp+in.ahead, j.vbuf); err != nil {
 			return err
 		}
 	}
