@@ -48,26 +48,28 @@ func (g GroupedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[K,
 // init(). The output timestamp of each update is the maximum timestamp of
 // the records aggregated so far, as in Kafka Streams.
 func (g GroupedStream[K, V]) Aggregate[VA any](init func() VA, add func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[K, VA] {
-	if init == nil {
-		init = func() VA { var z VA; return z }
-	}
-	return aggregateKV(g, "AGGREGATE", init, add, aggSerde, opts)
+	return aggregateKV(g, "AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
 // aggregateKV adds a key-value aggregation. A nil init means reduce: the
 // first value is the aggregate.
 func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[K, VA] {
-	s := g.s
+	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, v V, old VA, found bool) VA {
+		return fold(init, add, k, v, old, found)
+	})
+}
+
+// aggregateByKey adds the node and store of an aggregation per key, for
+// grouped streams and grouped tables alike: step computes a record's new
+// aggregate from its key's old one (found=false: none yet), which is stored
+// and forwarded with the later of the record's and the old aggregate's
+// timestamps, as in Kafka Streams. Tombstones are skipped; a grouped
+// table's deltas are never tombstones (their encoding is never empty).
+func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []Option, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
 	cfg := newOpConfig(opts)
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
 	name := s.b.addStore(n, cfg, "", kvSpec(), true)
-	if s.ks == nil {
-		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
-	}
-	if aggSerde == nil {
-		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
-	}
-	reduce := init == nil
+	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	n.impl = opFunc[K, V, K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, V], error) {
 		kv, err := tsKV(env, name, s.ks, aggSerde)
 		if err != nil {
@@ -82,15 +84,7 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 			if err != nil {
 				return err
 			}
-			var agg VA
-			switch {
-			case found:
-				agg = add(r.Key, r.Value, old)
-			case reduce:
-				agg = any(r.Value).(VA)
-			default:
-				agg = add(r.Key, r.Value, init())
-			}
+			agg := step(r.Key, r.Value, old, found)
 			ts := r.Timestamp
 			if found && oldTS > ts {
 				ts = oldTS

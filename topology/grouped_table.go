@@ -83,52 +83,17 @@ func (g GroupedTable[K, V]) Count(opts ...Option) Table[K, int64] {
 // Aggregate keeps one aggregate per group: add folds a row's new value in,
 // subtract takes a row's old value out.
 func (g GroupedTable[K, V]) Aggregate[VA any](init func() VA, add, subtract func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[K, VA] {
-	if init == nil {
-		init = func() VA { var z VA; return z }
-	}
-	return aggregateTable(g, "TABLE-AGGREGATE", init, add, subtract, aggSerde, opts)
+	return aggregateTable(g, "TABLE-AGGREGATE", zeroInit(init), add, subtract, aggSerde, opts)
 }
 
 func aggregateTable[K, V, VA any](g GroupedTable[K, V], op string, init func() VA, add, subtract func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[K, VA] {
-	s := g.s
-	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
-	name := s.b.addStore(n, cfg, "", kvSpec(), true)
-	if s.ks == nil {
-		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
-	}
-	if aggSerde == nil {
-		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
-	}
-	n.impl = opFunc[K, tableDelta[V], K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, tableDelta[V]], error) {
-		kv, err := tsKV(env, name, s.ks, aggSerde)
-		if err != nil {
-			return nil, err
+	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, d tableDelta[V], old VA, found bool) VA {
+		if !found {
+			old = init()
 		}
-		return receiverFunc[K, tableDelta[V]](func(r Record[K, tableDelta[V]]) error {
-			old, oldTS, found, err := kv.get(r.Key)
-			if err != nil {
-				return err
-			}
-			agg := old
-			if !found {
-				agg = init()
-			}
-			if r.Value.sub {
-				agg = subtract(r.Key, r.Value.v, agg)
-			} else {
-				agg = add(r.Key, r.Value.v, agg)
-			}
-			ts := r.Timestamp
-			if found && oldTS > ts {
-				ts = oldTS
-			}
-			if err := kv.put(r.Key, ts, agg); err != nil {
-				return err
-			}
-			return next.forward(Record[K, change[VA]]{Key: r.Key, Timestamp: ts, Headers: r.Headers,
-				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}})
-		}), nil
+		if d.sub {
+			return subtract(k, d.v, old)
+		}
+		return add(k, d.v, old)
 	})
-	return Table[K, VA]{b: s.b, n: n, ks: s.ks, vs: aggSerde, store: name, src: &storeGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
 }

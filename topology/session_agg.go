@@ -39,10 +39,7 @@ func (ss SessionWindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option)
 // a merge replaced are emitted as tombstones, then the merged session. A
 // session's output timestamp is its end, the largest timestamp in it.
 func (ss SessionWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, merge func(k K, a, b VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
-	if init == nil {
-		init = func() VA { var z VA; return z }
-	}
-	return aggregateSession(ss, "SESSION-AGGREGATE", init, add, merge, aggSerde, opts)
+	return aggregateSession(ss, "SESSION-AGGREGATE", zeroInit(init), add, merge, aggSerde, opts)
 }
 
 func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, merge func(K, VA, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
@@ -52,24 +49,13 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}
-	retention := w.grace
-	if cfg.hasRetention {
-		retention = cfg.retention.Milliseconds()
-		if retention < w.grace {
-			s.b.fail(errorf(n.name, "%w: retention %dms is shorter than grace %dms", ErrInvalidWindow, retention, w.grace))
-		}
-	}
+	retention := windowRetention(s.b, n.name, cfg, w.grace)
 	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindSession, Retention: retention + w.gap}, true)
 	var indexStore string
 	if cfg.emitFinal {
 		indexStore = s.b.addStore(n, cfg, "-EMIT-INDEX", kvSpec(), false)
 	}
-	if s.ks == nil {
-		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
-	}
-	if aggSerde == nil {
-		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
-	}
+	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	n.impl = opFunc[K, V, Windowed[K], change[VA]](func(env *opEnv, next forwarder[Windowed[K], change[VA]]) (receiver[K, V], error) {
 		st, err := env.session(name)
 		if err != nil {
@@ -193,14 +179,7 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		a.env.Dropped(a.env.node, DropLate)
 		return nil
 	}
-	switch {
-	case have:
-		agg = a.add(r.Key, r.Value, agg)
-	case a.init == nil:
-		agg = any(r.Value).(VA)
-	default:
-		agg = a.add(r.Key, r.Value, a.init())
-	}
+	agg = fold(a.init, a.add, r.Key, r.Value, agg, have)
 	for i, f := range a.found {
 		if f.start == start && f.end == end {
 			continue

@@ -35,10 +35,7 @@ func (ss SlidingWindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], i
 // Aggregate folds the records of each sliding window, in timestamp order,
 // starting from init().
 func (ss SlidingWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
-	if init == nil {
-		init = func() VA { var z VA; return z }
-	}
-	return aggregateSliding(ss, "SLIDING-AGGREGATE", init, add, aggSerde, opts)
+	return aggregateSliding(ss, "SLIDING-AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
 // aggregateSliding keeps the raw records of the last d+grace in a window
@@ -57,14 +54,9 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 	if cfg.emitFinal {
 		cursorStore = s.b.addStore(n, cfg, "-EMIT-CURSOR", kvSpec(), false)
 	}
-	if s.ks == nil {
-		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
-	}
+	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	if s.vs == nil {
 		s.b.fail(errorf(n.name, "%w: value serde for store %q", ErrMissingSerde, raw))
-	}
-	if aggSerde == nil {
-		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
 	}
 	n.impl = opFunc[K, V, Windowed[K], change[VA]](func(env *opEnv, next forwarder[Windowed[K], change[VA]]) (receiver[K, V], error) {
 		res, err := env.window(name)
@@ -75,19 +67,13 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 		if err != nil {
 			return nil, err
 		}
-		a := &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
-			init: init, add: add, observed: -1}
-		if cursorStore != "" {
-			kv, err := env.keyValue(cursorStore)
-			if err != nil {
-				return nil, err
-			}
-			// [s, s+d] is inclusive: it spans d+1 ms.
-			if a.final, err = newFinalEmitter(kv, w.diff+1); err != nil {
-				return nil, errorf(env.node, "%w", err)
-			}
+		// [s, s+d] is inclusive: it spans d+1 ms.
+		final, err := openFinalEmitter(env, cursorStore, w.diff+1)
+		if err != nil {
+			return nil, err
 		}
-		return a, nil
+		return &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
+			init: init, add: add, final: final, observed: -1}, nil
 	})
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
 		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
@@ -210,18 +196,8 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		}
 	}
 	if a.final != nil {
-		closed := 0
-		err := a.final.emit(a.res, a.observed-g, func(kb []byte, start int64, v []byte) error {
-			out, err := decodeWindowed(a.ks, a.as, kb, start, start+d, v)
-			if err != nil {
-				return errorf(a.env.node, "%w", err)
-			}
-			closed++
-			return a.next.forward(out)
-		})
-		windowsClosed(a.env.TaskEnv, closed)
-		if err != nil {
-			return errorf(a.env.node, "emit final results: %w", err)
+		if err := a.final.forward(a.env, a.next, a.ks, a.as, a.res, a.observed-g, d); err != nil {
+			return err
 		}
 	}
 	if err := a.recs.ExpireBefore(a.observed - g - d - 1); err != nil {

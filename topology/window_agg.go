@@ -44,10 +44,7 @@ func (ws WindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[
 // every update is emitted; with EmitFinal, one result per window once it
 // closes.
 func (ws WindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
-	if init == nil {
-		init = func() VA { var z VA; return z }
-	}
-	return aggregateWindowed(ws, "WINDOW-AGGREGATE", init, add, aggSerde, opts)
+	return aggregateWindowed(ws, "WINDOW-AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
 func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
@@ -57,41 +54,24 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}
-	retention := w.grace
-	if cfg.hasRetention {
-		retention = cfg.retention.Milliseconds()
-		if retention < w.grace {
-			s.b.fail(errorf(n.name, "%w: retention %dms is shorter than grace %dms", ErrInvalidWindow, retention, w.grace))
-		}
-	}
+	retention := windowRetention(s.b, n.name, cfg, w.grace)
 	name := s.b.addStore(n, cfg, "", store.Spec{Kind: store.KindWindow, WindowSize: w.size, Retention: retention}, true)
 	var cursorStore string
 	if cfg.emitFinal {
 		cursorStore = s.b.addStore(n, cfg, "-EMIT-CURSOR", kvSpec(), false)
 	}
-	if s.ks == nil {
-		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
-	}
-	if aggSerde == nil {
-		s.b.fail(errorf(n.name, "%w: aggregate value serde for store %q", ErrMissingSerde, name))
-	}
+	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	n.impl = opFunc[K, V, Windowed[K], change[VA]](func(env *opEnv, next forwarder[Windowed[K], change[VA]]) (receiver[K, V], error) {
 		st, err := env.window(name)
 		if err != nil {
 			return nil, err
 		}
-		a := &winAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1}
-		if cursorStore != "" {
-			kv, err := env.keyValue(cursorStore)
-			if err != nil {
-				return nil, err
-			}
-			if a.final, err = newFinalEmitter(kv, w.size); err != nil {
-				return nil, errorf(env.node, "%w", err)
-			}
+		final, err := openFinalEmitter(env, cursorStore, w.size)
+		if err != nil {
+			return nil, err
 		}
-		return a, nil
+		return &winAgg[K, V, VA]{env: env, next: next, st: st, final: final, w: w, retention: retention,
+			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1}, nil
 	})
 	ks := windowedSerdeOf(s.ks)
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: ks, vs: aggSerde, store: name,
@@ -156,15 +136,7 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 			}
 			ts = max(ts, oldTS)
 		}
-		var agg VA
-		switch {
-		case found:
-			agg = a.add(r.Key, r.Value, old)
-		case a.init == nil:
-			agg = any(r.Value).(VA)
-		default:
-			agg = a.add(r.Key, r.Value, a.init())
-		}
+		agg := fold(a.init, a.add, r.Key, r.Value, old, found)
 		if a.vbuf, err = appendValueTS(a.vbuf, a.vs, ts, agg); err != nil {
 			return errorf(a.env.node, "encode aggregate: %w", err)
 		}
@@ -183,18 +155,8 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 		a.env.Dropped(a.env.node, DropLate)
 	}
 	if a.final != nil {
-		closed := 0
-		err := a.final.emit(a.st, closeTime, func(kb []byte, start int64, v []byte) error {
-			out, err := decodeWindowed(a.ks, a.vs, kb, start, start+a.w.size, v)
-			if err != nil {
-				return errorf(a.env.node, "%w", err)
-			}
-			closed++
-			return a.next.forward(out)
-		})
-		windowsClosed(a.env.TaskEnv, closed)
-		if err != nil {
-			return errorf(a.env.node, "emit final results: %w", err)
+		if err := a.final.forward(a.env, a.next, a.ks, a.vs, a.st, closeTime, a.w.size); err != nil {
+			return err
 		}
 	}
 	if err := a.st.ExpireBefore(a.observed - a.retention - a.w.size + 1); err != nil {
@@ -214,6 +176,24 @@ type finalEmitter struct {
 }
 
 var cursorKey = []byte("emit-cursor")
+
+// openFinalEmitter opens the emitter of an EmitFinal window aggregation
+// from its cursor store, or returns nil when the aggregation emits every
+// update (no cursor store).
+func openFinalEmitter(env *opEnv, cursorStore string, span int64) (*finalEmitter, error) {
+	if cursorStore == "" {
+		return nil, nil
+	}
+	kv, err := env.keyValue(cursorStore)
+	if err != nil {
+		return nil, err
+	}
+	f, err := newFinalEmitter(kv, span)
+	if err != nil {
+		return nil, errorf(env.node, "%w", err)
+	}
+	return f, nil
+}
 
 func newFinalEmitter(kv store.KeyValue, span int64) (*finalEmitter, error) {
 	f := &finalEmitter{kv: kv, cursor: math.MinInt64, span: span}
@@ -268,6 +248,28 @@ func (f *finalEmitter) emit(st store.Window, closeTime int64, fn func(key []byte
 	f.cursor = closeTime
 	if err := f.kv.Put(cursorKey, binary.BigEndian.AppendUint64(nil, uint64(closeTime))); err != nil {
 		return fmt.Errorf("store emit cursor: %w", err)
+	}
+	return nil
+}
+
+// forward emits through next the final result of every window of st that
+// closed since the last call, and tells the runtime how many went out. A
+// window starting at s is forwarded as [s, s+length]: length is the span
+// for time windows (end exclusive) and one less for sliding windows (end
+// inclusive).
+func (f *finalEmitter) forward[K, VA any](env *opEnv, next forwarder[Windowed[K], change[VA]], ks serde.Serde[K], vs serde.Serde[VA], st store.Window, closeTime, length int64) error {
+	closed := 0
+	err := f.emit(st, closeTime, func(kb []byte, start int64, v []byte) error {
+		out, err := decodeWindowed(ks, vs, kb, start, start+length, v)
+		if err != nil {
+			return errorf(env.node, "%w", err)
+		}
+		closed++
+		return next.forward(out)
+	})
+	windowsClosed(env.TaskEnv, closed)
+	if err != nil {
+		return errorf(env.node, "emit final results: %w", err)
 	}
 	return nil
 }
