@@ -273,7 +273,8 @@ func dryRun(ctx context.Context, w io.Writer, cfg gen.Config, count uint64, d ti
 }
 
 // ping fails fast, naming the addresses, when no broker answers: a kgo
-// client would otherwise retry produces forever.
+// client would otherwise retry produces forever (gen) or fetches for a long
+// time (replay).
 func ping(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -84,7 +84,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	if err := pingBrokers(ctx, cl, f.brokers, f.dialTimeout); err != nil {
+	if err := ping(ctx, cl, f.brokers, f.dialTimeout); err != nil {
 		return err
 	}
 	targets, err := replayTargets(ctx, kadm.NewClient(cl), f)
@@ -205,18 +205,4 @@ func brokersOrEnv(flag []string) []string {
 		}
 	}
 	return out
-}
-
-// pingBrokers fails fast, naming the addresses, when no broker answers: a
-// kgo client would otherwise retry for a long time.
-func pingBrokers(ctx context.Context, cl *kgo.Client, brokers []string, timeout time.Duration) error {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("cannot reach Kafka broker %s within %v (--dial-timeout): %w", strings.Join(brokers, ","), timeout, err)
-	}
-	return nil
 }
