@@ -59,7 +59,8 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Report, error)
 		return nil, fmt.Errorf("bench: broker %v: %w", o.Brokers, err)
 	}
 	h := &harness{o: o, cl: cl, adm: adm, progress: progress}
-	rep := &Report{Started: time.Now(), Machine: machine(), Options: fmt.Sprintf("records=%d keys=%d partitions=%d quick=%v", o.Records, o.Keys, o.Partitions, o.Quick)}
+	rep := &Report{Started: time.Now(), Machine: machine(), Options: fmt.Sprintf("records=%d keys=%d sequential-keys=%v partitions=%d quick=%v",
+		o.Records, o.Keys, o.SequentialKeys, o.Partitions, o.Quick)}
 	maxOf := map[string]map[string]float64{}
 	for _, w := range o.Workloads {
 		maxOf[w] = map[string]float64{}
@@ -139,7 +140,7 @@ func (h *harness) max(ctx context.Context, w string, s System) Result {
 	h.progress(fmt.Sprintf("max throughput: %s on %s (%d records)", s.Name, w, h.o.Records))
 	job, err := h.job(ctx, w, s)
 	if err == nil {
-		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys)
+		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
 	}
 	if err != nil {
 		res.Error = err.Error()
@@ -219,7 +220,7 @@ func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	h.progress(fmt.Sprintf("resume after SIGKILL: %s on %s", s.Name, w))
 	job, err := h.job(ctx, w, s)
 	if err == nil {
-		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys)
+		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
 	}
 	if err != nil {
 		res.Error = err.Error()

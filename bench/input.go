@@ -15,6 +15,8 @@ import (
 type keyspace struct {
 	zipf *rand.Zipf
 	keys [][]byte
+	seq  bool // every key in turn instead: exactly n distinct keys per n records
+	i    int
 }
 
 func newKeyspace(seed uint64, n int) *keyspace {
@@ -26,7 +28,13 @@ func newKeyspace(seed uint64, n int) *keyspace {
 	return ks
 }
 
-func (k *keyspace) next() []byte { return k.keys[k.zipf.Uint64()] }
+func (k *keyspace) next() []byte {
+	if k.seq {
+		k.i++
+		return k.keys[(k.i-1)%len(k.keys)]
+	}
+	return k.keys[k.zipf.Uint64()]
+}
 
 var payload = []byte(strings.Repeat("x", 90))
 
@@ -45,8 +53,9 @@ func produceTable(ctx context.Context, cl *kgo.Client, job Job, keys int) error 
 }
 
 // preProduce writes n input records as fast as the broker takes them.
-func preProduce(ctx context.Context, cl *kgo.Client, job Job, n, keys int) error {
+func preProduce(ctx context.Context, cl *kgo.Client, job Job, n, keys int, sequential bool) error {
 	ks := newKeyspace(7, keys)
+	ks.seq = sequential
 	errs := make(chan error, 1)
 	now := time.Now()
 	for i := range n {

@@ -38,8 +38,11 @@ type Options struct {
 	// Records pre-produced for the throughput phase. Default 300k (quick 100k).
 	Records int
 	// Keys is the key-space size (Zipf-skewed). Default 10k.
-	Keys       int
-	Partitions int32
+	Keys int
+	// SequentialKeys pre-produces every key in turn instead of Zipf draws,
+	// so Records ≥ Keys puts exactly Keys keys into state (the resume test).
+	SequentialKeys bool
+	Partitions     int32
 	// SweepWorkloads get the staleness-vs-rate sweep. Default count.
 	SweepWorkloads []string
 	// SweepFractions of the slowest system's maximum throughput, so every

@@ -65,7 +65,7 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 		processor.WithStateDir(job.StateDir),
 		processor.WithInstanceID("bench"),
 		processor.WithCommitPolicy(policy),
-		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: workerLogLevel()}))),
 	)
 	if err != nil {
 		return err
@@ -84,4 +84,13 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 			}
 		}
 	}
+}
+
+// workerLogLevel is WARN unless TIDEMARK_BENCH_LOG=info (to see restore and
+// startup timings of the workers).
+func workerLogLevel() slog.Level {
+	if os.Getenv("TIDEMARK_BENCH_LOG") == "info" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
 }

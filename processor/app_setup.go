@@ -68,10 +68,12 @@ func (a *App) setup(ctx context.Context) error {
 		cl.Close()
 		return err
 	}
+	opened := time.Now()
 	if a.db, err = changelog.OpenDB(a.cfg.StateDir, a.cfg.State); err != nil {
 		cl.Close()
 		return fmt.Errorf("processor: open state in %s: %w", a.cfg.StateDir, err)
 	}
+	a.log.Info("state opened", "dir", a.cfg.StateDir, "duration", time.Since(opened))
 	return nil
 }
 
