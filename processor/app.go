@@ -134,6 +134,9 @@ func (a *App) loop(ctx context.Context) error {
 			return err
 		}
 		err = s.run(ctx)
+		if err != nil && !errors.Is(err, errRestartSession) {
+			s.abandon()
+		}
 		s.close()
 		switch {
 		case ctx.Err() != nil:

@@ -174,7 +174,7 @@ func (s *session) shutdown() error {
 	if !s.dirty() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 15*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
 	defer cancel()
 	err := s.commit(ctx, "shutdown")
 	if errors.Is(err, errRestartSession) {
@@ -184,9 +184,24 @@ func (s *session) shutdown() error {
 	return err
 }
 
+// abandon aborts the transaction a fatal error left open, so its records
+// never become visible and read_committed consumers of its partitions are
+// not held at the last stable offset until the transaction times out.
+func (s *session) abandon() {
+	if !s.open {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.committer.Abort(ctx); err != nil {
+		s.app.log.Warn("abort the transaction left open by a failure", "err", err)
+	}
+	s.open = false
+}
+
 // deadLetter writes an undecodable record, raw, to the dead-letter topic
 // inside the transaction, so skipping it commits together with its offset.
-func (s *session) deadLetter(ctx context.Context, r *kgo.Record, cause error) error {
+func (s *session) deadLetter(_ context.Context, r *kgo.Record, cause error) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -204,6 +219,6 @@ func (s *session) deadLetter(ctx context.Context, r *kgo.Record, cause error) er
 		dl.Partition = DefaultPartition(r.Key, n)
 	}
 	s.app.metrics.deadLettered.Inc()
-	s.producer.Produce(ctx, dl, s.promise)
+	s.producer.Produce(s.ctx, dl, s.promise)
 	return nil
 }

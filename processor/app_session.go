@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/frontier"
-	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -77,8 +76,12 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("processor: checkpoint options: %w", err)
 	}
 	s := &session{
-		app:       a,
-		ctx:       ctx,
+		app: a,
+		// Records of the open transaction are produced with a context
+		// that shutdown does not cancel: kgo fails buffered records whose
+		// context is done, which would turn the final commit of a
+		// graceful shutdown into an abort. The transaction bounds them.
+		ctx:       context.WithoutCancel(ctx),
 		ctrl:      ctrl,
 		ckpt:      ckpt,
 		now:       time.Now,
@@ -469,7 +472,11 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 	if perr == nil {
 		return nil
 	}
-	if errors.Is(perr, serde.ErrDecode) {
+	// Only a source's decode failure is a bad input record: a store value
+	// or a windowed key that does not decode (serde.ErrDecode from further
+	// down) is corrupt state or a bug, and dead-lettering it would skip the
+	// input after its partial outputs. User serdes need not wrap ErrDecode.
+	if errors.Is(perr, topology.ErrDeserialize) {
 		s.app.metrics.deserializationErrors.Inc()
 		if s.app.cfg.OnDeserializationError == DeadLetterOnDeserializationError {
 			return s.deadLetter(ctx, raw, perr)

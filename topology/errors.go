@@ -21,4 +21,10 @@ var (
 	ErrNotCopartitioned = errors.New("inputs not co-partitioned")
 	// ErrUnknownStore: a processor asked for a store it is not connected to.
 	ErrUnknownStore = errors.New("unknown store")
+	// ErrDeserialize is wrapped by a source's error for an input record its
+	// key or value serde cannot decode, whatever error the serde returned,
+	// and by nothing else: a runtime routes exactly these records to a
+	// dead-letter topic. A decode failure further down (a store value, a
+	// windowed key) is a bug or corrupt state, not a bad input record.
+	ErrDeserialize = errors.New("deserialize")
 )

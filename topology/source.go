@@ -68,13 +68,13 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 	var err error
 	if in.Key != nil {
 		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
-			return s.undecodable(in, fmt.Errorf("decode key: %w", err))
+			return s.undecodable(in, fmt.Errorf("%w key: %w", ErrDeserialize, err))
 		}
 	}
 	if in.Value == nil {
 		r.Tombstone = true
 	} else if r.Value, err = s.op.vs.Decode(in.Value); err != nil {
-		return s.undecodable(in, fmt.Errorf("decode value: %w", err))
+		return s.undecodable(in, fmt.Errorf("%w value: %w", ErrDeserialize, err))
 	}
 	if s.op.extract != nil {
 		r.Timestamp = s.op.extract(r, s.env.StreamTime())

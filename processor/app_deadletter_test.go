@@ -1,0 +1,116 @@
+package processor_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// quantity is a user serde that, like most outside the serde package, does
+// not wrap serde.ErrDecode: the source's decode failure is what counts.
+var quantity = serde.Func[int64]{
+	EncodeFunc: func(dst []byte, v int64) ([]byte, error) { return binary.BigEndian.AppendUint64(dst, uint64(v)), nil },
+	DecodeFunc: func(b []byte) (int64, error) {
+		if len(b) != 8 {
+			return 0, errors.New("quantity: not 8 bytes")
+		}
+		return int64(binary.BigEndian.Uint64(b)), nil
+	},
+}
+
+func TestDeadLetterTopicTakesUndecodableRecordsExactlyOnce(t *testing.T) {
+	in, out, dlq := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), quantity).MapValues(func(_ string, v int64) int64 { return v * 10 }).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every fifth record of each partition is poison.
+	var recs []*kgo.Record
+	bad := map[string]bool{} // "partition@offset"
+	for p := range int32(2) {
+		for i := range 10 {
+			key := fmt.Sprintf("k%d-%d", p, i)
+			if i%5 == 2 {
+				recs = append(recs, int64Record(in, p, key, nil))
+				bad[fmt.Sprintf("%d@%d", p, i)] = true
+				continue
+			}
+			recs = append(recs, int64Record(in, p, key, ptr(int64(i))))
+		}
+	}
+	kafkatest.Produce(t, recs...)
+	_, done := startApp(t, topo, processor.WithDeadLetterTopic(dlq))
+
+	for _, r := range kafkatest.ConsumeExactly(t, out, 16, 20*time.Second, 2*time.Second) {
+		var p, i int64
+		if _, err := fmt.Sscanf(string(r.Key), "k%d-%d", &p, &i); err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(binary.BigEndian.Uint64(r.Value)); got != 10*i || bad[fmt.Sprintf("%d@%d", p, i)] {
+			t.Fatalf("output %s = %d, want %d from a good record", r.Key, got, 10*i)
+		}
+	}
+	dead := kafkatest.ConsumeExactly(t, dlq, len(bad), 10*time.Second, time.Second)
+	for _, r := range dead {
+		h := map[string]string{}
+		for _, kv := range r.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		at := h["tidemark.source.partition"] + "@" + h["tidemark.source.offset"]
+		if h["tidemark.source.topic"] != in || !bad[at] {
+			t.Fatalf("dead letter %q from %s %s is not one of the poison records %v", r.Key, h["tidemark.source.topic"], at, bad)
+		}
+		delete(bad, at)
+		if string(r.Value) != "bad" {
+			t.Fatalf("dead letter value %q, want the raw bytes", r.Value)
+		}
+		if want := "quantity: not 8 bytes"; !strings.Contains(h["tidemark.error"], want) {
+			t.Fatalf("tidemark.error %q does not carry the serde error %q", h["tidemark.error"], want)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run stopped on a dead-lettered record: %v", err)
+	default:
+	}
+	// The poison records' offsets are committed with the rest: nothing is
+	// left to reprocess.
+	deadline := time.Now().Add(10 * time.Second)
+	for got := committedOffsets(t, topo.Application(), in); got[0] != 10 || got[1] != 10; got = committedOffsets(t, topo.Application(), in) {
+		if time.Now().After(deadline) {
+			t.Fatalf("committed input offsets %v, want 10 on both partitions", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// SkipUndecodable on the source wins over the dead-letter topic: the
+// topology asked to drop poison, so nothing reaches the topic.
+func TestSkipUndecodableSourceDropsInsteadOfDeadLettering(t *testing.T) {
+	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), quantity, topology.SkipUndecodable()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, int64Record(in, 0, "a", ptr(1)), int64Record(in, 0, "b", nil), int64Record(in, 0, "c", ptr(3)))
+	startApp(t, topo, processor.WithDeadLetterTopic(dlq))
+	got := kafkatest.ConsumeExactly(t, out, 2, 20*time.Second, time.Second)
+	if string(got[0].Key)+string(got[1].Key) != "ac" {
+		t.Fatalf("outputs %s, want a and c", kafkatest.Summary(got, 5))
+	}
+	kafkatest.ConsumeExactly(t, dlq, 0, 5*time.Second, time.Second)
+}
