@@ -11,16 +11,7 @@ import (
 // RunKeyValue runs the key-value conformance suite. open returns a new,
 // empty store on every call.
 func RunKeyValue(t *testing.T, open func(t *testing.T) store.KeyValue) {
-	mk := func(t *testing.T) store.KeyValue {
-		s := open(t)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	t.Run("kind is key-value", func(t *testing.T) {
-		if k := mk(t).Kind(); k != store.KindKeyValue {
-			t.Fatalf("Kind() = %v", k)
-		}
-	})
+	mk := startSuite(t, open, store.KindKeyValue)
 	t.Run("missing key is not found", func(t *testing.T) {
 		s := mk(t)
 		v, ok, err := s.Get([]byte("nope"))

@@ -27,16 +27,7 @@ func (r sessRow) String() string { return fmt.Sprintf("[%d,%d]=%q", r.start, r.e
 // RunSession runs the session store conformance suite. open returns a new,
 // empty store on every call.
 func RunSession(t *testing.T, open func(t *testing.T) store.Session) {
-	mk := func(t *testing.T) store.Session {
-		s := open(t)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	t.Run("kind is session", func(t *testing.T) {
-		if k := mk(t).Kind(); k != store.KindSession {
-			t.Fatalf("Kind() = %v", k)
-		}
-	})
+	mk := startSuite(t, open, store.KindSession)
 	t.Run("find returns mergeable sessions ordered by end then start", func(t *testing.T) {
 		s := mk(t)
 		for _, x := range []struct {

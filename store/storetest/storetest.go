@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tidemark-streams/tidemark/store"
 )
 
 func seed(t *testing.T) uint64 {
@@ -58,6 +60,24 @@ func randValue(r *rand.Rand) []byte {
 		v[i] = byte(r.IntN(256))
 	}
 	return v
+}
+
+// startSuite runs the subtest every store contract shares (the store
+// reports its kind) and returns the opener the suite's subtests use: it
+// closes each store when the subtest that opened it ends. The subtests of
+// a suite then read as the rules of that contract alone.
+func startSuite[S store.Store](t *testing.T, open func(t *testing.T) S, kind store.Kind) func(t *testing.T) S {
+	mk := func(t *testing.T) S {
+		s := open(t)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	t.Run("kind is "+kind.String(), func(t *testing.T) {
+		if k := mk(t).Kind(); k != kind {
+			t.Fatalf("Kind() = %v", k)
+		}
+	})
+	return mk
 }
 
 func mustNoErr(t *testing.T, err error, what string) {

@@ -28,16 +28,7 @@ func (r winRow) String() string { return fmt.Sprintf("%q@%d=%q", r.k, r.start, r
 // RunWindow runs the window store conformance suite. open returns a new,
 // empty store on every call.
 func RunWindow(t *testing.T, open func(t *testing.T) store.Window) {
-	mk := func(t *testing.T) store.Window {
-		s := open(t)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	t.Run("kind is window", func(t *testing.T) {
-		if k := mk(t).Kind(); k != store.KindWindow {
-			t.Fatalf("Kind() = %v", k)
-		}
-	})
+	mk := startSuite(t, open, store.KindWindow)
 	t.Run("fetch sees the latest put of that window only", func(t *testing.T) {
 		s := mk(t)
 		mustNoErr(t, s.Put([]byte("a"), 100, []byte("1")), "put")
