@@ -20,30 +20,81 @@ import (
 // like the store under it. Decode errors stop an iteration and are returned
 // wrapped with the store name.
 
-// TypedKeyValue is a KeyValue with typed keys and values.
-type TypedKeyValue[K, V any] struct {
-	kv         KeyValue
+// codec is what the three typed wrappers share: the serdes, the reused
+// buffers, and errors that name the store, so a decode error says which
+// store holds the bad bytes.
+type codec[K, V any] struct {
+	st         Store
 	keys       serde.Serde[K]
 	values     serde.Serde[V]
 	kbuf, vbuf []byte
 }
 
+func (c *codec[K, V]) errorf(format string, args ...any) error {
+	return fmt.Errorf("store %q: "+format, append([]any{c.st.Name()}, args...)...)
+}
+
+// encodeKey encodes k into the reused key buffer.
+func (c *codec[K, V]) encodeKey(k K) ([]byte, error) {
+	b, err := c.keys.Encode(c.kbuf[:0], k)
+	if err != nil {
+		return nil, c.errorf("encode key: %w", err)
+	}
+	c.kbuf = b
+	return nonNil(b), nil
+}
+
+// encodeOwnKey encodes k into a buffer of its own, for a key that must stay
+// valid while fn of an iteration runs: fn may call back into the wrapper.
+// what names the key in errors.
+func (c *codec[K, V]) encodeOwnKey(k K, what string) ([]byte, error) {
+	b, err := c.keys.Encode(nil, k)
+	if err != nil {
+		return nil, c.errorf("encode %s: %w", what, err)
+	}
+	return nonNil(b), nil
+}
+
+// encodeValue encodes v into the reused value buffer. An empty encoding is
+// a value, never a delete, so it is never nil.
+func (c *codec[K, V]) encodeValue(v V) ([]byte, error) {
+	b, err := c.values.Encode(c.vbuf[:0], v)
+	if err != nil {
+		return nil, c.errorf("encode value: %w", err)
+	}
+	c.vbuf = nonNil(b)
+	return c.vbuf, nil
+}
+
+func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
+	k, err := c.keys.Decode(b)
+	if err != nil {
+		return k, c.errorf("decode key: %w", err)
+	}
+	return k, nil
+}
+
+func (c *codec[K, V]) decodeValue(b []byte) (V, error) {
+	v, err := c.values.Decode(b)
+	if err != nil {
+		return v, c.errorf("decode value: %w", err)
+	}
+	return v, nil
+}
+
+// TypedKeyValue is a KeyValue with typed keys and values.
+type TypedKeyValue[K, V any] struct {
+	kv KeyValue
+	codec[K, V]
+}
+
 // NewTypedKeyValue wraps kv with serdes for its keys and values.
 func NewTypedKeyValue[K, V any](kv KeyValue, keys serde.Serde[K], values serde.Serde[V]) *TypedKeyValue[K, V] {
-	return &TypedKeyValue[K, V]{kv: kv, keys: keys, values: values}
+	return &TypedKeyValue[K, V]{kv: kv, codec: codec[K, V]{st: kv, keys: keys, values: values}}
 }
 
 // Store returns the byte store underneath.
 func (s *TypedKeyValue[K, V]) Store() KeyValue { return s.kv }
-
-func (s *TypedKeyValue[K, V]) encodeKey(k K) ([]byte, error) {
-	b, err := s.keys.Encode(s.kbuf[:0], k)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: encode key: %w", s.kv.Name(), err)
-	}
-	s.kbuf = b
-	return nonNil(b), nil
-}
 
 // Get returns the value of k, or found=false when it is absent.
 func (s *TypedKeyValue[K, V]) Get(k K) (v V, found bool, err error) {
@@ -55,11 +106,8 @@ func (s *TypedKeyValue[K, V]) Get(k K) (v V, found bool, err error) {
 	if err != nil || !found {
 		return v, false, err
 	}
-	v, err = s.values.Decode(vb)
-	if err != nil {
-		return v, false, fmt.Errorf("store %q: decode value: %w", s.kv.Name(), err)
-	}
-	return v, true, nil
+	v, err = s.decodeValue(vb)
+	return v, err == nil, err
 }
 
 // Put sets k to v.
@@ -68,14 +116,10 @@ func (s *TypedKeyValue[K, V]) Put(k K, v V) error {
 	if err != nil {
 		return err
 	}
-	vb, err := s.values.Encode(s.vbuf[:0], v)
+	vb, err := s.encodeValue(v)
 	if err != nil {
-		return fmt.Errorf("store %q: encode value: %w", s.kv.Name(), err)
+		return err
 	}
-	if vb == nil {
-		vb = []byte{} // an empty encoding is a value, never a delete
-	}
-	s.vbuf = vb
 	return s.kv.Put(kb, vb)
 }
 
@@ -91,15 +135,15 @@ func (s *TypedKeyValue[K, V]) Delete(k K) error {
 // Range calls fn for each key in [from, to) in encoded-byte order until fn
 // returns false.
 func (s *TypedKeyValue[K, V]) Range(from, to K, fn func(k K, v V) bool) error {
-	fb, err := s.keys.Encode(nil, from)
+	fb, err := s.encodeOwnKey(from, "range start")
 	if err != nil {
-		return fmt.Errorf("store %q: encode range start: %w", s.kv.Name(), err)
+		return err
 	}
-	tb, err := s.keys.Encode(nil, to)
+	tb, err := s.encodeOwnKey(to, "range end")
 	if err != nil {
-		return fmt.Errorf("store %q: encode range end: %w", s.kv.Name(), err)
+		return err
 	}
-	return s.scan(nonNil(fb), nonNil(tb), fn)
+	return s.scan(fb, tb, fn)
 }
 
 // All calls fn for every key in order until fn returns false.
@@ -110,14 +154,14 @@ func (s *TypedKeyValue[K, V]) All(fn func(k K, v V) bool) error {
 func (s *TypedKeyValue[K, V]) scan(from, to []byte, fn func(k K, v V) bool) error {
 	var derr error
 	err := s.kv.Range(from, to, func(kb, vb []byte) bool {
-		k, err := s.keys.Decode(kb)
+		k, err := s.decodeKey(kb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode key: %w", s.kv.Name(), err)
+			derr = err
 			return false
 		}
-		v, err := s.values.Decode(vb)
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode value: %w", s.kv.Name(), err)
+			derr = err
 			return false
 		}
 		return fn(k, v)

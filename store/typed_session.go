@@ -1,48 +1,35 @@
 package store
 
 import (
-	"fmt"
-
 	"github.com/tidemark-streams/tidemark/serde"
 )
 
 // TypedSession is a Session with typed keys and values.
 type TypedSession[K, V any] struct {
-	s          Session
-	keys       serde.Serde[K]
-	values     serde.Serde[V]
-	kbuf, vbuf []byte
+	s Session
+	codec[K, V]
 }
 
 // NewTypedSession wraps s with serdes for its keys and values.
 func NewTypedSession[K, V any](s Session, keys serde.Serde[K], values serde.Serde[V]) *TypedSession[K, V] {
-	return &TypedSession[K, V]{s: s, keys: keys, values: values}
+	return &TypedSession[K, V]{s: s, codec: codec[K, V]{st: s, keys: keys, values: values}}
 }
 
 // Store returns the byte store underneath.
 func (t *TypedSession[K, V]) Store() Session { return t.s }
 
-func (t *TypedSession[K, V]) encodeKey(k K) ([]byte, error) {
-	b, err := t.keys.Encode(t.kbuf[:0], k)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: encode key: %w", t.s.Name(), err)
-	}
-	t.kbuf = b
-	return nonNil(b), nil
-}
-
 // FindSessions calls fn for the sessions of k that end at or after
 // earliestEnd and start at or before latestStart, ordered by end then start.
 func (t *TypedSession[K, V]) FindSessions(k K, earliestEnd, latestStart int64, fn func(start, end int64, v V) bool) error {
-	kb, err := t.keys.Encode(nil, k) // not kbuf: fn may call back into t
+	kb, err := t.encodeOwnKey(k, "key")
 	if err != nil {
-		return fmt.Errorf("store %q: encode key: %w", t.s.Name(), err)
+		return err
 	}
 	var derr error
-	err = t.s.FindSessions(nonNil(kb), earliestEnd, latestStart, func(start, end int64, vb []byte) bool {
-		v, err := t.values.Decode(vb)
+	err = t.s.FindSessions(kb, earliestEnd, latestStart, func(start, end int64, vb []byte) bool {
+		v, err := t.decodeValue(vb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode value: %w", t.s.Name(), err)
+			derr = err
 			return false
 		}
 		return fn(start, end, v)
@@ -59,12 +46,11 @@ func (t *TypedSession[K, V]) Put(k K, start, end int64, v V) error {
 	if err != nil {
 		return err
 	}
-	vb, err := t.values.Encode(t.vbuf[:0], v)
+	vb, err := t.encodeValue(v)
 	if err != nil {
-		return fmt.Errorf("store %q: encode value: %w", t.s.Name(), err)
+		return err
 	}
-	t.vbuf = nonNil(vb)
-	return t.s.Put(kb, start, end, t.vbuf)
+	return t.s.Put(kb, start, end, vb)
 }
 
 // Remove deletes session [start, end] of k.

@@ -1,35 +1,22 @@
 package store
 
 import (
-	"fmt"
-
 	"github.com/tidemark-streams/tidemark/serde"
 )
 
 // TypedWindow is a Window with typed keys and values.
 type TypedWindow[K, V any] struct {
-	w          Window
-	keys       serde.Serde[K]
-	values     serde.Serde[V]
-	kbuf, vbuf []byte
+	w Window
+	codec[K, V]
 }
 
 // NewTypedWindow wraps w with serdes for its keys and values.
 func NewTypedWindow[K, V any](w Window, keys serde.Serde[K], values serde.Serde[V]) *TypedWindow[K, V] {
-	return &TypedWindow[K, V]{w: w, keys: keys, values: values}
+	return &TypedWindow[K, V]{w: w, codec: codec[K, V]{st: w, keys: keys, values: values}}
 }
 
 // Store returns the byte store underneath.
 func (s *TypedWindow[K, V]) Store() Window { return s.w }
-
-func (s *TypedWindow[K, V]) encodeKey(k K) ([]byte, error) {
-	b, err := s.keys.Encode(s.kbuf[:0], k)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: encode key: %w", s.w.Name(), err)
-	}
-	s.kbuf = b
-	return nonNil(b), nil
-}
 
 // Put sets the value of k in the window starting at start.
 func (s *TypedWindow[K, V]) Put(k K, start int64, v V) error {
@@ -37,12 +24,11 @@ func (s *TypedWindow[K, V]) Put(k K, start int64, v V) error {
 	if err != nil {
 		return err
 	}
-	vb, err := s.values.Encode(s.vbuf[:0], v)
+	vb, err := s.encodeValue(v)
 	if err != nil {
-		return fmt.Errorf("store %q: encode value: %w", s.w.Name(), err)
+		return err
 	}
-	s.vbuf = nonNil(vb)
-	return s.w.Put(kb, start, s.vbuf)
+	return s.w.Put(kb, start, vb)
 }
 
 // Delete removes the window of k starting at start.
@@ -64,25 +50,22 @@ func (s *TypedWindow[K, V]) Fetch(k K, start int64) (v V, found bool, err error)
 	if err != nil || !found {
 		return v, false, err
 	}
-	v, err = s.values.Decode(vb)
-	if err != nil {
-		return v, false, fmt.Errorf("store %q: decode value: %w", s.w.Name(), err)
-	}
-	return v, true, nil
+	v, err = s.decodeValue(vb)
+	return v, err == nil, err
 }
 
 // FetchRange calls fn for the windows of k whose start is in
 // [fromStart, toStart], in ascending start order, until fn returns false.
 func (s *TypedWindow[K, V]) FetchRange(k K, fromStart, toStart int64, fn func(start int64, v V) bool) error {
-	kb, err := s.keys.Encode(nil, k) // not kbuf: fn may call back into s
+	kb, err := s.encodeOwnKey(k, "key")
 	if err != nil {
-		return fmt.Errorf("store %q: encode key: %w", s.w.Name(), err)
+		return err
 	}
 	var derr error
-	err = s.w.FetchRange(nonNil(kb), fromStart, toStart, func(start int64, vb []byte) bool {
-		v, err := s.values.Decode(vb)
+	err = s.w.FetchRange(kb, fromStart, toStart, func(start int64, vb []byte) bool {
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode value: %w", s.w.Name(), err)
+			derr = err
 			return false
 		}
 		return fn(start, v)
@@ -98,14 +81,14 @@ func (s *TypedWindow[K, V]) FetchRange(k K, fromStart, toStart int64, fn func(st
 func (s *TypedWindow[K, V]) FetchAll(fromStart, toStart int64, fn func(k K, start int64, v V) bool) error {
 	var derr error
 	err := s.w.FetchAll(fromStart, toStart, func(kb []byte, start int64, vb []byte) bool {
-		k, err := s.keys.Decode(kb)
+		k, err := s.decodeKey(kb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode key: %w", s.w.Name(), err)
+			derr = err
 			return false
 		}
-		v, err := s.values.Decode(vb)
+		v, err := s.decodeValue(vb)
 		if err != nil {
-			derr = fmt.Errorf("store %q: decode value: %w", s.w.Name(), err)
+			derr = err
 			return false
 		}
 		return fn(k, start, v)
