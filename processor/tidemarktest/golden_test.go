@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -30,6 +32,15 @@ func newTranscript(t *testing.T, d *tidemarktest.Driver) *transcript {
 
 func (tr *transcript) note(format string, args ...any) {
 	fmt.Fprintf(&tr.b, "# "+format+"\n", args...)
+}
+
+// goldenRun builds b into a driver and returns a transcript of it that
+// watches topic out: the start of every golden scenario. The driver is
+// tr.d, for the scenario's inputs.
+func goldenRun[K, V any](t *testing.T, b *topology.Builder, out string, ks serde.Serde[K], vs serde.Serde[V]) *transcript {
+	tr := newTranscript(t, newDriver(t, b))
+	watch(tr, out, tidemarktest.Output(tr.d, out, ks, vs))
+	return tr
 }
 
 // watch makes every step print the records written to out since the last

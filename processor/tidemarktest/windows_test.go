@@ -9,15 +9,20 @@ import (
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
+// countClicks builds clicks -> count(grouped by key) -> out, the scenario
+// of every windowing golden test, and returns its transcript and input.
+func countClicks(t *testing.T, out string, count func(topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64]) (*transcript, *tidemarktest.InputTopic[string, string]) {
+	b := topology.NewBuilder("app")
+	count(b.Stream("clicks", serde.String(), serde.String()).GroupByKey()).ToStream().To(out)
+	tr := goldenRun(t, b, out, topology.WindowedSerde(serde.String()), serde.Int64())
+	return tr, tidemarktest.Input(tr.d, "clicks", serde.String(), serde.String())
+}
+
 // windowedCount builds clicks -> windowed count -> counts.
 func windowedCount(t *testing.T, w topology.TimeWindows, opts ...topology.Option) (*transcript, *tidemarktest.InputTopic[string, string]) {
-	b := topology.NewBuilder("app")
-	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
-	topology.WindowedBy(g, w).Count(append(opts, topology.Named("clicks-per-window"))...).ToStream().To("counts")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
-	return tr, tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	return countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.WindowedBy(g, w).Count(append(opts, topology.Named("clicks-per-window"))...)
+	})
 }
 
 func TestGoldenTumblingWindowBoundaries(t *testing.T) {
@@ -73,10 +78,8 @@ func TestGoldenAggregationTimestampIsMaxOfInputs(t *testing.T) {
 	b.Stream("amounts", serde.String(), serde.Int64()).GroupByKey().
 		Aggregate(func() int64 { return 0 }, func(_ string, v, agg int64) int64 { return agg + v }, serde.Int64(), topology.Named("sums")).
 		ToStream().To("sums")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "sums", tidemarktest.Output(d, "sums", serde.String(), serde.Int64()))
-	in := tidemarktest.Input(d, "amounts", serde.String(), serde.Int64())
+	tr := goldenRun(t, b, "sums", serde.String(), serde.Int64())
+	in := tidemarktest.Input(tr.d, "amounts", serde.String(), serde.Int64())
 	tr.note("an update's timestamp is the largest timestamp aggregated so far, even when records arrive out of order")
 	pipe(tr, in, "amounts", "sku-1", 5, 1000)
 	pipe(tr, in, "amounts", "sku-1", 7, 500)
@@ -86,14 +89,9 @@ func TestGoldenAggregationTimestampIsMaxOfInputs(t *testing.T) {
 }
 
 func TestGoldenSessionMerges(t *testing.T) {
-	b := topology.NewBuilder("app")
-	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
-	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 10*time.Second)).
-		Count(topology.Named("sessions")).ToStream().To("sessions")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "sessions", tidemarktest.Output(d, "sessions", topology.WindowedSerde(serde.String()), serde.Int64()))
-	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 10*time.Second)).Count(topology.Named("sessions"))
+	})
 	tr.note("gap 5s: records within 5s of a session join it; a replaced session is deleted (tombstone)")
 	pipe(tr, in, "clicks", "alice", "a", 0)
 	pipe(tr, in, "clicks", "alice", "b", 3000)
@@ -106,7 +104,7 @@ func TestGoldenSessionMerges(t *testing.T) {
 	pipe(tr, in, "clicks", "bob", "g", 30000)
 	pipe(tr, in, "clicks", "alice", "late", 1000)
 	tr.check()
-	got, err := tidemarktest.ReadSessions(d, "sessions", "alice", serde.String(), serde.Int64())
+	got, err := tidemarktest.ReadSessions(tr.d, "sessions", "alice", serde.String(), serde.Int64())
 	must(t, err)
 	// Sessions are kept for gap + grace after they end: at stream time
 	// 30000, [0,3000] has expired and [10000,20000] has not.
@@ -116,14 +114,9 @@ func TestGoldenSessionMerges(t *testing.T) {
 }
 
 func TestGoldenSlidingWindows(t *testing.T) {
-	b := topology.NewBuilder("app")
-	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
-	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).
-		Count(topology.Named("sliding")).ToStream().To("counts")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
-	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).Count(topology.Named("sliding"))
+	})
 	tr.note("difference 10s, inclusive bounds: each record has a left window [t-10s, t]; a later record within 10001ms creates the earlier one's right window [t+1, t+10001]")
 	pipe(tr, in, "clicks", "alice", "a", 10000)
 	pipe(tr, in, "clicks", "alice", "b", 15000)
@@ -136,14 +129,10 @@ func TestGoldenSlidingWindows(t *testing.T) {
 }
 
 func TestGoldenSessionEmitFinal(t *testing.T) {
-	b := topology.NewBuilder("app")
-	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
-	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 2*time.Second)).
-		Count(topology.Named("sessions"), topology.EmitFinal()).ToStream().To("sessions")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "sessions", tidemarktest.Output(d, "sessions", topology.WindowedSerde(serde.String()), serde.Int64()))
-	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 2*time.Second)).
+			Count(topology.Named("sessions"), topology.EmitFinal())
+	})
 	tr.note("gap 5s, grace 2s: a session is final once end + gap < stream time - grace; merges emit nothing")
 	pipe(tr, in, "clicks", "alice", "a", 0)
 	pipe(tr, in, "clicks", "alice", "b", 4000)
@@ -157,14 +146,10 @@ func TestGoldenSessionEmitFinal(t *testing.T) {
 }
 
 func TestGoldenSlidingEmitFinal(t *testing.T) {
-	b := topology.NewBuilder("app")
-	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
-	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 0)).
-		Count(topology.Named("sliding"), topology.EmitFinal()).ToStream().To("counts")
-	d := newDriver(t, b)
-	tr := newTranscript(t, d)
-	watch(tr, "counts", tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64()))
-	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 0)).
+			Count(topology.Named("sliding"), topology.EmitFinal())
+	})
 	tr.note("difference 10s, no grace: [s, s+10s] is final once stream time > s+10s")
 	pipe(tr, in, "clicks", "alice", "a", 10000)
 	pipe(tr, in, "clicks", "alice", "b", 15000)
