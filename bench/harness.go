@@ -212,12 +212,15 @@ func (h *harness) rate(ctx context.Context, w string, s System, rate float64) Re
 	return res
 }
 
-// resume runs the system at a modest rate, SIGKILLs it, restarts it on the
-// same state directory and group, and times the restart until the first
-// output of an input sent after the restart is visible.
+// resume loads the pre-produced input into the system's state, runs it in
+// steady state at a modest rate for a few seconds, SIGKILLs it while input
+// keeps arriving, restarts it on the same state directory and group, and
+// times the restart until the first output of an input sent after the
+// restart is visible: process start, group join, restore of the changelog
+// tail, processing and a commit.
 func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	res := Result{System: s.Name, Workload: w, Phase: "resume"}
-	h.progress(fmt.Sprintf("resume after SIGKILL: %s on %s", s.Name, w))
+	h.progress(fmt.Sprintf("resume after SIGKILL: %s on %s (%d keys of state)", s.Name, w, h.o.Keys))
 	job, err := h.job(ctx, w, s)
 	if err == nil {
 		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
@@ -228,10 +231,19 @@ func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	}
 	p, err := s.start(ctx, h.o.Env, job)
 	if err == nil {
-		_, err = throughput(ctx, h.adm, job.AppID, job.Input, p.readyAt, 5*time.Minute)
+		_, err = throughput(ctx, h.adm, job.AppID, job.Input, p.readyAt, 10*time.Minute)
 	}
 	if err != nil {
 		res.Error = err.Error()
+		return res
+	}
+	const steadyRate = 2000
+	dctx, dcancel := context.WithCancel(ctx)
+	defer dcancel()
+	go func() { _, _ = drive(dctx, h.cl, job, steadyRate, h.o.Keys) }()
+	select { // steady state: commits are small again
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
 		return res
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -241,8 +253,6 @@ func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	defer wcancel()
 	first := make(chan time.Time, 1)
 	go func() { first <- firstOutputAfter(wctx, h.o.Brokers, job.Output, restart) }()
-	dctx, dcancel := context.WithCancel(ctx)
-	go func() { _, _ = drive(dctx, h.cl, job, 1000, h.o.Keys) }()
 	p2, err := s.start(ctx, h.o.Env, job)
 	at := <-first
 	dcancel()

@@ -163,6 +163,9 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 	}
 	p := &process{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = p.stderr
+	if os.Getenv("TIDEMARK_BENCH_LOG") != "" {
+		cmd.Stderr = io.MultiWriter(p.stderr, os.Stderr)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start %s: %w", s.Name, err)
 	}
