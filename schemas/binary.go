@@ -42,15 +42,6 @@ func appendEnum[S ~string](b []byte, v S, symbols []S) []byte {
 	return appendLong(b, -1)
 }
 
-// Enum symbols in the order of the .avsc files.
-var (
-	pageSymbols        = []PageType{PageHome, PageSearch, PageCategory, PageProduct, PageCart, PageCheckout}
-	cartSymbols        = []CartAction{CartAdd, CartRemove}
-	inventorySymbols   = []InventoryKind{InventoryRestock, InventoryAdjust, InventoryReserve, InventoryRelease}
-	paymentSymbols     = []PaymentStatus{PaymentAuthorized, PaymentCaptured, PaymentFailed, PaymentRefunded}
-	fulfillmentSymbols = []FulfillmentStatus{FulfillmentPicked, FulfillmentShipped, FulfillmentDelivered, FulfillmentReturned}
-)
-
 func clickBinary(b []byte, e ClickEvent) []byte {
 	b = appendString(b, e.EventID)
 	b = appendString(b, e.Tenant)

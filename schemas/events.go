@@ -163,6 +163,17 @@ func (e InventoryEvent) Time() time.Time   { return e.EventTime }
 func (e PaymentEvent) Time() time.Time     { return e.EventTime }
 func (e FulfillmentEvent) Time() time.Time { return e.EventTime }
 
+// The symbols of each enum, in the order of the .avsc files: Validate
+// accepts exactly these, and the binary codec writes and reads a symbol as
+// its index here.
+var (
+	pageSymbols        = []PageType{PageHome, PageSearch, PageCategory, PageProduct, PageCart, PageCheckout}
+	cartSymbols        = []CartAction{CartAdd, CartRemove}
+	inventorySymbols   = []InventoryKind{InventoryRestock, InventoryAdjust, InventoryReserve, InventoryRelease}
+	paymentSymbols     = []PaymentStatus{PaymentAuthorized, PaymentCaptured, PaymentFailed, PaymentRefunded}
+	fulfillmentSymbols = []FulfillmentStatus{FulfillmentPicked, FulfillmentShipped, FulfillmentDelivered, FulfillmentReturned}
+)
+
 // validator collects the first broken invariant of an event.
 type validator struct {
 	typ EventType
@@ -200,7 +211,7 @@ func (e ClickEvent) Validate() error {
 	v.required("tenant", e.Tenant)
 	v.required("user_id", e.UserID)
 	v.required("session_id", e.SessionID)
-	v.check(oneOf(e.Page, PageHome, PageSearch, PageCategory, PageProduct, PageCart, PageCheckout), "page", "is %q, not a PageType", e.Page)
+	v.check(oneOf(e.Page, pageSymbols...), "page", "is %q, not a PageType", e.Page)
 	v.check(e.Page != PageProduct || e.SKU != "", "sku", "is empty on a product page")
 	v.time(e.EventTime)
 	return v.err
@@ -213,7 +224,7 @@ func (e CartEvent) Validate() error {
 	v.required("cart_id", e.CartID)
 	v.required("user_id", e.UserID)
 	v.required("sku", e.SKU)
-	v.check(oneOf(e.Action, CartAdd, CartRemove), "action", "is %q, not a CartAction", e.Action)
+	v.check(oneOf(e.Action, cartSymbols...), "action", "is %q, not a CartAction", e.Action)
 	v.check(e.Quantity > 0, "quantity", "is %d, must be positive", e.Quantity)
 	v.check(e.UnitPriceCents >= 0, "unit_price_cents", "is %d, must not be negative", e.UnitPriceCents)
 	v.required("currency", e.Currency)
@@ -227,7 +238,7 @@ func (e InventoryEvent) Validate() error {
 	v.required("tenant", e.Tenant)
 	v.required("sku", e.SKU)
 	v.required("warehouse_id", e.WarehouseID)
-	v.check(oneOf(e.Kind, InventoryRestock, InventoryAdjust, InventoryReserve, InventoryRelease), "kind", "is %q, not an InventoryKind", e.Kind)
+	v.check(oneOf(e.Kind, inventorySymbols...), "kind", "is %q, not an InventoryKind", e.Kind)
 	switch e.Kind {
 	case InventoryRestock, InventoryRelease:
 		v.check(e.Delta > 0, "delta", "is %d, must be positive for %s", e.Delta, e.Kind)
@@ -249,7 +260,7 @@ func (e PaymentEvent) Validate() error {
 	v.required("order_id", e.OrderID)
 	v.required("cart_id", e.CartID)
 	v.required("user_id", e.UserID)
-	v.check(oneOf(e.Status, PaymentAuthorized, PaymentCaptured, PaymentFailed, PaymentRefunded), "status", "is %q, not a PaymentStatus", e.Status)
+	v.check(oneOf(e.Status, paymentSymbols...), "status", "is %q, not a PaymentStatus", e.Status)
 	v.check(e.AmountCents >= 0, "amount_cents", "is %d, must not be negative", e.AmountCents)
 	v.required("currency", e.Currency)
 	v.required("method", e.Method)
@@ -265,7 +276,7 @@ func (e FulfillmentEvent) Validate() error {
 	v.required("order_id", e.OrderID)
 	v.required("user_id", e.UserID)
 	v.required("warehouse_id", e.WarehouseID)
-	v.check(oneOf(e.Status, FulfillmentPicked, FulfillmentShipped, FulfillmentDelivered, FulfillmentReturned), "status", "is %q, not a FulfillmentStatus", e.Status)
+	v.check(oneOf(e.Status, fulfillmentSymbols...), "status", "is %q, not a FulfillmentStatus", e.Status)
 	v.time(e.EventTime)
 	return v.err
 }
