@@ -118,13 +118,9 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
 			Action: schemas.CartRemove, Quantity: s.lines[i].qty, UnitPriceCents: k.price, Currency: "USD", EventTime: ts}
 	case actRelease:
-		l := &s.lines[s.cursor]
-		k := &t.skus[l.sku]
-		k.stock += l.qty
-		l.reserved = false
+		e := s.release(t, ev, ts, "removed_from_cart")
 		s.afterCartChange(g, now)
-		return schemas.InventoryEvent{EventID: ev, Tenant: t.name, SKU: k.id, WarehouseID: k.warehouse,
-			Kind: schemas.InventoryRelease, Delta: l.qty, CartID: s.cartID, Reason: "removed_from_cart", EventTime: ts}
+		return e
 	case actDecide:
 		return s.decide(g, now, t, ev, ts)
 	case actCapture:
@@ -136,13 +132,9 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		s.then(g, now, actPick, 5*time.Second, 30*time.Second)
 		return s.payment(t, ev, ts, schemas.PaymentCaptured, "")
 	case actReleaseAll:
-		l := &s.lines[s.cursor]
-		k := &t.skus[l.sku]
-		k.stock += l.qty
-		l.reserved = false
+		e := s.release(t, ev, ts, "reservation_expired")
 		s.startReleaseAll(g, now)
-		return schemas.InventoryEvent{EventID: ev, Tenant: t.name, SKU: k.id, WarehouseID: k.warehouse,
-			Kind: schemas.InventoryRelease, Delta: l.qty, CartID: s.cartID, Reason: "reservation_expired", EventTime: ts}
+		return e
 	case actPick:
 		s.then(g, now, actShip, 10*time.Second, 60*time.Second)
 		return s.fulfillment(t, ev, ts, schemas.FulfillmentPicked, "")
@@ -282,6 +274,17 @@ func (s *session) reservedLines() []int {
 		}
 	}
 	return r
+}
+
+// release puts the reserved line at the cursor back in stock, for a line
+// removed from the cart or a reservation that expired (reason says which).
+func (s *session) release(t *tenant, ev string, ts time.Time, reason string) schemas.Event {
+	l := &s.lines[s.cursor]
+	k := &t.skus[l.sku]
+	k.stock += l.qty
+	l.reserved = false
+	return schemas.InventoryEvent{EventID: ev, Tenant: t.name, SKU: k.id, WarehouseID: k.warehouse,
+		Kind: schemas.InventoryRelease, Delta: l.qty, CartID: s.cartID, Reason: reason, EventTime: ts}
 }
 
 func (s *session) payment(t *tenant, ev string, ts time.Time, st schemas.PaymentStatus, reason string) schemas.Event {
