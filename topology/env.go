@@ -133,39 +133,30 @@ func (e *opEnv) store(name string) (store.Store, error) {
 }
 
 func (e *opEnv) keyValue(name string) (store.KeyValue, error) {
-	s, err := e.store(name)
-	if err != nil {
-		return nil, err
-	}
-	kv, ok := s.(store.KeyValue)
-	if !ok {
-		return nil, fmt.Errorf("operator %q: store %q is a %s store, want key-value", e.node, name, s.Kind())
-	}
-	return kv, nil
+	return storeAs[store.KeyValue](e, name, store.KindKeyValue)
 }
 
 func (e *opEnv) window(name string) (store.Window, error) {
-	s, err := e.store(name)
-	if err != nil {
-		return nil, err
-	}
-	w, ok := s.(store.Window)
-	if !ok {
-		return nil, fmt.Errorf("operator %q: store %q is a %s store, want window", e.node, name, s.Kind())
-	}
-	return w, nil
+	return storeAs[store.Window](e, name, store.KindWindow)
 }
 
 func (e *opEnv) session(name string) (store.Session, error) {
+	return storeAs[store.Session](e, name, store.KindSession)
+}
+
+// storeAs opens store name as the contract S (of kind want), failing with
+// both kinds named when the runtime opened a store of another kind.
+func storeAs[S store.Store](e *opEnv, name string, want store.Kind) (S, error) {
+	var zero S
 	s, err := e.store(name)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	w, ok := s.(store.Session)
+	st, ok := s.(S)
 	if !ok {
-		return nil, fmt.Errorf("operator %q: store %q is a %s store, want session", e.node, name, s.Kind())
+		return zero, fmt.Errorf("operator %q: store %q is a %s store, want %s", e.node, name, s.Kind(), want)
 	}
-	return w, nil
+	return st, nil
 }
 
 // sharedValue returns the per-task value under key, creating it with mk:

@@ -1,5 +1,7 @@
 package topology
 
+import "slices"
+
 // JoinTable looks each record up in table t: records whose key is in t
 // yield joiner(key, value, tableValue) with the stream record's timestamp.
 // Table updates do not trigger output. A stream whose key may have changed
@@ -87,73 +89,19 @@ func joinTables[K, V, V2, VR any](t Table[K, V], o Table[K, V2], kind joinKind, 
 	cfg := newOpConfig(opts)
 	ls, rs := t.src, o.src
 	this := b.addNode(KindProcessor, "TABLE-"+kind.String()+"-THIS", []*node{t.n}, sideCfg(cfg, "-this"),
-		opFunc[K, change[V], K, change[VR]](func(env *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[V]], error) {
-			g, err := rs.newGetter(env)
-			if err != nil {
-				return nil, err
-			}
-			return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
-				rv, rts, rok, err := g.get(r.Key)
-				if err != nil {
-					return errorf(env.node, "look up other table: %w", err)
-				}
-				c := r.Value
-				out := Record[K, change[VR]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers}
-				if rok {
-					out.Timestamp = max(out.Timestamp, rts)
-				}
-				switch {
-				case kind.present(c.hasNew, rok):
-					out.Value = change[VR]{newV: joiner(r.Key, c.newV, c.hasNew, rv, rok), hasNew: true}
-				case kind.present(c.hasOld, rok):
-					// The row existed and no longer does: a delete.
-				default:
-					return nil
-				}
-				return next.forward(out)
-			}), nil
-		}))
+		tableJoinSide(rs, kind.present, joiner))
 	that := b.addNode(KindProcessor, "TABLE-"+kind.String()+"-OTHER", []*node{o.n}, sideCfg(cfg, "-other"),
-		opFunc[K, change[V2], K, change[VR]](func(env *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[V2]], error) {
-			g, err := ls.newGetter(env)
-			if err != nil {
-				return nil, err
-			}
-			return receiverFunc[K, change[V2]](func(r Record[K, change[V2]]) error {
-				lv, lts, lok, err := g.get(r.Key)
-				if err != nil {
-					return errorf(env.node, "look up other table: %w", err)
-				}
-				c := r.Value
-				out := Record[K, change[VR]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers}
-				if lok {
-					out.Timestamp = max(out.Timestamp, lts)
-				}
-				switch {
-				case kind.present(lok, c.hasNew):
-					out.Value = change[VR]{newV: joiner(r.Key, lv, lok, c.newV, c.hasNew), hasNew: true}
-				case kind.present(lok, c.hasOld):
-				default:
-					return nil
-				}
-				return next.forward(out)
-			}), nil
-		}))
+		tableJoinSide(ls, func(mine, theirs bool) bool { return kind.present(theirs, mine) },
+			func(k K, r V2, rok bool, l V, lok bool) VR { return joiner(k, l, lok, r, rok) }))
 	b.checkSame(this, o.b)
 	merge := b.addNode(KindProcessor, "TABLE-"+kind.String(), []*node{this, that}, cfg,
 		opFunc[K, change[VR], K, change[VR]](func(_ *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[VR]], error) {
 			return receiverFunc[K, change[VR]](next.forward), nil
 		}))
-	var stores []string
-	for _, st := range ls.storeNames() {
+	stores := slices.Concat(ls.storeNames(), rs.storeNames())
+	for _, st := range stores {
 		b.connect(this, st)
 		b.connect(that, st)
-		stores = append(stores, st)
-	}
-	for _, st := range rs.storeNames() {
-		b.connect(this, st)
-		b.connect(that, st)
-		stores = append(stores, st)
 	}
 	b.requireCopartition(merge.name, t.n, o.n)
 	src := &funcGetters[K, VR]{stores: stores, mk: func(env *opEnv) (getter[K, VR], error) {
@@ -178,4 +126,39 @@ func joinTables[K, V, V2, VR any](t Table[K, V], o Table[K, V2], kind joinKind, 
 		}), nil
 	}}
 	return Table[K, VR]{b: b, n: merge, ks: t.ks, vs: serdeAs[VR](t.vs), src: src}
+}
+
+// tableJoinSide is the node for one input of a table-table join, which sees
+// the join as (its row, their row): each change of its row is looked up in
+// theirs and yields the joined row's new value, timestamped with the later
+// of the two rows, or a delete when the joined row no longer exists. present
+// and join take the sides in that order; the right input passes them
+// swapped back into the join's (left, right) order.
+func tableJoinSide[K, VM, VO, VR any](theirs getterSource[K, VO], present func(mine, theirs bool) bool, join func(k K, mine VM, mineFound bool, their VO, theirFound bool) VR) opFunc[K, change[VM], K, change[VR]] {
+	return func(env *opEnv, next forwarder[K, change[VR]]) (receiver[K, change[VM]], error) {
+		g, err := theirs.newGetter(env)
+		if err != nil {
+			return nil, err
+		}
+		return receiverFunc[K, change[VM]](func(r Record[K, change[VM]]) error {
+			tv, tts, tok, err := g.get(r.Key)
+			if err != nil {
+				return errorf(env.node, "look up other table: %w", err)
+			}
+			c := r.Value
+			out := Record[K, change[VR]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers}
+			if tok {
+				out.Timestamp = max(out.Timestamp, tts)
+			}
+			switch {
+			case present(c.hasNew, tok):
+				out.Value = change[VR]{newV: join(r.Key, c.newV, c.hasNew, tv, tok), hasNew: true}
+			case present(c.hasOld, tok):
+				// The row existed and no longer does: a delete.
+			default:
+				return nil
+			}
+			return next.forward(out)
+		}), nil
+	}
 }
