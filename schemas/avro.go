@@ -11,6 +11,17 @@ func decodeErr(typ EventType, kind error, detail any) error {
 	return fmt.Errorf("%w: %s: %w: %v", serde.ErrDecode, typ, kind, detail)
 }
 
+// validDecoded is the last step of every decoder: a record that decodes
+// but breaks an event invariant is a decode error too, so consumers only
+// ever see valid events, whichever path decoded them.
+func validDecoded[T Event](v T) (T, error) {
+	if err := v.Validate(); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: %w", serde.ErrDecode, err)
+	}
+	return v, nil
+}
+
 // encode validates v and appends its Avro binary form to dst.
 func (s *Spec[T]) encode(dst []byte, v T) ([]byte, error) {
 	if err := v.Validate(); err != nil {
@@ -38,11 +49,7 @@ func (s *Spec[T]) decodeWith(res *resolution, b []byte) (T, error) {
 		var zero T
 		return zero, decodeErr(zero.Type(), ErrMalformed, err)
 	}
-	if err := v.Validate(); err != nil {
-		var zero T
-		return zero, fmt.Errorf("%w: %w", serde.ErrDecode, err)
-	}
-	return v, nil
+	return validDecoded(v)
 }
 
 // decodeGoavro decodes with goavro and the resolution's writer codec; for
@@ -69,10 +76,7 @@ func (s *Spec[T]) decodeGoavro(res *resolution, b []byte) (T, error) {
 	if err != nil {
 		return zero, decodeErr(typ, ErrIncompatibleSchema, err)
 	}
-	if err := v.Validate(); err != nil {
-		return zero, fmt.Errorf("%w: %w", serde.ErrDecode, err)
-	}
-	return v, nil
+	return validDecoded(v)
 }
 
 type avroSerde[T Event] struct {
@@ -126,9 +130,5 @@ func (jsonSerde[T]) Decode(b []byte) (T, error) {
 		var zero T
 		return zero, decodeErr(zero.Type(), ErrMalformed, err)
 	}
-	if err := v.Validate(); err != nil {
-		var zero T
-		return zero, fmt.Errorf("%w: %w", serde.ErrDecode, err)
-	}
-	return v, nil
+	return validDecoded(v)
 }
