@@ -83,9 +83,15 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Report, error)
 		if math.IsInf(base, 1) {
 			continue
 		}
-		for _, f := range o.SweepFractions {
+		rates := o.Rates
+		if len(rates) == 0 {
+			for _, f := range o.SweepFractions {
+				rates = append(rates, f*base)
+			}
+		}
+		for _, rate := range rates {
 			for _, s := range o.Systems {
-				rep.Results = append(rep.Results, h.rate(ctx, w, s, f*base))
+				rep.Results = append(rep.Results, h.rate(ctx, w, s, rate))
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}

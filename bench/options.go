@@ -47,7 +47,9 @@ type Options struct {
 	SweepWorkloads []string
 	// SweepFractions of the slowest system's maximum throughput, so every
 	// system is measured at the same input rates. Default 0.2, 0.5, 0.8, 1.0.
-	SweepFractions  []float64
+	SweepFractions []float64
+	// Rates, when set, are absolute sweep rates (records/s) instead.
+	Rates           []float64
 	Warmup, Measure time.Duration
 	// Resume measures restart after SIGKILL on the count workload.
 	Resume     bool

@@ -74,6 +74,8 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 	go func() { errc <- app.Run(ctx) }()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	logEvery := time.NewTicker(time.Second)
+	defer logEvery.Stop()
 	for {
 		select {
 		case err := <-errc:
@@ -81,6 +83,14 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 		case <-tick.C:
 			if app.Ready() {
 				ready()
+			}
+		case <-logEvery.C:
+			if workerLogLevel() == slog.LevelInfo {
+				sn := app.ControllerSnapshot()
+				slog.Info("controller", "interval", sn.Interval, "min_spacing", sn.MinSpacing, "predicted", sn.PredictedStaleness,
+					"observed", sn.ObservedStaleness, "latency", sn.CommitLatency, "cost", sn.CommitCost, "rho", sn.Utilization,
+					"load", sn.Load, "lambda", sn.ArrivalRate, "backlog", sn.Backlog, "overloaded", sn.Overloaded,
+					"commits", sn.Commits, "by", fmt.Sprint(sn.CommitsBy))
 			}
 		}
 	}

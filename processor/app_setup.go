@@ -89,19 +89,34 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 	if a.cfg.DeadLetterTopic != "" {
 		userTopics = append(userTopics, a.cfg.DeadLetterTopic)
 	}
-	details, err := a.adm.ListTopics(ctx, userTopics...)
-	if err != nil {
-		return nil, fmt.Errorf("processor: describe topics: %w", err)
-	}
 	l := &layout{partitions: map[string]int32{}}
-	var missing []string
-	for _, topic := range userTopics {
-		d, ok := details[topic]
-		if !ok || d.Err != nil {
-			missing = append(missing, topic)
-			continue
+	// A topic created moments ago (by a deploy script, or a test) may not
+	// be in every broker's metadata yet: give it a few seconds before
+	// calling it missing.
+	missing := userTopics
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		details, err := a.adm.ListTopics(ctx, missing...)
+		if err != nil {
+			return nil, fmt.Errorf("processor: describe topics: %w", err)
 		}
-		l.partitions[topic] = int32(len(d.Partitions))
+		var still []string
+		for _, topic := range missing {
+			d, ok := details[topic]
+			if !ok || d.Err != nil || len(d.Partitions) == 0 {
+				still = append(still, topic)
+				continue
+			}
+			l.partitions[topic] = int32(len(d.Partitions))
+		}
+		missing = still
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %v (create them first; tidemark creates only its internal topics)", ErrMissingTopic, missing)
@@ -208,11 +223,26 @@ func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog
 			err = resp.Err
 		}
 		if errors.Is(err, kerr.TopicAlreadyExists) {
-			d, derr := adm.ListTopics(ctx, t.Name)
-			if derr != nil {
-				return fmt.Errorf("processor: describe %s: %w", t.Name, derr)
+			// Another instance may have created it a moment ago: brokers
+			// learn new topics asynchronously, so its metadata can show
+			// no partitions yet. Wait for them before comparing.
+			var got int32
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				d, derr := adm.ListTopics(ctx, t.Name)
+				if derr != nil {
+					return fmt.Errorf("processor: describe %s: %w", t.Name, derr)
+				}
+				got = int32(len(d[t.Name].Partitions))
+				if got > 0 || time.Now().After(deadline) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("processor: describe %s: %w", t.Name, ctx.Err())
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
-			if got := int32(len(d[t.Name].Partitions)); got != t.Partitions {
+			if got != t.Partitions {
 				return fmt.Errorf("processor: internal topic %s has %d partitions, the topology needs %d (delete it, or reset the application)", t.Name, got, t.Partitions)
 			}
 			continue

@@ -25,9 +25,9 @@ func init() {
 func newBenchCmd() *cobra.Command {
 	var (
 		brokers, workloads, systems, out string
-		quick, resume                    bool
+		quick, resume, sequential        bool
 		records, keys                    int
-		sweep                            []float64
+		sweep, rates                     []float64
 		sweepWorkloads                   string
 	)
 	cmd := &cobra.Command{
@@ -50,8 +50,12 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 			if err != nil {
 				return err
 			}
-			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records, Keys: keys, SweepFractions: sweep}
-			if sweepWorkloads != "" {
+			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records, Keys: keys, SweepFractions: sweep, SequentialKeys: sequential, Rates: rates}
+			switch sweepWorkloads {
+			case "":
+			case "none":
+				o.SweepWorkloads = []string{}
+			default:
 				o.SweepWorkloads = strings.Split(sweepWorkloads, ",")
 			}
 			if workloads != "" {
@@ -97,8 +101,10 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 	f.BoolVar(&resume, "resume", false, "also measure restart after SIGKILL")
 	f.IntVar(&records, "records", 0, "records pre-produced per throughput run (default 300000, quick 100000)")
 	f.IntVar(&keys, "keys", 0, "distinct keys, Zipf-skewed (default 10000)")
+	f.BoolVar(&sequential, "sequential-keys", false, "pre-produce every key in turn, so --records ≥ --keys fills state with exactly --keys keys")
 	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
-	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count)")
+	f.Float64SliceVar(&rates, "rates", nil, "absolute sweep rates in records/s (instead of --sweep fractions)")
+	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count; none to skip it)")
 	return cmd
 }
 
