@@ -3,8 +3,6 @@ package memstore
 import (
 	"bytes"
 
-	"github.com/google/btree"
-
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -36,12 +34,11 @@ func byEndKeyStart(a, b *sessEntry) bool {
 	return a.start < b.start
 }
 
-// Session is an in-memory store.Session, two trees over shared entries like
-// Window.
+// Session is an in-memory store.Session: twoTrees of entries, by key, end
+// and start, and by end (for expiry).
 type Session struct {
-	name   string
-	byKey  *btree.BTreeG[*sessEntry]
-	byEnd  *btree.BTreeG[*sessEntry]
+	name string
+	twoTrees[sessEntry]
 	probe  sessEntry
 	closed bool
 }
@@ -50,11 +47,7 @@ var _ store.Session = (*Session)(nil)
 
 // NewSession returns an empty session store.
 func NewSession(name string) *Session {
-	return &Session{
-		name:  name,
-		byKey: btree.NewG(degree, byKeyEndStart),
-		byEnd: btree.NewG(degree, byEndKeyStart),
-	}
+	return &Session{name: name, twoTrees: newTwoTrees(byKeyEndStart, byEndKeyStart)}
 }
 
 func (s *Session) Name() string     { return s.name }
@@ -63,8 +56,7 @@ func (s *Session) Kind() store.Kind { return store.KindSession }
 // Close drops the contents; later operations return store.ErrClosed.
 func (s *Session) Close() error {
 	s.closed = true
-	s.byKey.Clear(false)
-	s.byEnd.Clear(false)
+	s.clear()
 	return nil
 }
 
@@ -105,9 +97,7 @@ func (s *Session) Put(key []byte, start, end int64, value []byte) error {
 		e.value = clone(value)
 		return nil
 	}
-	e := &sessEntry{key: clone(key), start: start, end: end, value: clone(value)}
-	s.byKey.ReplaceOrInsert(e)
-	s.byEnd.ReplaceOrInsert(e)
+	s.insert(&sessEntry{key: clone(key), start: start, end: end, value: clone(value)})
 	return nil
 }
 
@@ -116,8 +106,7 @@ func (s *Session) Remove(key []byte, start, end int64) error {
 		return store.ErrClosed
 	}
 	if e, ok := s.find(key, start, end); ok {
-		s.byKey.Delete(e)
-		s.byEnd.Delete(e)
+		s.delete(e)
 	}
 	return nil
 }
@@ -126,12 +115,6 @@ func (s *Session) ExpireBefore(end int64) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	for {
-		e, ok := s.byEnd.Min()
-		if !ok || e.end >= end {
-			return nil
-		}
-		s.byEnd.DeleteMin()
-		s.byKey.Delete(e)
-	}
+	s.expire(func(e *sessEntry) bool { return e.end < end })
+	return nil
 }

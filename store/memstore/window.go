@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"math"
 
-	"github.com/google/btree"
-
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -31,26 +29,20 @@ func byStartKey(a, b *winEntry) bool {
 	return bytes.Compare(a.key, b.key) < 0
 }
 
-// Window is an in-memory store.Window. Entries sit in two trees sharing the
-// same pointers: one ordered for fetches and one by start, so ExpireBefore
-// touches only the windows it drops.
+// Window is an in-memory store.Window: twoTrees of entries, by key then
+// start and by start (for expiry).
 type Window struct {
-	name    string
-	byKey   *btree.BTreeG[*winEntry]
-	byStart *btree.BTreeG[*winEntry]
-	probe   winEntry
-	closed  bool
+	name string
+	twoTrees[winEntry]
+	probe  winEntry
+	closed bool
 }
 
 var _ store.Window = (*Window)(nil)
 
 // NewWindow returns an empty window store.
 func NewWindow(name string) *Window {
-	return &Window{
-		name:    name,
-		byKey:   btree.NewG(degree, byKeyStart),
-		byStart: btree.NewG(degree, byStartKey),
-	}
+	return &Window{name: name, twoTrees: newTwoTrees(byKeyStart, byStartKey)}
 }
 
 func (s *Window) Name() string     { return s.name }
@@ -59,8 +51,7 @@ func (s *Window) Kind() store.Kind { return store.KindWindow }
 // Close drops the contents; later operations return store.ErrClosed.
 func (s *Window) Close() error {
 	s.closed = true
-	s.byKey.Clear(false)
-	s.byStart.Clear(false)
+	s.clear()
 	return nil
 }
 
@@ -80,8 +71,7 @@ func (s *Window) Put(key []byte, start int64, value []byte) error {
 	}
 	if value == nil {
 		if e, ok := s.find(key, start); ok {
-			s.byKey.Delete(e)
-			s.byStart.Delete(e)
+			s.delete(e)
 		}
 		return nil
 	}
@@ -89,9 +79,7 @@ func (s *Window) Put(key []byte, start int64, value []byte) error {
 		e.value = clone(value)
 		return nil
 	}
-	e := &winEntry{key: clone(key), start: start, value: clone(value)}
-	s.byKey.ReplaceOrInsert(e)
-	s.byStart.ReplaceOrInsert(e)
+	s.insert(&winEntry{key: clone(key), start: start, value: clone(value)})
 	return nil
 }
 
@@ -144,14 +132,8 @@ func (s *Window) ExpireBefore(start int64) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	for {
-		e, ok := s.byStart.Min()
-		if !ok || e.start >= start {
-			return nil
-		}
-		s.byStart.DeleteMin()
-		s.byKey.Delete(e)
-	}
+	s.expire(func(e *winEntry) bool { return e.start < start })
+	return nil
 }
 
 // minStart is the smallest window start, for open lower bounds.
