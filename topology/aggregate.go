@@ -33,6 +33,18 @@ func fold[K, V, VA any](init func() VA, add func(K, V, VA) VA, k K, v V, old VA,
 	}
 }
 
+// storeKey encodes k for a store, reusing *buf's memory. The key is never
+// nil: a nil key means "unbounded" to range scans, while an empty encoding
+// is a real key.
+func storeKey[K any](ks serde.Serde[K], buf *[]byte, k K) ([]byte, error) {
+	b, err := ks.Encode((*buf)[:0], k)
+	*buf = b
+	if b == nil {
+		b = []byte{}
+	}
+	return b, err
+}
+
 // requireAggSerdes fails the build when the aggregate's store could not be
 // written: it needs the key serde and the aggregate's value serde.
 func requireAggSerdes[K, VA any](b *Builder, node, store string, ks serde.Serde[K], vs serde.Serde[VA]) {

@@ -123,13 +123,9 @@ func tsKV[K, V any](env *opEnv, name string, ks serde.Serde[K], vs serde.Serde[V
 }
 
 func (s *tsStore[K, V]) key(k K) ([]byte, error) {
-	b, err := s.ks.Encode(s.kbuf[:0], k)
+	b, err := storeKey(s.ks, &s.kbuf, k)
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: store %q: encode key: %w", s.node, s.name, err)
-	}
-	s.kbuf = b
-	if b == nil {
-		b = []byte{}
 	}
 	return b, nil
 }

@@ -163,15 +163,6 @@ const (
 	sideRight = 'R'
 )
 
-func (j *ssJoin[K, V, V2, VR]) key(k K) ([]byte, error) {
-	b, err := j.op.ks.Encode(j.kbuf[:0], k)
-	j.kbuf = b
-	if b == nil {
-		b = []byte{}
-	}
-	return b, err
-}
-
 func outerKey(dst []byte, ts int64, side byte, kb []byte) []byte {
 	dst = binary.BigEndian.AppendUint64(dst[:0], uint64(ts))
 	dst = append(dst, side)
@@ -217,7 +208,7 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 	if err := j.emitDue(env, r.Timestamp); err != nil {
 		return err
 	}
-	kb, err := j.key(r.Key)
+	kb, err := storeKey(j.op.ks, &j.kbuf, r.Key)
 	if err != nil {
 		return errorf(env.node, "encode key: %w", err)
 	}

@@ -104,13 +104,9 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 	}
 	a.observed = max(a.observed, r.Timestamp)
 	closeTime := a.observed - a.w.grace
-	var err error
-	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
+	kb, err := storeKey(a.ks, &a.kbuf, r.Key)
+	if err != nil {
 		return errorf(a.env.node, "encode key: %w", err)
-	}
-	kb := a.kbuf
-	if kb == nil {
-		kb = []byte{}
 	}
 	late := false
 	a.starts = a.w.starts(a.starts[:0], r.Timestamp)
