@@ -18,6 +18,12 @@ import (
 // overlays. An abort resets the tasks to the committed state; a failure
 // that needs a new producer returns errRestartSession.
 func (s *session) commit(ctx context.Context, reason string) error {
+	// A commit that has started runs to its end even when Run's context
+	// is cancelled meanwhile: cancelling its flush would abort the work a
+	// graceful shutdown is about to commit. The transaction timeout bounds
+	// it instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.cfg.TransactionTimeout)
+	defer cancel()
 	if !s.open {
 		if err := s.begin(); err != nil {
 			return err

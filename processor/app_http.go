@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"unicode/utf8"
 
@@ -25,9 +26,34 @@ func (a *App) startHTTP() (*http.Server, error) {
 		return nil, fmt.Errorf("processor: listen %s: %w", a.cfg.HTTPAddr, err)
 	}
 	a.httpAddr.Store(l.Addr().String())
+	// Other instances hand this address to clients for our keys, so it
+	// must be one they can dial: the default (HTTPAddr) may name port 0 or
+	// no host.
+	a.cfg.AdvertisedHTTP = advertisedAddr(a.cfg.AdvertisedHTTP, l.Addr().String())
 	srv := &http.Server{Handler: a.Handler()}
 	go func() { _ = srv.Serve(l) }() // ends with Shutdown/Close in Run
 	return srv, nil
+}
+
+// advertisedAddr completes adv with what the listener bound: the bound port
+// for a port 0 (or missing), and the host name for a missing or unspecified
+// host (":8080", "0.0.0.0:8080").
+func advertisedAddr(adv, bound string) string {
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return adv
+	}
+	if port == "" || port == "0" {
+		if _, bport, err := net.SplitHostPort(bound); err == nil {
+			port = bport
+		}
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Handler serves the app's HTTP API; mount it in your own server if you
