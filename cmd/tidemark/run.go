@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
+	"github.com/tidemark-streams/tidemark/processor"
+)
+
+func init() { rootCmd.AddCommand(newRunCmd()) }
+
+func newRunCmd() *cobra.Command {
+	var (
+		configPath string
+		f          = defaultServiceConfig()
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the marketplace pipelines as a service against Kafka",
+		Long: `run runs the marketplace pipelines (inventory, fraud, orders) as a member of
+a consumer group: start as many replicas with the same --application as you
+like and the group spreads the partitions over them. SIGTERM or Ctrl-C
+commits what is in flight, closes the tasks and leaves the group.
+
+Configuration, later sources overriding earlier ones: defaults, a YAML or
+JSON file (--config or $TIDEMARK_CONFIG), TIDEMARK_* environment variables
+(TIDEMARK_BROKERS, TIDEMARK_STATE_DIR, TIDEMARK_HTTP, TIDEMARK_PIPELINES,
+TIDEMARK_GUARANTEE, TIDEMARK_COMMIT_POLICY, TIDEMARK_COMMIT_INTERVAL,
+TIDEMARK_STALENESS_TARGET, TIDEMARK_DEAD_LETTER_TOPIC, ...: the flag name
+in capitals), then flags.`,
+		Example: `  tidemark run --brokers localhost:9092 --create-topics
+  TIDEMARK_BROKERS=kafka:9092 tidemark run --pipelines inventory,fraud --commit-policy fixed --commit-interval 100ms
+  tidemark run --config tidemark.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := resolveServiceConfig(configPath, os.Getenv, cmd.Flags(), f)
+			if err != nil {
+				return err
+			}
+			s, err := cfg.validate()
+			if err != nil {
+				return err
+			}
+			return s.run(cmd.Context(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&configPath, "config", "", "YAML or JSON config file (default $TIDEMARK_CONFIG)")
+	fl.StringVar(&f.Application, "application", f.Application, "application id: consumer group and internal topic prefix")
+	fl.StringSliceVar(&f.Brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated")
+	fl.StringVar(&f.StateDir, "state-dir", f.StateDir, "local state directory (Badger)")
+	fl.StringVar(&f.HTTP, "http", f.HTTP, "HTTP listen address for /metrics, /healthz, /readyz, /frontier, /stores (empty: off)")
+	fl.StringVar(&f.AdvertisedHTTP, "advertised-http", "", "address other replicas give clients for keys this one owns (default --http)")
+	fl.StringVar(&f.InstanceID, "instance-id", "", "stable instance id (default: persisted in the state dir)")
+	fl.StringSliceVar(&f.Pipelines, "pipelines", f.Pipelines, "pipelines to run: inventory, fraud, orders")
+	fl.StringVar(&f.Guarantee, "guarantee", f.Guarantee, "exactly_once or at_least_once")
+	fl.StringVar(&f.CommitPolicy, "commit-policy", f.CommitPolicy, "adaptive (staleness cost model) or fixed")
+	fl.StringVar(&f.CommitInterval, "commit-interval", "", "fixed: the commit period (default 100ms); adaptive: the longest interval (default 5s)")
+	fl.StringVar(&f.StalenessTarget, "staleness-target", "", "end-to-end staleness target of the adaptive policy (default 1s)")
+	fl.StringVar(&f.DeadLetterTopic, "dead-letter-topic", "", "send undecodable input records here instead of failing")
+	fl.BoolVar(&f.SkipUndecodable, "skip-undecodable", false, "drop and count undecodable input records instead of failing")
+	fl.StringVar(&f.TopicPrefix, "topic-prefix", "", "prefix of every input and output topic name")
+	fl.BoolVar(&f.CreateTopics, "create-topics", false, "create missing input, output and dead-letter topics")
+	fl.Int32Var(&f.Partitions, "partitions", f.Partitions, "partitions of topics --create-topics creates")
+	fl.Int64Var(&f.FraudThreshold, "fraud-threshold", 0, "payment attempts per user per window that raise a fraud alert (default 20)")
+	fl.StringVar(&f.ShipWithin, "ship-within", "", "fulfillment deadline after capture, event time (default 1m)")
+	fl.StringVar(&f.Grace, "grace", "", "allowed lateness of every event-time operator (default 5s)")
+	fl.StringVar(&f.LogLevel, "log-level", f.LogLevel, "debug, info, warn or error")
+	return cmd
+}
+
+// resolveServiceConfig layers defaults, the file, the environment and the
+// flags the user set. fromFlags holds defaults and flag values; only
+// flags marked Changed override.
+func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.FlagSet, fromFlags serviceConfig) (serviceConfig, error) {
+	cfg := defaultServiceConfig()
+	if path == "" {
+		path = getenv("TIDEMARK_CONFIG")
+	}
+	if path != "" {
+		if err := loadConfigFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return cfg, fmt.Errorf("environment: %w", err)
+	}
+	set := func(name string, apply func()) {
+		if fl != nil && fl.Changed(name) {
+			apply()
+		}
+	}
+	f := fromFlags
+	set("application", func() { cfg.Application = f.Application })
+	set("brokers", func() { cfg.Brokers = f.Brokers })
+	set("state-dir", func() { cfg.StateDir = f.StateDir })
+	set("http", func() { cfg.HTTP = f.HTTP })
+	set("advertised-http", func() { cfg.AdvertisedHTTP = f.AdvertisedHTTP })
+	set("instance-id", func() { cfg.InstanceID = f.InstanceID })
+	set("pipelines", func() { cfg.Pipelines = f.Pipelines })
+	set("guarantee", func() { cfg.Guarantee = f.Guarantee })
+	set("commit-policy", func() { cfg.CommitPolicy = f.CommitPolicy })
+	set("commit-interval", func() { cfg.CommitInterval = f.CommitInterval })
+	set("staleness-target", func() { cfg.StalenessTarget = f.StalenessTarget })
+	set("dead-letter-topic", func() { cfg.DeadLetterTopic = f.DeadLetterTopic })
+	set("skip-undecodable", func() { cfg.SkipUndecodable = f.SkipUndecodable })
+	set("topic-prefix", func() { cfg.TopicPrefix = f.TopicPrefix })
+	set("create-topics", func() { cfg.CreateTopics = f.CreateTopics })
+	set("partitions", func() { cfg.Partitions = f.Partitions })
+	set("fraud-threshold", func() { cfg.FraudThreshold = f.FraudThreshold })
+	set("ship-within", func() { cfg.ShipWithin = f.ShipWithin })
+	set("grace", func() { cfg.Grace = f.Grace })
+	set("log-level", func() { cfg.LogLevel = f.LogLevel })
+	return cfg, nil
+}
+
+// app builds the topology and the App the service runs.
+func (s *service) app(logw io.Writer) (*processor.App, error) {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(s.cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+	topo, err := pipelines.Build(s.cfg.Application, s.names, s.pipelines)
+	if err != nil {
+		return nil, err
+	}
+	opts := []processor.Option{
+		processor.WithBrokers(s.cfg.Brokers...),
+		processor.WithStateDir(filepath.Join(s.cfg.StateDir, s.cfg.Application)),
+		processor.WithHTTP(s.cfg.HTTP),
+		processor.WithGuarantee(s.guarantee),
+		processor.WithCommitPolicy(s.commit),
+		processor.WithLogger(log),
+	}
+	if s.cfg.InstanceID != "" {
+		opts = append(opts, processor.WithInstanceID(s.cfg.InstanceID))
+	}
+	if s.cfg.DeadLetterTopic != "" {
+		opts = append(opts, processor.WithDeadLetterTopic(s.cfg.DeadLetterTopic))
+	}
+	if adv := s.cfg.AdvertisedHTTP; adv != "" {
+		opts = append(opts, func(c *processor.Config) { c.AdvertisedHTTP = adv })
+	}
+	return processor.NewApp(topo, opts...)
+}
+
+// run creates topics if asked and runs the App until ctx is cancelled.
+func (s *service) run(ctx context.Context, logw io.Writer) error {
+	app, err := s.app(logw)
+	if err != nil {
+		return err
+	}
+	if s.cfg.CreateTopics {
+		topics, err := pipelines.Topics(s.names, s.pipelines)
+		if err != nil {
+			return err
+		}
+		if s.cfg.DeadLetterTopic != "" {
+			topics = append(topics, s.cfg.DeadLetterTopic)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...))
+		if err != nil {
+			return fmt.Errorf("run: admin client: %w", err)
+		}
+		err = ensureTopics(ctx, kadm.NewClient(cl), topics, s.cfg.Partitions)
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
+	if err := app.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/marketplace/gen"
+	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
+	"github.com/tidemark-streams/tidemark/processor"
+)
+
+// serviceConfig is the configuration of `tidemark run`, from a YAML or
+// JSON file, then TIDEMARK_* environment variables, then flags (each
+// later source overrides the earlier). Durations are Go duration strings
+// ("250ms", "1m"), kept as strings until validate so an error can name the
+// field and quote what was given.
+type serviceConfig struct {
+	Application     string   `yaml:"application" json:"application"`
+	Brokers         []string `yaml:"brokers" json:"brokers"`
+	StateDir        string   `yaml:"state_dir" json:"state_dir"`
+	HTTP            string   `yaml:"http" json:"http"`
+	AdvertisedHTTP  string   `yaml:"advertised_http" json:"advertised_http"`
+	InstanceID      string   `yaml:"instance_id" json:"instance_id"`
+	Pipelines       []string `yaml:"pipelines" json:"pipelines"`
+	Guarantee       string   `yaml:"guarantee" json:"guarantee"`
+	CommitPolicy    string   `yaml:"commit_policy" json:"commit_policy"`
+	CommitInterval  string   `yaml:"commit_interval" json:"commit_interval"`
+	StalenessTarget string   `yaml:"staleness_target" json:"staleness_target"`
+	DeadLetterTopic string   `yaml:"dead_letter_topic" json:"dead_letter_topic"`
+	SkipUndecodable bool     `yaml:"skip_undecodable" json:"skip_undecodable"`
+	TopicPrefix     string   `yaml:"topic_prefix" json:"topic_prefix"`
+	CreateTopics    bool     `yaml:"create_topics" json:"create_topics"`
+	Partitions      int32    `yaml:"partitions" json:"partitions"`
+	FraudThreshold  int64    `yaml:"fraud_threshold" json:"fraud_threshold"`
+	ShipWithin      string   `yaml:"ship_within" json:"ship_within"`
+	Grace           string   `yaml:"grace" json:"grace"`
+	LogLevel        string   `yaml:"log_level" json:"log_level"`
+}
+
+// defaultServiceConfig documents every default in one place.
+func defaultServiceConfig() serviceConfig {
+	return serviceConfig{
+		Application:  "tidemark-marketplace",
+		StateDir:     "tidemark-state",
+		HTTP:         ":8080",
+		Pipelines:    append([]string(nil), pipelines.All...),
+		Guarantee:    "exactly_once",
+		CommitPolicy: string(frontier.PolicyAdaptive),
+		Partitions:   6,
+		LogLevel:     "info",
+	}
+}
+
+// loadConfigFile reads path over cfg; unknown fields are errors, so a typo
+// does not silently keep a default.
+func loadConfigFile(path string, cfg *serviceConfig) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".json" {
+		// YAML goes through JSON: encoding/json's errors name the field
+		// ("struct field serviceConfig.partitions"); yaml's give a line.
+		var m map[string]any
+		if err := yaml.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+		if m == nil {
+			return nil // an empty file keeps the defaults
+		}
+		if b, err = json.Marshal(m); err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// applyEnv overrides cfg with the TIDEMARK_* variables that are set.
+func applyEnv(cfg *serviceConfig, getenv func(string) string) error {
+	str := map[string]*string{
+		"TIDEMARK_APPLICATION": &cfg.Application, "TIDEMARK_STATE_DIR": &cfg.StateDir, "TIDEMARK_HTTP": &cfg.HTTP,
+		"TIDEMARK_ADVERTISED_HTTP": &cfg.AdvertisedHTTP, "TIDEMARK_INSTANCE_ID": &cfg.InstanceID,
+		"TIDEMARK_GUARANTEE": &cfg.Guarantee, "TIDEMARK_COMMIT_POLICY": &cfg.CommitPolicy,
+		"TIDEMARK_COMMIT_INTERVAL": &cfg.CommitInterval, "TIDEMARK_STALENESS_TARGET": &cfg.StalenessTarget,
+		"TIDEMARK_DEAD_LETTER_TOPIC": &cfg.DeadLetterTopic, "TIDEMARK_TOPIC_PREFIX": &cfg.TopicPrefix,
+		"TIDEMARK_SHIP_WITHIN": &cfg.ShipWithin, "TIDEMARK_GRACE": &cfg.Grace, "TIDEMARK_LOG_LEVEL": &cfg.LogLevel,
+	}
+	for k, p := range str {
+		if v := getenv(k); v != "" {
+			*p = v
+		}
+	}
+	if v := getenv("TIDEMARK_BROKERS"); v != "" {
+		cfg.Brokers = splitList(v)
+	}
+	if v := getenv("TIDEMARK_PIPELINES"); v != "" {
+		cfg.Pipelines = splitList(v)
+	}
+	for k, p := range map[string]*bool{"TIDEMARK_CREATE_TOPICS": &cfg.CreateTopics, "TIDEMARK_SKIP_UNDECODABLE": &cfg.SkipUndecodable} {
+		if v := getenv(k); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: want true or false", k, v)
+			}
+			*p = b
+		}
+	}
+	if v := getenv("TIDEMARK_PARTITIONS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("TIDEMARK_PARTITIONS=%q: want an integer", v)
+		}
+		cfg.Partitions = int32(n)
+	}
+	if v := getenv("TIDEMARK_FRAUD_THRESHOLD"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("TIDEMARK_FRAUD_THRESHOLD=%q: want an integer", v)
+		}
+		cfg.FraudThreshold = n
+	}
+	return nil
+}
+
+// service is a validated serviceConfig, ready to run.
+type service struct {
+	cfg       serviceConfig
+	names     []string
+	pipelines pipelines.Config
+	commit    frontier.Options
+	guarantee processor.Guarantee
+}
+
+func parseDuration(field, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("config: %s %q: want a non-negative duration such as 250ms or 1m", field, v)
+	}
+	return d, nil
+}
+
+// validate checks every field, naming the one at fault and what it accepts.
+func (c serviceConfig) validate() (*service, error) {
+	s := &service{cfg: c}
+	if len(c.Brokers) == 0 {
+		return nil, errors.New("config: brokers is required (flag --brokers, env TIDEMARK_BROKERS, or brokers: in the config file)")
+	}
+	if c.Application == "" {
+		return nil, errors.New("config: application must not be empty")
+	}
+	names, err := pipelines.ParseNames(strings.Join(c.Pipelines, ","))
+	if err != nil {
+		return nil, fmt.Errorf("config: pipelines: %w", err)
+	}
+	s.names = names
+	if s.guarantee, err = processor.ParseGuarantee(c.Guarantee); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	switch frontier.Policy(c.CommitPolicy) {
+	case frontier.PolicyAdaptive, frontier.PolicyFixed:
+		s.commit.Policy = frontier.Policy(c.CommitPolicy)
+	default:
+		return nil, fmt.Errorf("config: commit_policy %q: want adaptive or fixed", c.CommitPolicy)
+	}
+	interval, err := parseDuration("commit_interval", c.CommitInterval)
+	if err != nil {
+		return nil, err
+	}
+	// Under fixed the interval is the period; under adaptive it caps the
+	// interval the controller may choose.
+	if s.commit.Policy == frontier.PolicyFixed {
+		s.commit.FixedInterval = interval
+	} else {
+		s.commit.MaxInterval = interval
+	}
+	if s.commit.StalenessTarget, err = parseDuration("staleness_target", c.StalenessTarget); err != nil {
+		return nil, err
+	}
+	if err := s.commit.Validate(); err != nil {
+		return nil, fmt.Errorf("config: commit_policy/commit_interval/staleness_target: %w", err)
+	}
+	if c.Partitions < 1 || c.Partitions > 10000 {
+		return nil, fmt.Errorf("config: partitions %d: accepted range 1..10000", c.Partitions)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.DeadLetterTopic != "" && c.SkipUndecodable {
+		return nil, errors.New("config: dead_letter_topic and skip_undecodable exclude each other: undecodable records are either dead-lettered or dropped")
+	}
+	p := pipelines.Config{FraudThreshold: c.FraudThreshold, SkipUndecodable: c.SkipUndecodable,
+		Inputs: gen.DefaultTopics.WithPrefix(c.TopicPrefix), Outputs: pipelines.DefaultOutputs.WithPrefix(c.TopicPrefix)}
+	if p.ShipWithin, err = parseDuration("ship_within", c.ShipWithin); err != nil {
+		return nil, err
+	}
+	if p.Grace, err = parseDuration("grace", c.Grace); err != nil {
+		return nil, err
+	}
+	if c.FraudThreshold < 0 {
+		return nil, fmt.Errorf("config: fraud_threshold %d: must be ≥ 1 (0 keeps the default)", c.FraudThreshold)
+	}
+	if err := p.EnsureDefaults(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	s.pipelines = p
+	return s, nil
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/marketplace/gen"
+	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+		env              map[string]string
+	}{
+		{"brokers are required", "", "brokers is required", nil},
+		{"unknown commit policy", "brokers: [k:9092]\ncommit_policy: sometimes\n", `commit_policy "sometimes"`, nil},
+		{"commit interval must be a duration", "brokers: [k:9092]\ncommit_interval: soon\n", `commit_interval "soon"`, nil},
+		{"fixed interval out of range", "brokers: [k:9092]\ncommit_policy: fixed\ncommit_interval: 2h\n", "FixedInterval", nil},
+		{"unknown guarantee", "brokers: [k:9092]\nguarantee: maybe_once\n", `guarantee "maybe_once"`, nil},
+		{"unknown pipeline", "brokers: [k:9092]\npipelines: [inventory, shipping]\n", `pipelines: pipeline "shipping"`, nil},
+		{"misspelt field in the file", "brokers: [k:9092]\nstaleness_targt: 1s\n", "staleness_targt", nil},
+		{"wrong type in the file", "brokers: [k:9092]\npartitions: many\n", "partitions", nil},
+		{"partitions out of range", "brokers: [k:9092]\npartitions: 0\n", "partitions 0", nil},
+		{"dead letter and skip exclude each other", "brokers: [k:9092]\ndead_letter_topic: dlq\nskip_undecodable: true\n", "dead_letter_topic and skip_undecodable", nil},
+		{"bad environment value names the variable", "brokers: [k:9092]\n", "TIDEMARK_CREATE_TOPICS", map[string]string{"TIDEMARK_CREATE_TOPICS": "perhaps"}},
+		{"environment overrides the file", "brokers: [k:9092]\n", `staleness_target "fast"`, map[string]string{"TIDEMARK_STALENESS_TARGET": "fast"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = writeFile(t, "tidemark.yaml", tc.file)
+			}
+			getenv := func(k string) string { return tc.env[k] }
+			cfg, err := resolveServiceConfig(path, getenv, nil, serviceConfig{})
+			if err == nil {
+				_, err = cfg.validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunConfigLayersFileEnvAndFlags(t *testing.T) {
+	path := writeFile(t, "tidemark.json", `{"brokers": ["file:9092"], "commit_policy": "fixed", "commit_interval": "50ms", "state_dir": "/from/file"}`)
+	cmd := newRunCmd()
+	if err := cmd.Flags().Parse([]string{"--commit-interval", "20ms"}); err != nil {
+		t.Fatal(err)
+	}
+	f := defaultServiceConfig()
+	f.CommitInterval = "20ms"
+	env := map[string]string{"TIDEMARK_STATE_DIR": "/from/env"}
+	cfg, err := resolveServiceConfig(path, func(k string) string { return env[k] }, cmd.Flags(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.cfg.Brokers[0] != "file:9092" || s.cfg.StateDir != "/from/env" || s.commit.FixedInterval != 20*time.Millisecond {
+		t.Fatalf("brokers %v (want from the file), state dir %q (want from env), fixed interval %v (want the flag's 20ms)",
+			s.cfg.Brokers, s.cfg.StateDir, s.commit.FixedInterval)
+	}
+}
+
+// A short run of the service on the embedded broker: it creates its
+// topics, processes generated inventory events, and stops cleanly when
+// its context is cancelled (what SIGTERM does through main's context).
+func TestRunServiceProcessesAndStopsCleanly(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	cfg := defaultServiceConfig()
+	cfg.Brokers, cfg.StateDir, cfg.HTTP = brokers, t.TempDir(), "127.0.0.1:0"
+	cfg.Pipelines, cfg.CreateTopics, cfg.Partitions, cfg.LogLevel = []string{pipelines.Inventory}, true, 2, "warn"
+	s, err := cfg.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx, &logs) }()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(pipelines.DefaultOutputs.Availability),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	g, err := gen.New(gen.Config{Seed: 3, Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for len(recs) < 50 {
+		r, err := g.NextRecord()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Topic == gen.DefaultTopics.Inventory {
+			recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the topics appear once the service created them
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cl.ProduceSync(pctx, recs...).FirstErr()
+		pcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce inventory events: %v\nlogs:\n%s", err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got := 0
+	for got == 0 && time.Now().Before(deadline) {
+		fctx, fcancel := context.WithTimeout(ctx, time.Second)
+		got += cl.PollFetches(fctx).NumRecords()
+		fcancel()
+	}
+	if got == 0 {
+		t.Fatalf("no availability output within 30s\nlogs:\n%s", logs.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("service did not stop within 30s of cancel")
+	}
+}
