@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/schemas"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -155,16 +156,21 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 		}
 		return opts
 	}
+	vs := gen.Serdes{Cart: schemas.Cart.Avro(), Inventory: schemas.Inventory.Avro(), Payment: schemas.Payment.Avro(),
+		Fulfillment: schemas.Fulfillment.Avro()}
+	if s := cfg.Serdes; s != nil {
+		vs = *s
+	}
 	var in inputs
 	if want[Inventory] {
-		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), schemas.Inventory.Avro(), src("inventory-events")...)
+		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), vs.Inventory, src("inventory-events")...)
 	}
 	if want[Fraud] || want[Orders] {
-		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), schemas.Payment.Avro(), src("payment-events")...)
+		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), vs.Payment, src("payment-events")...)
 	}
 	if want[Orders] {
-		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), schemas.Cart.Avro(), src("cart-events")...)
-		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), schemas.Fulfillment.Avro(), src("fulfillment-events")...)
+		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), vs.Cart, src("cart-events")...)
+		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), vs.Fulfillment, src("fulfillment-events")...)
 	}
 	return in
 }

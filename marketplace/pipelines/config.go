@@ -64,6 +64,13 @@ type Config struct {
 	// compressed: capture to shipment takes 15–90 s).
 	ShipWithin time.Duration
 
+	// Serdes decodes the input values instead of plain Avro binary with
+	// the embedded schemas; e.g. gen.RegistrySerdes for the Confluent wire
+	// format, which resolves each record from its writer's schema id and
+	// so recognises unknown ids and records of another event type. Only
+	// Cart, Inventory, Payment and Fulfillment are used.
+	Serdes *gen.Serdes
+
 	// SkipUndecodable drops and counts input records the Avro serdes
 	// cannot decode instead of failing the task. Leave it off to fail, or
 	// to route such records to the App's dead-letter topic
@@ -115,6 +122,9 @@ func (c *Config) EnsureDefaults() error {
 		return fmt.Errorf("pipelines: CheckoutWindow is %v, accepted range 1s..24h", c.CheckoutWindow)
 	case c.ShipWithin < time.Second || c.ShipWithin > 30*24*time.Hour:
 		return fmt.Errorf("pipelines: ShipWithin is %v, accepted range 1s..720h", c.ShipWithin)
+	}
+	if s := c.Serdes; s != nil && (s.Cart == nil || s.Inventory == nil || s.Payment == nil || s.Fulfillment == nil) {
+		return fmt.Errorf("pipelines: Serdes.Cart, .Inventory, .Payment and .Fulfillment must all be set")
 	}
 	seen := map[string]string{}
 	for _, t := range []struct{ field, name string }{
