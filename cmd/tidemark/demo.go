@@ -34,6 +34,7 @@ type demoFlags struct {
 	httpAddr   string
 	app        string
 	threshold  int64
+	disorder   time.Duration
 	verbose    bool
 }
 
@@ -71,6 +72,7 @@ Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:0", "address of the app's HTTP API (/stores, /frontier, /metrics)")
 	fl.StringVar(&f.app, "application", "tidemark-demo", "application id (consumer group, internal topic prefix)")
 	fl.Int64Var(&f.threshold, "fraud-threshold", 20, "payment attempts per user per minute that raise a fraud alert")
+	fl.DurationVar(&f.disorder, "max-disorder", 2*time.Second, "how far before its send time an event may be stamped (0: in order); staleness includes it")
 	fl.BoolVar(&f.verbose, "verbose", false, "log the runtime to stderr at info level (default: warnings only)")
 	return cmd
 }
@@ -83,6 +85,8 @@ func (f demoFlags) check() error {
 		return fmt.Errorf("--rate %v: accepted range (0, %d]", f.rate, gen.MaxRate)
 	case f.partitions < 1 || f.partitions > 64:
 		return fmt.Errorf("--partitions %d: accepted range 1..64", f.partitions)
+	case f.disorder < 0 || f.disorder > time.Hour:
+		return fmt.Errorf("--max-disorder %v: accepted range 0..1h", f.disorder)
 	case f.threshold < 1:
 		return fmt.Errorf("--fraud-threshold %d: must be ≥ 1", f.threshold)
 	}
@@ -165,7 +169,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	dash := newDashboard()
+	dash := newDashboard(pcfg.Outputs)
 	inputs := []string{pcfg.Inputs.Carts, pcfg.Inputs.Inventory, pcfg.Inputs.Payments, pcfg.Inputs.Fulfillment}
 	tty := isTerminal(stdout)
 	g, gctx := errgroup.WithContext(ctx)
@@ -177,8 +181,13 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	})
 	g.Go(func() error {
 		// Event time starts now, so staleness is measured against the wall clock.
+		disorder := f.disorder
+		if disorder == 0 {
+			disorder = gen.NoDisorder
+		}
 		_, err := gen.Run(gctx, prod, gen.RunOptions{
-			Config:   gen.Config{Seed: f.seed, Start: time.Now(), Profile: gen.Profile{Rate: f.rate}, Topics: pcfg.Inputs},
+			Config: gen.Config{Seed: f.seed, Start: time.Now(), Profile: gen.Profile{Rate: f.rate}, Topics: pcfg.Inputs,
+				MaxDisorder: disorder},
 			Progress: dash.onGen, ProgressEvery: 250 * time.Millisecond,
 		})
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {

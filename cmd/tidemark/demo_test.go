@@ -16,7 +16,7 @@ import (
 func TestDemoOnEmbeddedBrokerReportsProcessedRecordsAndOutputs(t *testing.T) {
 	var out, errs bytes.Buffer
 	f := demoFlags{duration: 5 * time.Second, rate: 500, seed: 1, partitions: 2, httpAddr: "127.0.0.1:0",
-		app: "demo-test", threshold: 20, stateDir: t.TempDir()}
+		app: "demo-test", threshold: 20, disorder: 2 * time.Second, stateDir: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := runDemo(ctx, &out, &errs, f); err != nil {
