@@ -42,6 +42,17 @@
 // Task.Participant wraps Flush/Apply/Discard for a commit loop that keeps
 // no offsets itself.
 //
+// # Memory
+//
+// Options.MemoryBudget sizes Badger's memtables, caches and tables (see
+// Options). Badger also maps every table file it writes and leaves it
+// resident, so without help a restore's RSS would grow by the size of the
+// state it writes; Restore asks the kernel to page the tables below level
+// 0 out as it goes (MADV_PAGEOUT on Linux, a hint that never loses data),
+// and reads fault them back in from the file. A 1M-key restore of 100-byte
+// values peaks around 200 MiB RSS with the default budget, about 120 MiB
+// of it heap.
+//
 // # Layout
 //
 // One DB serves every store and partition of a process, keyed by prefix:

@@ -347,7 +347,12 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	wb := db.bdb.NewWriteBatch()
 	defer wb.Cancel()
 
-	var n, written int64
+	var n, written, lastPage int64
+	var sl slab
+	// The tables a restore writes stay mapped and resident; release them
+	// as it goes, so they do not add up to the size of the state on top of
+	// the heap (see releaseTablePages).
+	released := map[uint64]bool{}
 	remaining := total
 	lastProgress, lastLog := start, start
 	report := func(force bool) {
@@ -412,7 +417,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 				}
 				if !r.Attrs.IsControl() {
 					written += int64(len(r.Key) + len(s.dprefix) + len(r.Value))
-					if err := s.apply(wb, r); err != nil {
+					if err := s.apply(wb, r, &sl); err != nil {
 						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
 						return
 					}
@@ -429,16 +434,25 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 			return n, fmt.Errorf("changelog: restore: %w", ferr)
 		}
 		report(false)
+		if written-lastPage > releaseEvery {
+			lastPage = written
+			db.releaseTablePages(released)
+		}
 	}
 	if err := wb.Flush(); err != nil {
 		return n, fmt.Errorf("changelog: restore: write: %w", err)
 	}
 	db.written.Add(written)
+	db.releaseTablePages(released)
 	return n, nil
 }
 
+// releaseEvery is how many bytes a restore writes between two
+// releaseTablePages.
+const releaseEvery = 32 << 20
+
 // apply writes one changelog record into the store partition.
-func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record) error {
+func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record, sl *slab) error {
 	if len(r.Key) < 1 {
 		return fmt.Errorf("%w: empty changelog key", errBadKey)
 	}
@@ -452,8 +466,8 @@ func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record) error {
 		return fmt.Errorf("%w: a %s record in the changelog of a %s store", errBadKey, kind, s.Kind)
 	}
 	suffix := r.Key[1:]
-	dkey := make([]byte, 0, len(s.dprefix)+len(suffix))
-	dkey = append(append(dkey, s.dprefix...), suffix...)
+	dkey := sl.bytes(len(s.dprefix) + len(suffix))
+	copy(dkey[copy(dkey, s.dprefix):], suffix)
 	var ikey []byte
 	if kind != store.KindKeyValue {
 		tm, err := suffixTime(kind, suffix)
@@ -474,13 +488,45 @@ func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record) error {
 		}
 		return nil
 	}
-	if err := wb.Set(dkey, r.Value); err != nil {
+	if err := wb.SetEntry(sl.entry(dkey, r.Value)); err != nil {
 		return err
 	}
 	if ikey != nil {
-		return wb.Set(ikey, nil)
+		return wb.SetEntry(sl.entry(ikey, nil))
 	}
 	return nil
+}
+
+// slab hands out the keys and entries of a restore from large chunks
+// instead of two small allocations per record. A WriteBatch keeps both
+// until its transaction is written, so chunks are never reused, only
+// dropped: the garbage collector frees a chunk once every batch that
+// points into it is done.
+type slab struct {
+	buf     []byte
+	entries []badger.Entry
+}
+
+const (
+	slabBytes   = 64 << 10
+	slabEntries = 512
+)
+
+func (sl *slab) bytes(n int) []byte {
+	if cap(sl.buf)-len(sl.buf) < n {
+		sl.buf = make([]byte, 0, max(n, slabBytes))
+	}
+	i := len(sl.buf)
+	sl.buf = sl.buf[:i+n]
+	return sl.buf[i : i+n : i+n]
+}
+
+func (sl *slab) entry(key, value []byte) *badger.Entry {
+	if len(sl.entries) == cap(sl.entries) {
+		sl.entries = make([]badger.Entry, 0, slabEntries)
+	}
+	sl.entries = append(sl.entries, badger.Entry{Key: key, Value: value})
+	return &sl.entries[len(sl.entries)-1]
 }
 
 // Restore brings every logged store of the task up to date; see

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package changelog
+
+// releaseTablePages is a no-op off Linux; see pages_linux.go.
+func (db *DB) releaseTablePages(map[uint64]bool) {}
