@@ -241,7 +241,7 @@ func (s snapshot) line() string {
 }
 
 // render draws the full-screen dashboard with plain ANSI escapes.
-func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, httpAddr string) {
+func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, httpAddr, logPath string) {
 	d.mu.Lock()
 	inv := append([]skuRow(nil), d.inventory...)
 	d.mu.Unlock()
@@ -270,6 +270,9 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 	}
 	if httpAddr != "" {
 		fmt.Fprintf(&b, "\n  HTTP: http://%s/stores/%s/keys/<sku>   /frontier   /metrics\n", httpAddr, pipelines.StoreAvailability)
+	}
+	if logPath != "" {
+		fmt.Fprintf(&b, "  log: %s\n", logPath)
 	}
 	_, _ = io.WriteString(w, b.String())
 }

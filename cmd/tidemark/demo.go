@@ -106,7 +106,19 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	tty := isTerminal(stdout)
+	// On a terminal the log goes to a file, so warnings (Badger's cache
+	// notes, rebalances) do not tear the dashboard; the footer names it.
+	logw, logPath := stderr, ""
+	if tty {
+		lf, err := os.CreateTemp("", "tidemark-demo-*.log")
+		if err != nil {
+			return fmt.Errorf("demo: log file: %w", err)
+		}
+		defer lf.Close()
+		logw, logPath = lf, lf.Name()
+	}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
 
 	pcfg := pipelines.Config{FraudThreshold: f.threshold}
 	if err := pcfg.EnsureDefaults(); err != nil {
@@ -171,7 +183,6 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	}
 	dash := newDashboard(pcfg.Outputs)
 	inputs := []string{pcfg.Inputs.Carts, pcfg.Inputs.Inventory, pcfg.Inputs.Payments, pcfg.Inputs.Fulfillment}
-	tty := isTerminal(stdout)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := app.Run(gctx); err != nil {
@@ -210,7 +221,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 			dash.pollInventory(gctx, app, 5)
 			last = dash.frame(app)
 			if tty {
-				dash.render(stdout, last, pcfg.Outputs, app.HTTPAddr())
+				dash.render(stdout, last, pcfg.Outputs, app.HTTPAddr(), logPath)
 			} else {
 				fmt.Fprintln(stdout, last.line())
 			}
@@ -223,6 +234,9 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	cancel()
 	last = dash.frame(app)
 	fmt.Fprintln(stdout, last.summary(pcfg.Outputs))
+	if logPath != "" {
+		fmt.Fprintln(stdout, "demo log:", logPath)
+	}
 	return err
 }
 
