@@ -123,11 +123,12 @@ func tsKV[K, V any](env *opEnv, name string, ks serde.Serde[K], vs serde.Serde[V
 }
 
 func (s *tsStore[K, V]) key(k K) ([]byte, error) {
-	b, err := storeKey(s.ks, &s.kbuf, k)
+	b, err := s.ks.Encode(s.kbuf[:0], k)
 	if err != nil {
 		return nil, fmt.Errorf("operator %q: store %q: encode key: %w", s.node, s.name, err)
 	}
-	return b, nil
+	s.kbuf = b
+	return storeKey(b), nil
 }
 
 func (s *tsStore[K, V]) get(k K) (v V, ts int64, found bool, err error) {

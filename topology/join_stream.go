@@ -208,10 +208,11 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 	if err := j.emitDue(env, r.Timestamp); err != nil {
 		return err
 	}
-	kb, err := storeKey(j.op.ks, &j.kbuf, r.Key)
-	if err != nil {
+	var err error
+	if j.kbuf, err = j.op.ks.Encode(j.kbuf[:0], r.Key); err != nil {
 		return errorf(env.node, "encode key: %w", err)
 	}
+	kb := storeKey(j.kbuf)
 	if j.vbuf, err = in.vs.Encode(j.vbuf[:0], r.Value); err != nil {
 		return errorf(env.node, "encode value: %w", err)
 	}

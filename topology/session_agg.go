@@ -136,10 +136,11 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 	}
 	a.observed = max(a.observed, r.Timestamp)
 	closeTime := a.observed - a.w.grace
-	kb, err := storeKey(a.ks, &a.kbuf, r.Key)
-	if err != nil {
+	var err error
+	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
 		return errorf(a.env.node, "encode key: %w", err)
 	}
+	kb := storeKey(a.kbuf)
 	t := r.Timestamp
 	a.found = a.found[:0]
 	err = a.st.FindSessions(kb, t-a.w.gap, t+a.w.gap, func(start, end int64, v []byte) bool {

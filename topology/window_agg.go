@@ -104,10 +104,11 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 	}
 	a.observed = max(a.observed, r.Timestamp)
 	closeTime := a.observed - a.w.grace
-	kb, err := storeKey(a.ks, &a.kbuf, r.Key)
-	if err != nil {
+	var err error
+	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
 		return errorf(a.env.node, "encode key: %w", err)
 	}
+	kb := storeKey(a.kbuf)
 	late := false
 	a.starts = a.w.starts(a.starts[:0], r.Timestamp)
 	for _, start := range a.starts {
