@@ -228,3 +228,50 @@ func TestPanicInUserCodeFailsRunNamingTaskAndRecord(t *testing.T) {
 		}
 	}
 }
+
+// panicky forwards its records and panics in its wall-clock punctuator once
+// it has forwarded one, with that output in the open transaction.
+type panicky struct {
+	ctx  topology.ProcessorContext[string, int64]
+	seen int
+}
+
+func (p *panicky) Init(ctx topology.ProcessorContext[string, int64]) error {
+	p.ctx = ctx
+	_, err := ctx.Schedule(20*time.Millisecond, topology.WallClockTime, func(int64) error {
+		if p.seen > 0 {
+			panic("punctuator bug")
+		}
+		return nil
+	})
+	return err
+}
+
+func (p *panicky) Process(r topology.Record[string, int64]) error {
+	p.seen++
+	return p.ctx.Forward(r)
+}
+
+func (p *panicky) Close() error { return nil }
+
+func TestPanicInPunctuatorFailsRunNamingTask(t *testing.T) {
+	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.Int64()).
+		Process(func() topology.Processor[string, int64, string, int64] { return &panicky{} }).
+		WithSerdes(serde.String(), serde.Int64()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, int64Record(in, 0, "a", ptr(1)))
+	_, done := startApp(t, topo, fixedCommits(time.Minute))
+	err = runError(t, done, 15*time.Second)
+	for _, want := range []string{"task 0_0", "panicked", "punctuator bug"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("Run: %.300s; want it to name %q", err, want)
+		}
+	}
+	requireNoOpenTransaction(t, out)
+	kafkatest.ConsumeExactly(t, out, 0, 5*time.Second, time.Second)
+}

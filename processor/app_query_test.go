@@ -75,7 +75,15 @@ func TestInteractiveQueriesAcrossTwoInstances(t *testing.T) {
 	for {
 		owned = map[string][]string{}
 		problem := ""
+		for id, app := range apps {
+			if app.HTTPAddr() == "" {
+				problem = id + " is not listening yet"
+			}
+		}
 		for key, n := range want {
+			if problem != "" {
+				break
+			}
 			served := 0
 			for id, app := range apps {
 				other := "east"

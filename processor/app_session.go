@@ -591,9 +591,23 @@ func (s *session) punctuate() error {
 	}
 	s.lastWall = now
 	for _, id := range s.sortedTaskIDs() {
-		if err := s.tasks[id].task.Punctuate(now.UnixMilli()); err != nil {
-			return fmt.Errorf("processor: %w", err)
+		if err := s.punctuateTask(s.tasks[id], now.UnixMilli()); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// punctuateTask runs a task's due wall-clock punctuators, turning a panic
+// in them (user code, like a processor's) into an error naming the task.
+func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("processor: task %s panicked in a wall-clock punctuator at %d: %v\n%s", lt.task.ID(), now, p, debug.Stack())
+		}
+	}()
+	if err := lt.task.Punctuate(now); err != nil {
+		return fmt.Errorf("processor: %w", err)
 	}
 	return nil
 }
