@@ -3,6 +3,8 @@ package memstore
 import (
 	"bytes"
 
+	"github.com/google/btree"
+
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -34,11 +36,12 @@ func byEndKeyStart(a, b *sessEntry) bool {
 	return a.start < b.start
 }
 
-// Session is an in-memory store.Session: twoTrees of entries, by key, end
-// and start, and by end (for expiry).
+// Session is an in-memory store.Session, two trees over shared entries like
+// Window.
 type Session struct {
-	name string
-	twoTrees[sessEntry]
+	name   string
+	byKey  *btree.BTreeG[*sessEntry]
+	byEnd  *btree.BTreeG[*sessEntry]
 	probe  sessEntry
 	closed bool
 }
@@ -47,7 +50,11 @@ var _ store.Session = (*Session)(nil)
 
 // NewSession returns an empty session store.
 func NewSession(name string) *Session {
-	return &Session{name: name, twoTrees: newTwoTrees(byKeyEndStart, byEndKeyStart)}
+	return &Session{
+		name:  name,
+		byKey: btree.NewG(degree, byKeyEndStart),
+		byEnd: btree.NewG(degree, byEndKeyStart),
+	}
 }
 
 func (s *Session) Name() string     { return s.name }
@@ -56,7 +63,8 @@ func (s *Session) Kind() store.Kind { return store.KindSession }
 // Close drops the contents; later operations return store.ErrClosed.
 func (s *Session) Close() error {
 	s.closed = true
-	s.clear()
+	s.byKey.Clear(false)
+	s.byEnd.Clear(false)
 	return nil
 }
 
@@ -97,7 +105,9 @@ func (s *Session) Put(key []byte, start, end int64, value []byte) error {
 		e.value = clone(value)
 		return nil
 	}
-	s.insert(&sessEntry{key: clone(key), start: start, end: end, value: clone(value)})
+	e := &sessEntry{key: clone(key), start: start, end: end, value: clone(value)}
+	s.byKey.ReplaceOrInsert(e)
+	s.byEnd.ReplaceOrInsert(e)
 	return nil
 }
 
@@ -106,7 +116,8 @@ func (s *Session) Remove(key []byte, start, end int64) error {
 		return store.ErrClosed
 	}
 	if e, ok := s.find(key, start, end); ok {
-		s.delete(e)
+		s.byKey.Delete(e)
+		s.byEnd.Delete(e)
 	}
 	return nil
 }
@@ -115,6 +126,12 @@ func (s *Session) ExpireBefore(end int64) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	s.expire(func(e *sessEntry) bool { return e.end < end })
-	return nil
+	for {
+		e, ok := s.byEnd.Min()
+		if !ok || e.end >= end {
+			return nil
+		}
+		s.byEnd.DeleteMin()
+		s.byKey.Delete(e)
+	}
 }

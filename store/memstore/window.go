@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 
+	"github.com/google/btree"
+
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -29,20 +31,26 @@ func byStartKey(a, b *winEntry) bool {
 	return bytes.Compare(a.key, b.key) < 0
 }
 
-// Window is an in-memory store.Window: twoTrees of entries, by key then
-// start and by start (for expiry).
+// Window is an in-memory store.Window. Entries sit in two trees sharing the
+// same pointers: one ordered for fetches and one by start, so ExpireBefore
+// touches only the windows it drops.
 type Window struct {
-	name string
-	twoTrees[winEntry]
-	probe  winEntry
-	closed bool
+	name    string
+	byKey   *btree.BTreeG[*winEntry]
+	byStart *btree.BTreeG[*winEntry]
+	probe   winEntry
+	closed  bool
 }
 
 var _ store.Window = (*Window)(nil)
 
 // NewWindow returns an empty window store.
 func NewWindow(name string) *Window {
-	return &Window{name: name, twoTrees: newTwoTrees(byKeyStart, byStartKey)}
+	return &Window{
+		name:    name,
+		byKey:   btree.NewG(degree, byKeyStart),
+		byStart: btree.NewG(degree, byStartKey),
+	}
 }
 
 func (s *Window) Name() string     { return s.name }
@@ -51,7 +59,8 @@ func (s *Window) Kind() store.Kind { return store.KindWindow }
 // Close drops the contents; later operations return store.ErrClosed.
 func (s *Window) Close() error {
 	s.closed = true
-	s.clear()
+	s.byKey.Clear(false)
+	s.byStart.Clear(false)
 	return nil
 }
 
@@ -71,7 +80,8 @@ func (s *Window) Put(key []byte, start int64, value []byte) error {
 	}
 	if value == nil {
 		if e, ok := s.find(key, start); ok {
-			s.delete(e)
+			s.byKey.Delete(e)
+			s.byStart.Delete(e)
 		}
 		return nil
 	}
@@ -79,7 +89,9 @@ func (s *Window) Put(key []byte, start int64, value []byte) error {
 		e.value = clone(value)
 		return nil
 	}
-	s.insert(&winEntry{key: clone(key), start: start, value: clone(value)})
+	e := &winEntry{key: clone(key), start: start, value: clone(value)}
+	s.byKey.ReplaceOrInsert(e)
+	s.byStart.ReplaceOrInsert(e)
 	return nil
 }
 
@@ -132,8 +144,14 @@ func (s *Window) ExpireBefore(start int64) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	s.expire(func(e *winEntry) bool { return e.start < start })
-	return nil
+	for {
+		e, ok := s.byStart.Min()
+		if !ok || e.start >= start {
+			return nil
+		}
+		s.byStart.DeleteMin()
+		s.byKey.Delete(e)
+	}
 }
 
 // minStart is the smallest window start, for open lower bounds.
