@@ -97,7 +97,7 @@ func runChild() int {
 
 type child struct {
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed once the process has exited and been reaped
 }
 
 func startChild(t *testing.T, env []string) *child {
@@ -108,17 +108,43 @@ func startChild(t *testing.T, env []string) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
-	t.Cleanup(func() { c.kill() })
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(c.kill)
 	return c
 }
 
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill SIGKILLs the child unless it already exited, and reaps it.
 func (c *child) kill() {
-	if c.cmd.ProcessState == nil {
+	if !c.exited() {
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		<-c.done
-		c.cmd.ProcessState = &os.ProcessState{}
+	}
+	<-c.done
+}
+
+// terminate asks the child to stop (SIGTERM) and waits for it.
+func (c *child) terminate(t *testing.T) {
+	t.Helper()
+	if c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("child did not stop on SIGTERM within 30s")
 	}
 }
 
@@ -164,12 +190,6 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 			continue
 		}
 		checkCounts(t, out, want)
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-			c.cmd.ProcessState = &os.ProcessState{}
-		case <-time.After(30 * time.Second):
-			t.Fatal("child did not stop on SIGTERM within 30s")
-		}
+		c.terminate(t)
 	}
 }

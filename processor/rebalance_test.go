@@ -15,17 +15,6 @@ func childEnv(t *testing.T, appID, in, out, instance string, extra ...string) []
 		"CHILD_SESSION_TIMEOUT=6s"}, extra...)
 }
 
-func (c *child) terminate(t *testing.T) {
-	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		c.cmd.ProcessState = &os.ProcessState{}
-	case <-time.After(30 * time.Second):
-		t.Fatal("child did not stop on SIGTERM within 30s")
-	}
-}
-
 // TestRebalanceScaleUpAndDownStaysExactlyOnce grows the group from one to
 // three instances and shrinks it again (a graceful stop, then a SIGKILL)
 // while input keeps arriving. Partitions move between instances, whose new
