@@ -122,56 +122,8 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("%w: %v (create them first; tidemark creates only its internal topics)", ErrMissingTopic, missing)
 	}
 
-	// Size repartition topics and tasks in sub-topology order: a
-	// repartition topic gets the task count of the sub-topology writing
-	// it, which reads only topics of earlier sub-topologies.
-	subs := t.SubTopologies()
-	l.tasks = make([]int32, len(subs))
-	repart := map[string]topology.InternalTopic{}
-	for _, r := range t.RepartitionTopics() {
-		repart[r.Name] = r
-	}
-	for range subs { // fixed point: at most one sub-topology settles per pass
-		for i, sub := range subs {
-			var n int32
-			known := true
-			for _, src := range sub.SourceTopics {
-				p, ok := l.partitions[src]
-				if !ok {
-					if r, isRep := repart[src]; isRep && r.Partitions > 0 {
-						p, ok = r.Partitions, true
-						l.partitions[src] = p
-					}
-				}
-				if !ok {
-					known = false
-					break
-				}
-				n = max(n, p)
-			}
-			if !known {
-				continue
-			}
-			l.tasks[i] = n
-			for _, sink := range sub.SinkTopics {
-				if _, isRep := repart[sink]; isRep {
-					if _, set := l.partitions[sink]; !set {
-						l.partitions[sink] = n
-					}
-				}
-			}
-		}
-	}
-	for i, n := range l.tasks {
-		if n == 0 {
-			return nil, fmt.Errorf("processor: cannot size sub-topology %d: its inputs have no partition count", i)
-		}
-	}
-	if err := t.CheckCopartitioning(func(topic string) (int32, bool) {
-		n, ok := l.partitions[topic]
-		return n, ok
-	}); err != nil {
-		return nil, fmt.Errorf("processor: %w", err)
+	if err := sizeLayout(t, l); err != nil {
+		return nil, err
 	}
 
 	var internal []changelog.Topic
@@ -186,7 +138,7 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 		return nil, err
 	}
 	var logs []changelog.Topic
-	for i, sub := range subs {
+	for i, sub := range t.SubTopologies() {
 		for _, spec := range sub.Stores {
 			if spec.Logged {
 				ct := changelog.TopicFor(t.Application(), spec, l.tasks[i])
@@ -251,5 +203,86 @@ func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog
 			return fmt.Errorf("processor: create internal topic %s: %w", t.Name, err)
 		}
 	}
+	return nil
+}
+
+// sizeLayout gives every repartition topic and sub-topology a partition
+// (task) count from the user topics' counts already in l: a repartition
+// topic gets the task count of the sub-topology writing it. It is pure, so
+// placement rules are tested without a broker.
+func sizeLayout(t *topology.Topology, l *layout) error {
+	// Size repartition topics and tasks in sub-topology order: a
+	// repartition topic gets the task count of the sub-topology writing
+	// it, which reads only topics of earlier sub-topologies.
+	subs := t.SubTopologies()
+	l.tasks = make([]int32, len(subs))
+	repart := map[string]topology.InternalTopic{}
+	for _, r := range t.RepartitionTopics() {
+		repart[r.Name] = r
+	}
+	// Fixed point: a sub-topology is sized once all its inputs are; when
+	// no sub-topology can be (a cycle through repartition topics, e.g. a
+	// sub-topology that reads a repartition topic it also writes), the
+	// first one with any sized input is sized from those inputs alone.
+	size := func(i int, lenient bool) bool {
+		var n int32
+		for _, src := range subs[i].SourceTopics {
+			p, ok := l.partitions[src]
+			if !ok {
+				if r, isRep := repart[src]; isRep && r.Partitions > 0 {
+					p, ok = r.Partitions, true
+					l.partitions[src] = p
+				}
+			}
+			if !ok && !lenient {
+				return false
+			}
+			n = max(n, p)
+		}
+		if n == 0 {
+			return false
+		}
+		l.tasks[i] = n
+		for _, sink := range subs[i].SinkTopics {
+			if _, isRep := repart[sink]; isRep {
+				if _, set := l.partitions[sink]; !set {
+					l.partitions[sink] = n
+				}
+			}
+		}
+		return true
+	}
+	for {
+		progress := false
+		for i := range subs {
+			if l.tasks[i] == 0 && size(i, false) {
+				progress = true
+			}
+		}
+		if progress {
+			continue
+		}
+		for i := range subs {
+			if l.tasks[i] == 0 && size(i, true) {
+				progress = true
+				break
+			}
+		}
+		if !progress {
+			break
+		}
+	}
+	for i, n := range l.tasks {
+		if n == 0 {
+			return fmt.Errorf("processor: cannot size sub-topology %d: its inputs have no partition count", i)
+		}
+	}
+	if err := t.CheckCopartitioning(func(topic string) (int32, bool) {
+		n, ok := l.partitions[topic]
+		return n, ok
+	}); err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+
 	return nil
 }
