@@ -421,33 +421,30 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	if err := s.begin(); err != nil {
 		return err
 	}
-	var perr error
 	var lag int64
-	in := topology.InputRecord{}
+	inputs := map[*liveTask][][]*kgo.Record{}
+	var unowned error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if n := len(p.Records); n > 0 {
 			lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
 		}
-		if perr != nil {
-			return
-		}
 		lt := s.byInput[topicPartition{p.Topic, p.Partition}]
 		if lt == nil {
-			perr = fmt.Errorf("processor: records of %s/%d, which no task owns", p.Topic, p.Partition)
+			unowned = fmt.Errorf("processor: records of %s/%d, which no task owns", p.Topic, p.Partition)
 			return
 		}
-		for _, r := range p.Records {
-			in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
-			s.txn.noteInput(r.Timestamp)
-			if err := s.processOne(ctx, lt, &in, r); err != nil {
-				perr = err
-				return
-			}
+		if len(p.Records) > 0 {
+			inputs[lt] = append(inputs[lt], p.Records)
 		}
 	})
-	if perr != nil {
-		return perr
+	if unowned != nil {
+		return unowned
+	}
+	for _, id := range s.sortedTaskIDs() {
+		lt := s.tasks[id]
+		if err := s.processTaskInputs(ctx, lt, inputs[lt]); err != nil {
+			return err
+		}
 	}
 	end := s.now()
 	s.ctrl.ObserveProcessed(end, n, end.Sub(start))
@@ -457,6 +454,35 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	s.app.metrics.processing.Observe(end.Sub(start).Seconds() / float64(n))
 	s.observeWatermark(end)
 	return nil
+}
+
+// processTaskInputs feeds one task the records a poll returned for its
+// input partitions, in timestamp order across the partitions (each
+// partition's own order kept), the way Kafka Streams picks the head record
+// with the lowest timestamp: the inputs of a join then meet in event-time
+// order instead of one partition's batch after another's.
+func (s *session) processTaskInputs(ctx context.Context, lt *liveTask, parts [][]*kgo.Record) error {
+	in := topology.InputRecord{}
+	heads := make([]int, len(parts))
+	for {
+		best := -1
+		for i, recs := range parts {
+			if heads[i] < len(recs) && (best < 0 || recs[heads[i]].Timestamp.Before(parts[best][heads[best]].Timestamp)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		r := parts[best][heads[best]]
+		heads[best]++
+		in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
+		s.txn.noteInput(r.Timestamp)
+		if err := s.processOne(ctx, lt, &in, r); err != nil {
+			return err
+		}
+	}
 }
 
 // processOne runs one record, turning a panic in user code into an error
