@@ -49,9 +49,10 @@ type session struct {
 	open bool // a transaction is open
 	txn  txnState
 
-	lastWall  time.Time
-	watermark int64
-	frontiers map[string]*frontier.Frontier
+	lastWall      time.Time
+	watermark     int64
+	windowsClosed int64 // sum of the tasks' WindowsClosed at the last observation
+	frontiers     map[string]*frontier.Frontier
 }
 
 // txnState is what the open transaction has produced.
@@ -293,7 +294,7 @@ func (s *session) resetTasks() error {
 		lt.task = t
 	}
 	s.index()
-	s.watermark = math.MinInt64
+	s.watermark, s.windowsClosed = math.MinInt64, 0
 	return nil
 }
 
@@ -578,19 +579,25 @@ func (s *session) promise(r *kgo.Record, err error) {
 }
 
 // observeWatermark feeds the controller the task watermark (the minimum
-// over tasks that have seen input) when it advances.
+// over tasks that have seen input) when it advances, with the number of
+// final window results emitted since the last call: pending finals are
+// what a watermark-aligned early commit is for.
 func (s *session) observeWatermark(now time.Time) {
 	wm := int64(math.MaxInt64)
+	var closed int64
 	for _, lt := range s.tasks {
 		if w := lt.task.Watermark(); w != math.MinInt64 && w < wm {
 			wm = w
 		}
+		closed += lt.task.Metrics().WindowsClosed
 	}
-	if wm == math.MaxInt64 || wm <= s.watermark {
+	closes := int(max(0, closed-s.windowsClosed))
+	s.windowsClosed = closed
+	if wm == math.MaxInt64 || (wm <= s.watermark && closes == 0) {
 		return
 	}
-	s.watermark = wm
-	s.ctrl.ObserveWatermark(now, time.UnixMilli(wm), 0)
+	s.watermark = max(s.watermark, wm)
+	s.ctrl.ObserveWatermark(now, time.UnixMilli(s.watermark), closes)
 }
 
 // checkpoint makes applied state durable, on the checkpoint scheduler's
