@@ -76,6 +76,13 @@ func (s *session) abort(ctx context.Context) error {
 	if err != nil && restartable(err) {
 		return fmt.Errorf("%w: %v", errRestartSession, err)
 	}
+	if s.gts == nil {
+		// Under at-least-once nothing rewinds the consumer (the
+		// transactional session does that on abort): going on would skip
+		// the aborted inputs, whose state writes were just dropped. A new
+		// session resumes from the committed offsets.
+		return fmt.Errorf("%w: at-least-once work aborted; resuming from the committed offsets", errRestartSession)
+	}
 	if rerr := s.resetTasks(); rerr != nil {
 		return rerr
 	}
