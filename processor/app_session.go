@@ -133,6 +133,18 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 			return nil, fmt.Errorf("processor: transactional session: %w", err)
 		}
 		s.cl = s.gts.Client()
+		// Initialise the producer id now, not at the first record: with
+		// the stable transactional id this aborts whatever transaction a
+		// crashed predecessor left open, which the group's stable offset
+		// fetch (and every read_committed reader of our outputs) would
+		// otherwise wait on until the transaction times out.
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.TransactionTimeout)
+		_, _, err = s.cl.ProducerID(pctx)
+		cancel()
+		if err != nil {
+			s.gts.Close()
+			return nil, fmt.Errorf("processor: init transactional producer %s: %w", a.topo.Application()+"-"+a.cfg.InstanceID, err)
+		}
 		sess = txn.NewKafkaSession(s.gts, group)
 	default:
 		s.cl, err = kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
