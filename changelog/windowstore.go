@@ -1,7 +1,12 @@
 package changelog
 
 import (
+	"bytes"
+	"errors"
 	"math"
+	"slices"
+
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -72,6 +77,12 @@ func (s *windowStore) FetchRange(key []byte, fromStart, toStart int64, fn func(s
 	return s.t.wrap(s.st, "fetch range", err)
 }
 
+// FetchAll reads the Badger side through the time index ('i' store time
+// suffix), so it costs the windows in range plus the store's overlay
+// entries, not the size of the store. The index holds exactly the data
+// entries of Badger (Apply, Restore and expiry write or delete both
+// together); uncommitted writes are found in the overlay, which shadows
+// every Badger entry it also holds, put or delete.
 func (s *windowStore) FetchAll(fromStart, toStart int64, fn func(key []byte, start int64, value []byte) bool) error {
 	if err := s.t.check(s.st, false); err != nil {
 		return err
@@ -80,24 +91,102 @@ func (s *windowStore) FetchAll(fromStart, toStart int64, fn func(key []byte, sta
 	if fromStart > toStart {
 		return nil
 	}
-	p := s.st.dprefix
-	var derr error
-	err := s.t.scan(s.st, p, prefixEnd(p), func(k, v []byte) bool {
+	err := s.fetchAll(fromStart, toStart, fn)
+	return s.t.wrap(s.st, "fetch all", err)
+}
+
+func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, start int64, value []byte) bool) error {
+	t, p := s.t, s.st.dprefix
+	inRange := func(k []byte) bool {
 		start := getTime(k[len(k)-8:])
-		if start < fromStart || start > toStart {
-			return true
+		return start >= fromStart && start <= toStart
+	}
+	// The overlay's entries of this store in range, in key order.
+	var ov []*entry
+	t.pending.AscendRange(&entry{key: p}, &entry{key: prefixEnd(p)}, func(e *entry) bool {
+		if inRange(e.key) {
+			ov = append(ov, e)
 		}
+		return true
+	})
+	// Badger's entries in range, from the index, less those the overlay
+	// shadows; collected as data keys and sorted into key order.
+	ip := withNS(nsIndex, s.st.id)
+	lo := putTime(append([]byte(nil), ip...), fromStart)
+	var hi []byte
+	if toStart == math.MaxInt64 {
+		hi = prefixEnd(ip)
+	} else {
+		hi = putTime(append([]byte(nil), ip...), toStart+1)
+	}
+	var flat []byte
+	var ends []int
+	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})
+	for it.Seek(lo); it.Valid(); it.Next() {
+		ik := it.Item().Key()
+		if bytes.Compare(ik, hi) >= 0 {
+			break
+		}
+		n := len(flat)
+		flat = append(append(flat, p...), ik[len(ip)+8:]...)
+		t.probe.key = flat[n:]
+		_, shadowed := t.pending.Get(&t.probe)
+		t.probe.key = nil
+		if shadowed {
+			flat = flat[:n]
+			continue
+		}
+		ends = append(ends, len(flat))
+	}
+	it.Close()
+	keys := make([][]byte, len(ends))
+	for i, e := range ends {
+		b := 0
+		if i > 0 {
+			b = ends[i-1]
+		}
+		keys[i] = flat[b:e:e]
+	}
+	slices.SortFunc(keys, bytes.Compare)
+
+	var ferr error
+	call := func(k, v []byte) bool {
 		key, _, err := unescape(k[len(p) : len(k)-8])
 		if err != nil {
-			derr = err
+			ferr = err
 			return false
 		}
-		return fn(key, start, v)
-	})
-	if err == nil {
-		err = derr
+		return fn(key, getTime(k[len(k)-8:]), v)
 	}
-	return s.t.wrap(s.st, "fetch all", err)
+	snap := t.snapshot()
+	i, j := 0, 0
+	for i < len(keys) || j < len(ov) {
+		if j < len(ov) && (i == len(keys) || bytes.Compare(ov[j].key, keys[i]) < 0) {
+			e := ov[j]
+			j++
+			if !e.del && !call(e.key, e.value) {
+				return ferr
+			}
+			continue
+		}
+		k := keys[i]
+		i++
+		item, err := snap.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			continue // an index entry without data: not expected, and not live
+		}
+		if err != nil {
+			return err
+		}
+		more := true
+		if err := item.Value(func(v []byte) error { more = call(k, v); return nil }); err != nil {
+			return err
+		}
+		if !more {
+			return ferr
+		}
+	}
+	return nil
 }
 
 // ExpireBefore raises the store's expiry cut. Reads hide expired windows at

@@ -1,0 +1,70 @@
+package changelog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// BenchmarkWindowFetchAllNarrow measures one FetchAll over a narrow range
+// (the closed windows of one emit-final step: 10 windows of distinct keys)
+// in a window store holding N applied windows, with a small overlay of
+// uncommitted writes on top, as on the per-record path of an emit-final
+// aggregation. The cost per call should not grow with N.
+func BenchmarkWindowFetchAllNarrow(b *testing.B) {
+	for _, n := range []int{10_000, 200_000} {
+		b.Run(fmt.Sprintf("windows=%d", n), func(b *testing.B) {
+			db := openTestDB(b, Options{Logger: quietLog})
+			task := db.NewTask(TaskConfig{AppID: "bench", Partition: 0})
+			s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 1000}, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := s.(store.Window)
+			// n windows, 10 (distinct keys) per window start.
+			const perStart = 10
+			starts := n / perStart
+			val := make([]byte, 64)
+			for i := range n {
+				start := int64(i/perStart) * 1000
+				key := fmt.Appendf(nil, "key-%06d", (i*7919)%n)
+				if err := w.Put(key, start, val); err != nil {
+					b.Fatal(err)
+				}
+				if task.Pending() >= 5000 {
+					if err := task.Apply(nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := task.Apply(nil); err != nil {
+				b.Fatal(err)
+			}
+			// An overlay of one commit's writes: 100 updates spread over
+			// the store, and one delete in the queried range.
+			for i := range 100 {
+				start := int64((i*starts/100)%starts) * 1000
+				if err := w.Put(fmt.Appendf(nil, "ov-%03d", i), start, val); err != nil {
+					b.Fatal(err)
+				}
+			}
+			mid := int64(starts/2) * 1000
+			if err := w.Put(fmt.Appendf(nil, "key-%06d", (starts/2*perStart*7919)%n), mid, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			got := 0
+			for b.Loop() {
+				got = 0
+				if err := w.FetchAll(mid, mid, func([]byte, int64, []byte) bool { got++; return true }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got < perStart {
+				b.Fatalf("FetchAll(%d, %d) yielded %d windows, want at least %d", mid, mid, got, perStart)
+			}
+			b.ReportMetric(float64(got), "windows/op")
+		})
+	}
+}
