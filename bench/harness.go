@@ -200,6 +200,9 @@ func (h *harness) rate(ctx context.Context, w string, s System, rate float64) Re
 	sent, err := drive(dctx, h.cl, job, rate, h.o.Keys)
 	got := <-done
 	after := p.usage()
+	if exited := p.exitedEarly(); exited != nil && err == nil {
+		err = exited
+	}
 	p.stop()
 	h.cleanup(job)
 	if err == nil {
@@ -281,7 +284,10 @@ func (h *harness) resume(ctx context.Context, w string, s System) Result {
 func firstOutputAfter(ctx context.Context, brokers []string, topic string, t time.Time) time.Time {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond),
+		// The output topic was created moments ago: look again soon if the
+		// first metadata answer does not have it yet.
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return time.Time{}
 	}

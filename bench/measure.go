@@ -86,7 +86,10 @@ func (s *Staleness) Quantile(q float64) float64 {
 func watch(ctx context.Context, brokers []string, topic string, from time.Time) (*Staleness, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond),
+		// The output topic was created moments ago: look again soon if the
+		// first metadata answer does not have it yet.
+		kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

@@ -196,6 +196,18 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 	}
 }
 
+// exitedEarly reports a system that died while it was measured, with the
+// end of its stderr.
+func (p *process) exitedEarly() error {
+	select {
+	case err := <-p.exited:
+		p.exited <- err // stop and kill wait on it too
+		return fmt.Errorf("bench: system exited while measured: %v\n%s", err, p.stderr)
+	default:
+		return nil
+	}
+}
+
 func (p *process) usage() ProcUsage {
 	u, _ := readUsage(p.cmd.Process.Pid)
 	return u
