@@ -133,6 +133,9 @@ func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
 	if err != nil {
 		return job, fmt.Errorf("bench: create topics: %w", err)
 	}
+	if err := waitTopics(ctx, h.adm, topics); err != nil {
+		return job, err
+	}
 	if w == "join" {
 		if err := produceTable(ctx, h.cl, job, h.o.Keys); err != nil {
 			return job, err
@@ -325,6 +328,28 @@ func (h *harness) cleanup(job Job) {
 	}
 	_, _ = h.adm.DeleteTopics(ctx, topics...)
 	_ = os.RemoveAll(job.StateDir)
+}
+
+// waitTopics waits until the broker's metadata serves every topic with its
+// partitions, so no system starts before its input exists for it.
+func waitTopics(ctx context.Context, adm *kadm.Client, topics []string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		details, err := adm.ListTopics(ctx, topics...)
+		ready := err == nil
+		for _, t := range topics {
+			if d, ok := details[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+				ready = false
+			}
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: topics %v not served 15s after creation", topics)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func machine() string {
