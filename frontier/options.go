@@ -75,8 +75,12 @@ type Options struct {
 	RateBucket time.Duration
 
 	// CommitLatencyPrior is the commit latency (start to ack) assumed
-	// until one is measured. Default 10ms, a local broker's p50.
-	// Range [0, 1m].
+	// until one is measured. Default 10ms: on the project's test broker
+	// (Kafka 4.1, loopback, 2 cores) a one-record transaction commits in
+	// 0.8–1.6 ms at p50 and 23–29 ms at p99 when the machine is idle, and
+	// ~26 ms at p50 under load (BenchmarkTxnCommitOneRecord); a service's
+	// commit also flushes changelogs. The estimate replaces the prior
+	// after a few commits. Range [0, 1m].
 	CommitLatencyPrior time.Duration
 
 	// MeanTimeBetweenFailures sets the prior of the failure hazard rate
