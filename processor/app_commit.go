@@ -149,7 +149,11 @@ func (s *session) produceFrontier(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte(sink), Value: v,
+		// One record per sink and instance: several instances write to
+		// the same sink partitions, and a reader takes, per partition, the
+		// minimum watermark over the live instances (compaction keeps each
+		// instance's latest).
+		r := &kgo.Record{Topic: topic, Partition: 0, Key: FrontierKey(sink, s.app.cfg.InstanceID), Value: v,
 			Headers: []kgo.RecordHeader{{Key: "instance", Value: []byte(s.app.cfg.InstanceID)}}}
 		if err := s.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
 			return fmt.Errorf("produce frontier of %s: %w", sink, err)
@@ -235,3 +239,7 @@ func (s *session) deadLetter(_ context.Context, r *kgo.Record, cause error) erro
 	s.producer.Produce(s.ctx, dl, s.promise)
 	return nil
 }
+
+// FrontierKey is the key of an instance's record for sink on the
+// "<app>-frontier" topic: "<sink>@<instance>".
+func FrontierKey(sink, instance string) []byte { return []byte(sink + "@" + instance) }
