@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-streams/tidemark/frontier"
 )
@@ -95,17 +96,30 @@ func (s *session) abort(ctx context.Context) error {
 // flushAll makes every record of the transaction acknowledged, so the sink
 // offsets the frontier names are known, then adds the frontier records.
 func (s *session) flushAll(ctx context.Context) error {
+	// Every task's changelog flush waits for its own acks: run them side
+	// by side with the sink flush, so a commit pays one round trip here,
+	// not one per task.
+	g, gctx := errgroup.WithContext(ctx)
 	for _, id := range s.sortedTaskIDs() {
 		lt := s.tasks[id]
 		s.ckpt.ObserveChangelogWrites(s.now(), lt.state.Pending())
-		offs, err := lt.state.Flush(ctx)
-		if err != nil {
-			return fmt.Errorf("flush changelog of task %s: %w", id, err)
-		}
-		lt.flushed = offs
+		g.Go(func() error {
+			offs, err := lt.state.Flush(gctx)
+			if err != nil {
+				return fmt.Errorf("flush changelog of task %s: %w", id, err)
+			}
+			lt.flushed = offs
+			return nil
+		})
 	}
-	if err := s.producer.Flush(ctx); err != nil {
-		return fmt.Errorf("flush outputs: %w", err)
+	g.Go(func() error {
+		if err := s.producer.Flush(gctx); err != nil {
+			return fmt.Errorf("flush outputs: %w", err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	s.txn.mu.Lock()
 	err := s.txn.err
