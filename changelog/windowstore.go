@@ -122,9 +122,11 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 	var flat []byte
 	var ends []int
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})
+	exhausted := true // no index entry at or past hi
 	for it.Seek(lo); it.Valid(); it.Next() {
 		ik := it.Item().Key()
 		if bytes.Compare(ik, hi) >= 0 {
+			exhausted = false
 			break
 		}
 		n := len(flat)
@@ -137,6 +139,17 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 			continue
 		}
 		ends = append(ends, len(flat))
+	}
+	if len(ends) > getsUpTo && exhausted {
+		// If no index entry lies below lo either, the range holds the
+		// whole store: one merged scan of it is cheaper than sorting and
+		// walking the keys.
+		it.Seek(ip)
+		whole := !it.Valid() || bytes.Compare(it.Item().Key(), lo) >= 0
+		if whole {
+			it.Close()
+			return s.scanAll(fromStart, toStart, fn)
+		}
 	}
 	it.Close()
 	keys := make([][]byte, len(ends))
@@ -158,7 +171,8 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		}
 		return fn(key, getTime(k[len(k)-8:]), v)
 	}
-	snap := t.snapshot()
+	lookup := s.lookup(keys)
+	defer lookup.close()
 	i, j := 0, 0
 	for i < len(keys) || j < len(ov) {
 		if j < len(ov) && (i == len(keys) || bytes.Compare(ov[j].key, keys[i]) < 0) {
@@ -171,12 +185,12 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		}
 		k := keys[i]
 		i++
-		item, err := snap.Get(k)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			continue // an index entry without data: not expected, and not live
-		}
+		item, err := lookup.get(k)
 		if err != nil {
 			return err
+		}
+		if item == nil {
+			continue // an index entry without data: not expected, and not live
 		}
 		more := true
 		if err := item.Value(func(v []byte) error { more = call(k, v); return nil }); err != nil {
@@ -187,6 +201,91 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		}
 	}
 	return nil
+}
+
+// scanAll is FetchAll by a scan of every entry of the store, overlay
+// merged, filtered by start.
+func (s *windowStore) scanAll(fromStart, toStart int64, fn func(key []byte, start int64, value []byte) bool) error {
+	p := s.st.dprefix
+	var derr error
+	err := s.t.scan(s.st, p, prefixEnd(p), func(k, v []byte) bool {
+		start := getTime(k[len(k)-8:])
+		if start < fromStart || start > toStart {
+			return true
+		}
+		key, _, err := unescape(k[len(p) : len(k)-8])
+		if err != nil {
+			derr = err
+			return false
+		}
+		return fn(key, start, v)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
+// getsUpTo is how many Badger entries FetchAll reads with point Gets;
+// beyond it, one iterator walks the sorted keys, stepping with Next over
+// short gaps and seeking over long ones, so a wide range costs about a
+// scan of the entries it spans rather than a Get each (a Get is several
+// times a Next, a Seek more than a Get).
+const (
+	getsUpTo  = 64
+	nextsUpTo = 16
+)
+
+// keyLookup reads the Badger entries of ascending data keys.
+type keyLookup struct {
+	snap *badger.Txn
+	it   *badger.Iterator // nil: point Gets
+	seek bool             // it has not been positioned yet
+}
+
+func (s *windowStore) lookup(keys [][]byte) *keyLookup {
+	l := &keyLookup{snap: s.t.snapshot()}
+	if len(keys) > getsUpTo {
+		l.it = l.snap.NewIterator(badger.IteratorOptions{Prefix: s.st.dprefix})
+		l.seek = true
+	}
+	return l
+}
+
+// get returns the item of key, or nil if Badger holds none. Keys must
+// come in ascending order.
+func (l *keyLookup) get(key []byte) (*badger.Item, error) {
+	if l.it == nil {
+		item, err := l.snap.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil, nil
+		}
+		return item, err
+	}
+	it := l.it
+	if !l.seek {
+		for n := 0; it.Valid() && bytes.Compare(it.Item().Key(), key) < 0; n++ {
+			if n == nextsUpTo {
+				l.seek = true
+				break
+			}
+			it.Next()
+		}
+	}
+	if l.seek {
+		it.Seek(key)
+		l.seek = false
+	}
+	if it.Valid() && bytes.Equal(it.Item().Key(), key) {
+		return it.Item(), nil
+	}
+	return nil, nil
+}
+
+func (l *keyLookup) close() {
+	if l.it != nil {
+		l.it.Close()
+	}
 }
 
 // ExpireBefore raises the store's expiry cut. Reads hide expired windows at

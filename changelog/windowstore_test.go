@@ -171,3 +171,63 @@ func checkWindowFetchAllModel(t *testing.T, seed uint64, applyEvery, txnLimit in
 	apply()
 	check(-2, math.MinInt64, math.MaxInt64)
 }
+
+// A range that holds many windows spread thinly over the key order (two
+// starts of each key's forty) takes the iterator path of FetchAll with
+// long gaps between the entries it reads.
+func TestWindowFetchAllSparseMatchesAcrossManyKeys(t *testing.T) {
+	db := openTestDB(t, Options{})
+	task := db.NewTask(TaskConfig{AppID: "app", Partition: 0})
+	s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 10}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.(store.Window)
+	model := map[winKey]string{}
+	for k := range 300 {
+		for st := range int64(40) {
+			key := fmt.Sprintf("k%04d", k)
+			v := fmt.Sprintf("%d/%d", k, st)
+			if err := w.Put([]byte(key), st*10, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			model[winKey{key, st * 10}] = v
+		}
+	}
+	if err := task.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	// Overlay: updates, deletes and new windows, some in range.
+	for k := 0; k < 300; k += 7 {
+		key := fmt.Sprintf("k%04d", k)
+		switch k % 3 {
+		case 0:
+			_ = w.Put([]byte(key), 200, []byte("updated"))
+			model[winKey{key, 200}] = "updated"
+		case 1:
+			_ = w.Put([]byte(key), 210, nil)
+			delete(model, winKey{key, 210})
+		default:
+			_ = w.Put([]byte(key+"x"), 205, []byte("new"))
+			model[winKey{key + "x", 205}] = "new"
+		}
+	}
+	for _, r := range [][2]int64{{200, 210}, {0, 0}, {390, 390}, {150, 260}, {math.MinInt64, math.MaxInt64}} {
+		var want, got []winRow
+		for wk, v := range model {
+			if wk.start >= r[0] && wk.start <= r[1] {
+				want = append(want, winRow{wk.key, wk.start, v})
+			}
+		}
+		slices.SortFunc(want, func(a, b winRow) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.start, b.start)) })
+		if err := w.FetchAll(r[0], r[1], func(k []byte, start int64, v []byte) bool {
+			got = append(got, winRow{string(k), start, string(v)})
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("FetchAll(%d, %d): got %d windows, want %d\n got  %v\n want %v", r[0], r[1], len(got), len(want), got, want)
+		}
+	}
+}
