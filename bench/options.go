@@ -25,6 +25,7 @@ func DefaultSystems() []System {
 	return append(out,
 		System{Name: "kstreams-100ms", Kind: "kstreams"},
 		System{Name: "kstreams-30ms", Kind: "kstreams", CommitInterval: 30 * time.Millisecond},
+		System{Name: "kstreams-nocache", Kind: "kstreams", NoCache: true},
 		System{Name: "raw", Kind: "raw"},
 		System{Name: "raw-txn", Kind: "raw-txn"},
 	)

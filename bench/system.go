@@ -27,6 +27,9 @@ type System struct {
 	CommitInterval time.Duration
 	// Policy is tidemark's commit policy: "adaptive" or "fixed".
 	Policy string
+	// NoCache turns Kafka Streams' record cache off, so it emits every
+	// update like tidemark instead of one per key per commit.
+	NoCache bool
 }
 
 // Job is what one system run processes; it is handed to workers as JSON.
@@ -144,6 +147,9 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		}
 		if s.CommitInterval > 0 {
 			args = append(args, "--commit-interval-ms", fmt.Sprint(s.CommitInterval.Milliseconds()))
+		}
+		if s.NoCache {
+			args = append(args, "--cache-bytes", "0")
 		}
 		cmd = exec.Command(env.Java, args...)
 	default:

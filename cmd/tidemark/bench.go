@@ -153,8 +153,10 @@ func needsStreams(chosen, all []bench.System) bool {
 }
 
 func buildStreamsPeer(ctx context.Context, dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "target", "classes", "io", "tidemark", "bench", "Main.class")); err == nil {
-		return nil
+	class, cerr := os.Stat(filepath.Join(dir, "target", "classes", "io", "tidemark", "bench", "Main.class"))
+	src, serr := os.Stat(filepath.Join(dir, "src", "main", "java", "io", "tidemark", "bench", "Main.java"))
+	if cerr == nil && serr == nil && !src.ModTime().After(class.ModTime()) {
+		return nil // built, and not older than its source
 	}
 	fmt.Fprintln(os.Stderr, "bench: building the Kafka Streams peer with Maven (once)")
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", filepath.Join(dir, "pom.xml"), "package")

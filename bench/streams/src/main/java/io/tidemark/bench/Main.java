@@ -29,7 +29,7 @@ import org.apache.kafka.streams.state.WindowStore;
  * <pre>
  * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join
  *      --input TOPIC --output TOPIC [--table TOPIC] [--commit-interval-ms N]
- *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N]
+ *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
  * </pre>
  *
  * It prints "READY" once the application reaches RUNNING, and exits on
@@ -89,6 +89,10 @@ public final class Main {
             p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(a.get("commit-interval-ms")));
         }
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (a.containsKey("cache-bytes")) {
+            // 0 turns off the record cache: every update is emitted, as tidemark does.
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(a.get("cache-bytes")));
+        }
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         CountDownLatch done = new CountDownLatch(1);
