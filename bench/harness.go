@@ -144,13 +144,19 @@ func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
 	return job, nil
 }
 
+// loadedJob is a fresh job whose input holds the pre-produced records.
+func (h *harness) loadedJob(ctx context.Context, w string, s System) (Job, error) {
+	job, err := h.job(ctx, w, s)
+	if err != nil {
+		return job, err
+	}
+	return job, preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
+}
+
 func (h *harness) max(ctx context.Context, w string, s System) Result {
 	res := Result{System: s.Name, Workload: w, Phase: "max"}
 	h.progress(fmt.Sprintf("max throughput: %s on %s (%d records)", s.Name, w, h.o.Records))
-	job, err := h.job(ctx, w, s)
-	if err == nil {
-		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
-	}
+	job, err := h.loadedJob(ctx, w, s)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -233,10 +239,7 @@ func (h *harness) rate(ctx context.Context, w string, s System, rate float64) Re
 func (h *harness) resume(ctx context.Context, w string, s System) Result {
 	res := Result{System: s.Name, Workload: w, Phase: "resume"}
 	h.progress(fmt.Sprintf("resume after SIGKILL: %s on %s (%d keys of state)", s.Name, w, h.o.Keys))
-	job, err := h.job(ctx, w, s)
-	if err == nil {
-		err = preProduce(ctx, h.cl, job, h.o.Records, h.o.Keys, h.o.SequentialKeys)
-	}
+	job, err := h.loadedJob(ctx, w, s)
 	if err != nil {
 		res.Error = err.Error()
 		return res

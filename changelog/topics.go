@@ -74,6 +74,26 @@ func TopicFor(appID string, spec store.Spec, partitions int32) Topic {
 	return Topic{Name: TopicName(appID, spec.Name), Partitions: partitions, ReplicationFactor: -1, Configs: cfg}
 }
 
+// CreateTopic creates t. created is false when the topic already existed
+// (another instance won the race), which is not an error.
+func CreateTopic(ctx context.Context, adm *kadm.Client, t Topic) (created bool, err error) {
+	cfg := make(map[string]*string, len(t.Configs))
+	for k, v := range t.Configs {
+		cfg[k] = kadm.StringPtr(v)
+	}
+	resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("changelog: create topic %s (%d partitions, %v): %w", t.Name, t.Partitions, t.Configs, err)
+	}
+	return true, nil
+}
+
 // EnsureTopics creates the changelog topics that do not exist and validates
 // those that do (partition count and cleanup policy). It returns every
 // mismatch found, joined; each is a *MismatchError. Call it at startup,
@@ -98,19 +118,8 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, topics ...Topic) error 
 		if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			return fmt.Errorf("changelog: describe topic %s: %w", t.Name, d.Err)
 		}
-		cfg := make(map[string]*string, len(t.Configs))
-		for k, v := range t.Configs {
-			cfg[k] = kadm.StringPtr(v)
-		}
-		resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
-		if err == nil {
-			err = resp.Err
-		}
-		if errors.Is(err, kerr.TopicAlreadyExists) {
-			continue // another instance won the race
-		}
-		if err != nil {
-			return fmt.Errorf("changelog: create topic %s (%d partitions, %v): %w", t.Name, t.Partitions, t.Configs, err)
+		if _, err := CreateTopic(ctx, adm, t); err != nil {
+			return err
 		}
 	}
 	// Validating the topics just created too waits until the broker

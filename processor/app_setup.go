@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
@@ -166,15 +165,11 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 // the partition count of those that do.
 func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog.Topic) error {
 	for _, t := range topics {
-		cfg := map[string]*string{}
-		for k, v := range t.Configs {
-			cfg[k] = kadm.StringPtr(v)
+		created, err := changelog.CreateTopic(ctx, adm, t)
+		if err != nil {
+			return fmt.Errorf("processor: internal topic: %w", err)
 		}
-		resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
-		if err == nil {
-			err = resp.Err
-		}
-		if errors.Is(err, kerr.TopicAlreadyExists) {
+		if !created {
 			// Another instance may have created it a moment ago: brokers
 			// learn new topics asynchronously, so its metadata can show
 			// no partitions yet. Wait for them before comparing.
@@ -197,10 +192,6 @@ func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog
 			if got != t.Partitions {
 				return fmt.Errorf("processor: internal topic %s has %d partitions, the topology needs %d (delete it, or reset the application)", t.Name, got, t.Partitions)
 			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("processor: create internal topic %s: %w", t.Name, err)
 		}
 	}
 	return nil
