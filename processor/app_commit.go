@@ -184,13 +184,12 @@ func (s *session) acknowledge(now time.Time) {
 		_ = cur.Merge(f)
 	}
 	s.txn.mu.Lock()
-	oldest, outputs, inputs := s.txn.oldest, s.txn.outputs, s.txn.inputs
+	oldest, outputs := s.txn.oldest, s.txn.outputs
 	s.txn.mu.Unlock()
 	if !oldest.IsZero() {
 		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())
 	}
 	s.app.metrics.recordsOut.Add(float64(outputs))
-	_ = inputs
 	s.app.pub.mu.Lock()
 	for sink, f := range s.frontiers {
 		s.app.pub.frontiers[sink] = frontier.Frontier{Sink: f.Sink, Marks: append([]frontier.Mark(nil), f.Marks...)}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -172,7 +174,9 @@ func encodeEntry(kv KV, timestamped bool) entryJSON {
 		v = v[8:] // the 8-byte timestamp prefix of DSL stores
 	}
 	e := entryJSON{Key: string(kv.Key), Value: string(v), Encoding: "utf8"}
-	if !utf8.Valid(v) {
+	// Text only when it reads as text: a serialized number is often valid
+	// UTF-8 made of control characters.
+	if !utf8.Valid(v) || bytes.ContainsFunc(v, unicode.IsControl) {
 		e.Value, e.Encoding = base64.StdEncoding.EncodeToString(v), "base64"
 	}
 	return e

@@ -57,14 +57,11 @@ type session struct {
 
 // txnState is what the open transaction has produced.
 type txnState struct {
-	mu       sync.Mutex
-	err      error                     // first produce error
-	marks    map[topicPartition]int64  // highest sink offset produced
-	oldest   time.Time                 // oldest input time among outputs
-	outputs  int                       // sink records
-	inputs   int                       // records processed
-	wmByTask map[topology.TaskID]int64 // watermark per task at last output
-	_        struct{}
+	mu      sync.Mutex               // promises run on client goroutines
+	err     error                    // first produce error
+	marks   map[topicPartition]int64 // highest sink offset produced
+	oldest  time.Time                // oldest input time among outputs
+	outputs int                      // sink records
 }
 
 func (a *App) newSession(ctx context.Context) (*session, error) {
@@ -165,7 +162,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 func (t *txnState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.err, t.oldest, t.outputs, t.inputs = nil, time.Time{}, 0, 0
+	t.err, t.oldest, t.outputs = nil, time.Time{}, 0
 	t.marks = map[topicPartition]int64{}
 }
 
@@ -491,7 +488,6 @@ func (s *session) processTaskInputs(ctx context.Context, lt *liveTask, parts [][
 		heads[best]++
 		in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
-		s.txn.noteInput(r.Timestamp)
 		if err := s.processOne(ctx, lt, &in, r); err != nil {
 			return err
 		}
@@ -533,12 +529,6 @@ func headersOf(r *kgo.Record) []topology.Header {
 		hs[i] = topology.Header{Key: h.Key, Value: h.Value}
 	}
 	return hs
-}
-
-func (t *txnState) noteInput(ts time.Time) {
-	t.mu.Lock()
-	t.inputs++
-	t.mu.Unlock()
 }
 
 // Collect is the tasks' Collector: it produces a sink record into the open

@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -128,8 +129,11 @@ func TestAppCountsExactlyOnceAndResumesFromLocalState(t *testing.T) {
 	base := "http://" + app.HTTPAddr()
 	var entry struct{ Key, Value, Encoding string }
 	getJSON(t, base+"/stores/counts/keys/sku-03", &entry)
-	if entry.Encoding != "base64" && entry.Value == "" {
-		t.Fatalf("query answer %+v", entry)
+	// A count store value is the 8-byte timestamp prefix (stripped by the
+	// endpoint) and the big-endian count.
+	raw, err := base64.StdEncoding.DecodeString(entry.Value)
+	if entry.Encoding != "base64" || err != nil || len(raw) != 8 || int(binary.BigEndian.Uint64(raw)) != want["sku-03"] {
+		t.Fatalf("query answer %+v, want the committed count %d of sku-03", entry, want["sku-03"])
 	}
 	var fr struct {
 		Sinks map[string]struct {
