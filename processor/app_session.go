@@ -352,7 +352,7 @@ func (s *session) run(ctx context.Context) error {
 			fs = s.cl.PollRecords(pctx, s.app.cfg.PollRecords)
 		}
 		cancel()
-		if err := pollError(fs); err != nil {
+		if err := s.pollError(fs); err != nil {
 			return err
 		}
 		if n := fs.NumRecords(); n > 0 {
@@ -385,7 +385,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 }
 
-func pollError(fs kgo.Fetches) error {
+func (s *session) pollError(fs kgo.Fetches) error {
 	var fatal error
 	fs.EachError(func(t string, p int32, err error) {
 		switch {
@@ -395,7 +395,7 @@ func pollError(fs kgo.Fetches) error {
 		default:
 			// franz-go retries what is retriable; what reaches us here is
 			// worth a log line but not a stop (e.g. a topic being deleted).
-			fatal = nil
+			s.app.log.Warn("fetch", "topic", t, "partition", p, "err", err)
 		}
 	})
 	return fatal
