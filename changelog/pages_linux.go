@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-
-	"github.com/dgraph-io/badger/v4/table"
 )
 
 // madvPageout is MADV_PAGEOUT (Linux 5.4): reclaim these pages now. It is
@@ -16,30 +14,20 @@ import (
 // again is read back in, and an older kernel answers EINVAL, ignored here.
 const madvPageout = 21
 
-// releaseTablePages drops the resident pages of Badger's table files
-// below level 0 from this process. released remembers the tables already
-// handled, so each is advised once.
+// releaseTablePages drops the resident pages of Badger's table files from
+// this process.
 //
 // Badger writes every table through a shared mapping of the new file and
 // keeps it mapped, so each table it writes stays resident (RssFile) until
 // memory pressure reclaims it: a restore of N bytes of state leaves about N
 // bytes of file-backed pages counted in the process's RSS, on top of its
-// heap. Those pages are clean (the table is synced before it is used) and
-// are read back on demand by the reads that need them. Level-0 tables are
-// left alone: a compaction reads them again soon.
-func (db *DB) releaseTablePages(released map[uint64]bool) {
-	keep := map[string]bool{}
-	var any bool
-	for _, t := range db.bdb.Tables() {
-		if t.Level > 0 && !released[t.ID] {
-			released[t.ID] = true
-			keep[table.IDToFilename(t.ID)] = true
-			any = true
-		}
-	}
-	if !any {
-		return
-	}
+// heap, and a compaction faults in every table it reads. Those pages are
+// clean once the table is synced, and are read back on demand by the reads
+// that need them (a later compaction reads its inputs from the file, in
+// order). It covers tables a compaction is still writing (mapped, not yet
+// in a level), because a compaction of a full level 0 writes as much as
+// level 0 holds before it lists any of its tables.
+func (db *DB) releaseTablePages() {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return
@@ -54,7 +42,7 @@ func (db *DB) releaseTablePages(released map[uint64]bool) {
 			continue
 		}
 		path := line[i:]
-		if !bytes.HasPrefix(path, dir) || !keep[string(path[len(dir):])] {
+		if !bytes.HasPrefix(path, dir) || !bytes.HasSuffix(path, []byte(".sst")) {
 			continue
 		}
 		rng, _, _ := bytes.Cut(line, []byte(" "))
@@ -67,8 +55,9 @@ func (db *DB) releaseTablePages(released map[uint64]bool) {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		// A table unmapped since Tables() answered leaves an unmapped range
-		// (ENOMEM) or one reused by another mapping: either way only a hint
+		// A table unmapped since the maps were read leaves an unmapped
+		// range (ENOMEM) or one reused by another mapping, and a page still
+		// dirty is written back before it is dropped: either way only a hint
 		// is lost or misapplied, never data.
 		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), madvPageout)
 	}

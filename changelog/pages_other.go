@@ -3,4 +3,4 @@
 package changelog
 
 // releaseTablePages is a no-op off Linux; see pages_linux.go.
-func (db *DB) releaseTablePages(map[uint64]bool) {}
+func (db *DB) releaseTablePages() {}

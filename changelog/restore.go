@@ -347,12 +347,14 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	wb := db.bdb.NewWriteBatch()
 	defer wb.Cancel()
 
-	var n, written, lastPage int64
+	var n, written int64
 	var sl slab
 	// The tables a restore writes stay mapped and resident; release them
 	// as it goes, so they do not add up to the size of the state on top of
-	// the heap (see releaseTablePages).
-	released := map[uint64]bool{}
+	// the heap (see releaseTablePages). On a timer, not per record batch:
+	// a compaction faults in its input tables while writes stall.
+	stopRelease := db.releaseTablePagesEvery(releaseInterval)
+	defer stopRelease()
 	remaining := total
 	lastProgress, lastLog := start, start
 	report := func(force bool) {
@@ -434,22 +436,39 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 			return n, fmt.Errorf("changelog: restore: %w", ferr)
 		}
 		report(false)
-		if written-lastPage > releaseEvery {
-			lastPage = written
-			db.releaseTablePages(released)
-		}
 	}
 	if err := wb.Flush(); err != nil {
 		return n, fmt.Errorf("changelog: restore: write: %w", err)
 	}
 	db.written.Add(written)
-	db.releaseTablePages(released)
+	db.releaseTablePages()
 	return n, nil
 }
 
-// releaseEvery is how many bytes a restore writes between two
-// releaseTablePages.
-const releaseEvery = 32 << 20
+// releaseInterval is how often a restore releases table pages: at restore
+// rates, ~60 MB of tables apart.
+const releaseInterval = 250 * time.Millisecond
+
+// releaseTablePagesEvery calls releaseTablePages every d until the
+// returned stop is called; stop waits for the goroutine to end.
+func (db *DB) releaseTablePagesEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				db.releaseTablePages()
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
 
 // apply writes one changelog record into the store partition.
 func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record, sl *slab) error {
