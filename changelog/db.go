@@ -32,6 +32,9 @@ type DB struct {
 	applies atomic.Int64
 	staged  atomic.Int64
 
+	bulkMu    sync.Mutex
+	bulkLoads int // restores running; see bulk.go
+
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"cmp"
 	"log/slog"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -39,6 +40,10 @@ type Options struct {
 	// applyTxnLimit, when > 0, forces the staged Apply path for overlays
 	// with more entries: tests use it to exercise that path on small data.
 	applyTxnLimit int
+	// levelZeroTables and restoreLevelZeroTables, when > 0, replace the
+	// level-0 compaction triggers of bulk.go: tests use them to see the
+	// difference with a few MB of writes.
+	levelZeroTables, restoreLevelZeroTables int
 	// applyHook, when set, is called at each step of a staged Apply; an
 	// error stops Apply there, as a crash would.
 	applyHook func(step string) error
@@ -88,11 +93,10 @@ func badgerOptions(dir string, o Options) badger.Options {
 		// is worth more than the disk a compressed LSM saves.
 		WithCompression(options.None).
 		// Ten L0 tables per L0 compaction instead of Badger's five: a
-		// restore (any write burst) spends ~12% less CPU per record in
-		// fewer, larger compactions; reads check at most 20 L0 tables,
-		// each behind its bloom filter.
-		WithNumLevelZeroTables(10).
-		WithNumLevelZeroTablesStall(20).
+		// write burst spends ~12% less CPU per record in fewer, larger
+		// compactions. Restores raise it while they run (bulk.go).
+		WithNumLevelZeroTables(o.l0Tables()).
+		WithNumLevelZeroTablesStall(levelZeroTablesStall).
 		WithBaseLevelSize(64 << 20).
 		WithBlockCacheSize(mem / 4).
 		WithIndexCacheSize(mem / 8).
@@ -101,6 +105,11 @@ func badgerOptions(dir string, o Options) badger.Options {
 		WithValueThreshold(1 << 10). // small values stay in the LSM tree
 		WithValueLogFileSize(64 << 20).
 		WithCompactL0OnClose(false)
+}
+
+func (o Options) l0Tables() int { return cmp.Or(o.levelZeroTables, levelZeroTables) }
+func (o Options) restoreL0Tables() int {
+	return cmp.Or(o.restoreLevelZeroTables, restoreLevelZeroTables)
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }

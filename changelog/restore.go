@@ -144,7 +144,9 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 		}
 	}
 	if total > 0 {
+		db.beginBulkLoad()
 		n, err := db.consume(ctx, byTP, assign, total, start, opts, &res)
+		db.endBulkLoad()
 		res.Records = n
 		if err != nil {
 			return res, err
