@@ -36,11 +36,15 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		s.app.log.Warn("aborting transaction", "reason", err)
 		return s.abort(ctx)
 	}
-	st, err := s.committer.Commit(ctx)
+	clocks, meta := s.clockSnapshot()
+	st, err := s.committer.Commit(withClocks(ctx, meta))
 	s.open = false
 	end := s.now()
 	switch {
 	case st.Committed:
+		for id, lt := range s.tasks {
+			lt.committed = clocks[id]
+		}
 		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
 		s.app.metrics.observeCommit(reason, end.Sub(start), st.End)
 		s.acknowledge(end)

@@ -258,11 +258,18 @@ func (s *session) syncTasks(ctx context.Context) error {
 		}
 	}
 	s.app.ready.Store(false)
+	var resume map[topicPartition]string
 	for id := range want {
 		if _, ok := s.tasks[id]; ok {
 			continue
 		}
-		lt, err := s.openTask(ctx, id)
+		if resume == nil {
+			var err error
+			if resume, err = s.committedMetadata(ctx); err != nil {
+				return fmt.Errorf("processor: resume task clocks: %w", err)
+			}
+		}
+		lt, err := s.openTask(ctx, id, s.resumeClocks(resume, id))
 		if err != nil {
 			return err
 		}
@@ -285,8 +292,9 @@ func (s *session) index() {
 }
 
 // resetTasks recreates the task cores after an abort: the inputs rewind to
-// the committed offsets, so in-memory processor state (stream time,
-// punctuation schedules) must rewind too. Stores stay open on their
+// the committed offsets, so in-memory processor state must rewind too:
+// stream time to what the last commit stored, punctuation schedules
+// afresh. Stores stay open on their
 // changelog.Task, whose Badger state is exactly the committed one.
 func (s *session) resetTasks() error {
 	for id, lt := range s.tasks {
@@ -295,7 +303,7 @@ func (s *session) resetTasks() error {
 		t, err := NewTask(TaskConfig{
 			Topology: s.app.topo, SubTopology: id.SubTopology, Partition: id.Partition,
 			Stores: lt.state, Output: s, PartitionCount: s.app.layout.partitionCount,
-			WallClock: s.now().UnixMilli(),
+			WallClock: s.now().UnixMilli(), Resume: lt.committed,
 		})
 		if err != nil {
 			return fmt.Errorf("reset task %s after abort: %w", id, err)

@@ -14,6 +14,9 @@ type liveTask struct {
 	task    *Task
 	state   *changelog.Task
 	flushed changelog.Offsets // from the last Flush: what Apply records
+	// committed are the clocks the last commit stored (or the task
+	// resumed from): an abort rewinds the task to them.
+	committed Clocks
 }
 
 func (lt *liveTask) Apply(context.Context) error {
@@ -39,7 +42,7 @@ func (lt *liveTask) close() error {
 
 // openTask creates the task for (sub-topology, partition), opening its
 // stores on the shared DB and restoring them from their changelogs.
-func (s *session) openTask(ctx context.Context, id topology.TaskID) (*liveTask, error) {
+func (s *session) openTask(ctx context.Context, id topology.TaskID, resume Clocks) (*liveTask, error) {
 	a := s.app
 	state := a.db.NewTask(changelog.TaskConfig{
 		AppID:     a.topo.Application(),
@@ -55,6 +58,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID) (*liveTask, 
 		Output:         s,
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
+		Resume:         resume,
 	})
 	if err != nil {
 		_ = state.Close()
@@ -75,7 +79,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID) (*liveTask, 
 		s.ckpt.ObserveRestore(res.Records, res.Duration)
 		s.ctrl.ObserveRestoreTime(res.Duration)
 	}
-	return &liveTask{task: t, state: state}, nil
+	return &liveTask{task: t, state: state, committed: resume}, nil
 }
 
 func restoreOptions(a *App, id topology.TaskID) changelog.RestoreOptions {

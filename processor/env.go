@@ -64,3 +64,33 @@ var _ topology.WindowCloser = (*Task)(nil)
 func (t *Task) Dropped(node string, reason topology.DropReason) {
 	t.metrics.record(node, reason)
 }
+
+var _ topology.ClockKeeper = (*Task)(nil)
+
+// RestoredClock implements topology.ClockKeeper.
+func (t *Task) RestoredClock(name string) int64 {
+	if c, ok := t.cfg.Resume.Operators[name]; ok && c >= 0 {
+		return c
+	}
+	return -1
+}
+
+// KeepClock implements topology.ClockKeeper.
+func (t *Task) KeepClock(name string, clock func() int64) { t.clocks[name] = clock }
+
+// Clocks snapshots the task's clocks (those still at -1 left out): what a
+// commit stores so that the next task for this partition resumes from it.
+func (t *Task) Clocks() Clocks {
+	c := Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}
+	for _, in := range t.inputList {
+		if in.time >= 0 {
+			c.Inputs[in.topic] = in.time
+		}
+	}
+	for name, clock := range t.clocks {
+		if v := clock(); v >= 0 {
+			c.Operators[name] = v
+		}
+	}
+	return c
+}

@@ -49,6 +49,17 @@ type TaskConfig struct {
 	// WallClock is the runtime's time in ms when the task starts; Punctuate
 	// moves it on.
 	WallClock int64
+	// Resume is the task's time at the last commit, so a record that was
+	// late before a restart or an abort is late after it too. The zero
+	// value starts every clock at -1.
+	Resume Clocks
+}
+
+// Clocks are a task's notions of time that outlive it: each input's stream
+// time and each windowed operator's clock (topology.ClockKeeper), in ms.
+type Clocks struct {
+	Inputs    map[string]int64 // by input topic
+	Operators map[string]int64 // by operator clock name
 }
 
 // OpenStore is a store instance a task opened.
@@ -80,6 +91,7 @@ type Task struct {
 	inRecord    bool
 	punctuating bool
 	streamTime  int64
+	clocks      map[string]func() int64 // operator clocks, by name
 	wall        int64
 	lateness    int64
 	schedules   []*schedule
@@ -102,6 +114,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		storeByName: map[string]store.Store{},
 		inputs:      map[string]*input{},
 		streamTime:  -1,
+		clocks:      map[string]func() int64{},
 		wall:        cfg.WallClock,
 		lateness:    cfg.Topology.AllowedLateness().Milliseconds(),
 		metrics:     newMetrics(),
@@ -124,6 +137,10 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 	for _, topic := range inst.Topics() {
 		src, _ := inst.Source(topic)
 		in := &input{topic: topic, src: src, time: -1}
+		if st, ok := cfg.Resume.Inputs[topic]; ok && st >= 0 {
+			in.time = st
+			t.streamTime = max(t.streamTime, st)
+		}
 		t.inputs[topic] = in
 		t.inputList = append(t.inputList, in)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,3 +196,48 @@ func (p *ticker) Init(ctx topology.ProcessorContext[string, string]) error {
 }
 func (p *ticker) Process(topology.Record[string, string]) error { return nil }
 func (p *ticker) Close() error                                  { return nil }
+
+// TestTaskResumesStreamTime: a task given the stream time its inputs had
+// at the last commit drops what was late then, as the task before it did.
+func TestTaskResumesStreamTime(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		resume  processor.Clocks
+		outputs int
+	}{{"from -1", processor.Clocks{}, 1}, {"resumed", processor.Clocks{
+		Inputs: map[string]int64{"clicks": 100_000}, Operators: map[string]int64{"per-window": 100_000}}, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := &collected{}
+			task, err := processor.NewTask(processor.TaskConfig{Topology: windowedTopology(t), SubTopology: 0, Partition: 0,
+				Stores: memstore.NewProvider(), Output: out, Resume: c.resume})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer task.Close()
+			if want, ok := c.resume.Inputs["clicks"]; ok && (task.StreamTime() != want || task.InputStreamTime("clicks") != want) {
+				t.Fatalf("stream time %d / %d, want %d", task.StreamTime(), task.InputStreamTime("clicks"), want)
+			}
+			// 1 s and then 10 s: window [0,10s) closes at 10 s and emits
+			// its count unless 1 s was already late.
+			for i, ts := range []int64{1000, 110_000} {
+				if err := task.Process(record("clicks", 0, int64(i), "k", "v", ts)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := 0
+			for _, r := range out.recs {
+				if len(r) > 0 && strings.Contains(r, "=0000000000000001") && strings.Contains(r, "00000000000000000000000000002710") {
+					n++
+				}
+			}
+			if n != c.outputs {
+				t.Fatalf("window [0,10s) emitted %d results, want %d: %v", n, c.outputs, out.recs)
+			}
+			// What the next commit stores for the task after this one.
+			got := task.Clocks()
+			if got.Inputs["clicks"] != 110_000 || got.Operators["per-window"] != 110_000 {
+				t.Fatalf("clocks %+v, want input clicks and operator per-window at 110000", got)
+			}
+		})
+	}
+}

@@ -117,6 +117,27 @@ func windowsClosed(env TaskEnv, n int) {
 	}
 }
 
+// ClockKeeper is an optional extension of TaskEnv: an environment that
+// keeps operator clocks across restarts. A windowed operator's stream time
+// (the largest timestamp it has seen) decides what is late; an operator
+// that restarted from -1 would accept a record its predecessor dropped.
+// The operator registers a getter for its clock under its name and starts
+// from what RestoredClock returns: the clock at the last commit, or -1.
+type ClockKeeper interface {
+	RestoredClock(name string) int64
+	KeepClock(name string, clock func() int64)
+}
+
+// operatorClock registers clock with env and returns where it resumes.
+func operatorClock(env *opEnv, name string, clock func() int64) int64 {
+	ck, ok := env.TaskEnv.(ClockKeeper)
+	if !ok {
+		return -1
+	}
+	ck.KeepClock(name, clock)
+	return ck.RestoredClock(name)
+}
+
 // opEnv is a node's view of its task.
 type opEnv struct {
 	TaskEnv

@@ -118,7 +118,8 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 	}
 	var mkErr error
 	inst := env.sharedValue("ssjoin/"+j.op.name, func() any {
-		c := &ssJoin[K, V, V2, VR]{op: j.op, observed: -1, next: next}
+		c := &ssJoin[K, V, V2, VR]{op: j.op, next: next}
+		c.observed = operatorClock(env, j.op.name, func() int64 { return c.observed })
 		if c.this, mkErr = env.window(j.op.thisStore); mkErr != nil {
 			return c
 		}

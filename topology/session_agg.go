@@ -62,7 +62,8 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 			return nil, err
 		}
 		a := &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, observed: -1}
+			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge}
+		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		if indexStore != "" {
 			if a.index, err = env.keyValue(indexStore); err != nil {
 				return nil, err

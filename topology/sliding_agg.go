@@ -72,8 +72,10 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 		if err != nil {
 			return nil, err
 		}
-		return &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
-			init: init, add: add, final: final, observed: -1}, nil
+		a := &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
+			init: init, add: add, final: final}
+		a.observed = operatorClock(env, name, func() int64 { return a.observed })
+		return a, nil
 	})
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
 		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}

@@ -70,8 +70,10 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 		if err != nil {
 			return nil, err
 		}
-		return &winAgg[K, V, VA]{env: env, next: next, st: st, final: final, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, observed: -1}, nil
+		a := &winAgg[K, V, VA]{env: env, next: next, st: st, final: final, w: w, retention: retention,
+			ks: s.ks, vs: aggSerde, init: init, add: add}
+		a.observed = operatorClock(env, name, func() int64 { return a.observed })
+		return a, nil
 	})
 	ks := windowedSerdeOf(s.ks)
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: ks, vs: aggSerde, store: name,

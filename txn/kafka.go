@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // KafkaSession adapts kgo.GroupTransactSession (EOS v2: one producer for all
@@ -137,4 +138,57 @@ func (a *AtLeastOnceSession) Pending() Offsets {
 func (a *AtLeastOnceSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
 	k := KafkaSession{adm: a.adm, group: a.group}
 	return k.Committed(ctx, of)
+}
+
+// WithOffsetMetadata returns a ctx under which the offsets End commits
+// carry metadata: fn gives it for each committed partition (ok false
+// leaves it empty). It covers both sessions: the transactional offset
+// commit and the at-least-once one. fn runs under the client's
+// transaction lock, so it must only look things up.
+func WithOffsetMetadata(ctx context.Context, fn func(topic string, partition int32) (string, bool)) context.Context {
+	set := func(topic string, partition int32, md **string) {
+		if v, ok := fn(topic, partition); ok {
+			*md = &v
+		}
+	}
+	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				set(req.Topics[i].Topic, p.Partition, &p.Metadata)
+			}
+		}
+		return nil
+	})
+	return kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				set(req.Topics[i].Topic, p.Partition, &p.Metadata)
+			}
+		}
+		return nil
+	})
+}
+
+// CommittedMetadata reads the metadata stored with group's committed
+// offsets (stable ones: a pending transaction's are waited for).
+func CommittedMetadata(ctx context.Context, cl *kgo.Client, group string) (map[string]map[int32]string, error) {
+	resp, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), group)
+	if err != nil {
+		return nil, fmt.Errorf("txn: fetch committed offsets of group %s: %w", group, err)
+	}
+	out := map[string]map[int32]string{}
+	var ferr error
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil {
+			ferr = errors.Join(ferr, fmt.Errorf("txn: committed offset %s/%d: %w", o.Topic, o.Partition, o.Err))
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]string{}
+		}
+		out[o.Topic][o.Partition] = o.Metadata
+	})
+	return out, ferr
 }
