@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 
 func runChild() int {
 	env := os.Getenv
-	topo, err := buildCount(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
+	build := buildCount
+	if env("CHILD_TOPOLOGY") == "windowed" {
+		build = buildWindowedCount
+	}
+	topo, err := build(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
