@@ -9,8 +9,6 @@ FROM golang:1.25-bookworm AS build
 ENV GOTOOLCHAIN=go1.27.3 CGO_ENABLED=0
 WORKDIR /src
 COPY go.mod go.sum ./
-# go.mod replaces Badger with the patched copy here (third_party/badger/PATCH.md).
-COPY third_party ./third_party
 RUN go mod download && go version
 COPY . .
 RUN go build -trimpath -ldflags="-s -w" -o /out/tidemark ./cmd/tidemark && mkdir -p /out/state

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )

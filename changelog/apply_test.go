@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/store"

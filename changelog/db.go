@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 )
 
 // DB is the one Badger database of a process. Every task's stores live in

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )

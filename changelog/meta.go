@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )

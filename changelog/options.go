@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"log/slog"
 
-	badger "github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	"github.com/tidemark-streams/tidemark/third_party/badger/options"
 )
 
 // DefaultMemoryBudget fits a 2-core, small-RAM machine: the Badger caches

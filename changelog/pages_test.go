@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 )
 
 // TestReleaseTablePages pages out the tables outside level 0 and checks that

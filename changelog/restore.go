@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"

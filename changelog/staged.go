@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	badger "github.com/dgraph-io/badger/v4"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 )
 
 // Staged entries of a large Apply live under 's' epoch seq until the

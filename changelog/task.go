@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"math"
 
-	badger "github.com/dgraph-io/badger/v4"
 	"github.com/google/btree"
+	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )

@@ -15,9 +15,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 // flushThreshold determines when a buffer will be flushed. When performing a

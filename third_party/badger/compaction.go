@@ -12,8 +12,8 @@ import (
 	"math"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/table"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 type keyRange struct {

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 // AIX flock locks files, not descriptors. So, multiple descriptors cannot

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/table"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 type prefetchStatus uint8

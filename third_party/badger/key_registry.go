@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -20,9 +20,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/options"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 // Manifest represents the contents of the MANIFEST file in a Badger store.

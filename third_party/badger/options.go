@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/options"
+	"github.com/tidemark-streams/tidemark/third_party/badger/table"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 // Note: If you add a new option X make sure you also add a WithX method on Options.

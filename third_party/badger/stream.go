@@ -16,9 +16,9 @@ import (
 	humanize "github.com/dustin/go-humanize"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 const batchSize = 16 << 20 // 16 MB

@@ -13,10 +13,10 @@ import (
 	"github.com/dustin/go-humanize"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/table"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 // StreamWriter is used to write data coming from multiple streams. The streams must not have any

@@ -26,8 +26,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/dgraph-io/badger/v4/y"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 const (

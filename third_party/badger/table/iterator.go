@@ -11,8 +11,8 @@ import (
 	"io"
 	"sort"
 
-	"github.com/dgraph-io/badger/v4/fb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/fb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 type blockIterator struct {

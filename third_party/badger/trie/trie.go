@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
+	"github.com/tidemark-streams/tidemark/third_party/badger/y"
 )
 
 type node struct {

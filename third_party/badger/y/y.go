@@ -20,8 +20,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
+	"github.com/tidemark-streams/tidemark/third_party/badger/pb"
 )
 
 var (
