@@ -17,7 +17,7 @@ test:
 	@bash integration/test.sh
 
 vet:
-	$(GO) vet $$($(GO) list ./... | grep -v /third_party/)
+	$(GO) vet ./...
 
 fmt:
 	"$$($(GO) env GOROOT)/bin/gofmt" -w $$(git ls-files '*.go')

@@ -39,6 +39,5 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-# third_party/badger is Badger's code, patched (its PATCH.md): vetted upstream, not here.
-go vet $(go list ./... | grep -v /third_party/)
+go vet ./...
 TIDEMARK_REQUIRE_KAFKA=1 go test -race -timeout 25m ./...

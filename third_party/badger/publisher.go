@@ -123,8 +123,8 @@ func (p *publisher) newSubscriber(c *z.Closer, matches []pb.Match) (subscriber, 
 	s.active.Store(1)
 
 	p.subscribers[id] = s
-	for _, m := range matches {
-		if err := p.indexer.AddMatch(m, id); err != nil {
+	for i := range matches {
+		if err := p.indexer.AddMatch(&matches[i], id); err != nil {
 			return subscriber{}, err
 		}
 	}
@@ -136,8 +136,8 @@ func (p *publisher) cleanSubscribers() {
 	p.Lock()
 	defer p.Unlock()
 	for id, s := range p.subscribers {
-		for _, m := range s.matches {
-			_ = p.indexer.DeleteMatch(m, id)
+		for i := range s.matches {
+			_ = p.indexer.DeleteMatch(&s.matches[i], id)
 		}
 		delete(p.subscribers, id)
 		s.subCloser.SignalAndWait()
@@ -148,8 +148,8 @@ func (p *publisher) deleteSubscriber(id uint64) {
 	p.Lock()
 	defer p.Unlock()
 	if s, ok := p.subscribers[id]; ok {
-		for _, m := range s.matches {
-			_ = p.indexer.DeleteMatch(m, id)
+		for i := range s.matches {
+			_ = p.indexer.DeleteMatch(&s.matches[i], id)
 		}
 	}
 	delete(p.subscribers, id)
