@@ -1,7 +1,6 @@
 package changelog
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -138,19 +137,12 @@ func resetPeakRSS(b *testing.B) {
 }
 
 func peakRSS(b *testing.B) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
+	b.Helper()
+	v, ok := procStatusBytes("VmHWM")
+	if !ok {
+		b.Fatal("no VmHWM in /proc/self/status")
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return v
 }
 
 // BenchmarkApply measures Apply of overlays of 100-byte values over 100k
@@ -247,15 +239,21 @@ func startAnonSampler() func() int64 {
 }
 
 func rssAnon() int64 {
+	v, _ := procStatusBytes("RssAnon")
+	return v
+}
+
+// procStatusBytes reads one "<field>: N kB" line of /proc/self/status.
+func procStatusBytes(field string) (int64, bool) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
