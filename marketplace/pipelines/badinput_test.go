@@ -21,9 +21,10 @@ func inventoryEvent(sku string, delta int32) schemas.InventoryEvent {
 		Kind: schemas.InventoryRestock, Delta: delta, EventTime: time.UnixMilli(1_000)}
 }
 
-func newDriver(t *testing.T, cfg pipelines.Config) *tidemarktest.Driver {
+// newDriver runs one pipeline in the test driver.
+func newDriver(t *testing.T, pipeline string, cfg pipelines.Config) *tidemarktest.Driver {
 	t.Helper()
-	topo, err := pipelines.Build("mkt", []string{pipelines.Inventory}, cfg)
+	topo, err := pipelines.Build("mkt", []string{pipeline}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func newDriver(t *testing.T, cfg pipelines.Config) *tidemarktest.Driver {
 }
 
 func TestMalformedAvroFailsNamingTheRecordByDefault(t *testing.T) {
-	d := newDriver(t, pipelines.Config{})
+	d := newDriver(t, pipelines.Inventory, pipelines.Config{})
 	in := tidemarktest.Input(d, gen.DefaultTopics.Inventory, serde.String(), serde.Bytes())
 	err := in.Pipe("sku-1", []byte{0xff, 0xfe, 0x01}, 1_000)
 	if !errors.Is(err, serde.ErrDecode) || !errors.Is(err, schemas.ErrMalformed) {
@@ -48,7 +49,7 @@ func TestMalformedAvroFailsNamingTheRecordByDefault(t *testing.T) {
 }
 
 func TestSkipUndecodableDropsAndCountsMalformedRecords(t *testing.T) {
-	d := newDriver(t, pipelines.Config{SkipUndecodable: true})
+	d := newDriver(t, pipelines.Inventory, pipelines.Config{SkipUndecodable: true})
 	raw := tidemarktest.Input(d, gen.DefaultTopics.Inventory, serde.String(), serde.Bytes())
 	good := tidemarktest.Input(d, gen.DefaultTopics.Inventory, serde.String(), schemas.Inventory.Avro())
 	if err := good.Pipe("sku-1", inventoryEvent("sku-1", 5), 1_000); err != nil {
@@ -78,7 +79,7 @@ func TestRegistryInputsRejectUnknownSchemaIDsAndWrongEventTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDriver(t, pipelines.Config{Serdes: s})
+	d := newDriver(t, pipelines.Inventory, pipelines.Config{Serdes: s})
 	raw := tidemarktest.Input(d, gen.DefaultTopics.Inventory, serde.String(), serde.Bytes())
 
 	good, err := s.Inventory.Encode(nil, inventoryEvent("sku-1", 3))

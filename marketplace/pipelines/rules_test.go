@@ -27,15 +27,7 @@ func shipment(order string, st schemas.FulfillmentStatus, at int64) schemas.Fulf
 
 func TestLateFulfillmentRule(t *testing.T) {
 	cfg := pipelines.Config{ShipWithin: time.Minute, Grace: time.Second}
-	topo, err := pipelines.Build("mkt", []string{pipelines.Orders}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := tidemarktest.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDriver(t, pipelines.Orders, cfg)
 	pays := tidemarktest.Input(d, gen.DefaultTopics.Payments, serde.String(), schemas.Payment.Avro())
 	ships := tidemarktest.Input(d, gen.DefaultTopics.Fulfillment, serde.String(), schemas.Fulfillment.Avro())
 	pipe := func(err error) {
@@ -85,15 +77,7 @@ func TestLateFulfillmentRule(t *testing.T) {
 
 func TestFraudAlertAtThresholdEmittedOnceWhenTheWindowCloses(t *testing.T) {
 	cfg := pipelines.Config{FraudThreshold: 3, FraudWindow: time.Minute, FraudAdvance: time.Minute, Grace: time.Second}
-	topo, err := pipelines.Build("mkt", []string{pipelines.Fraud}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := tidemarktest.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDriver(t, pipelines.Fraud, cfg)
 	pays := tidemarktest.Input(d, gen.DefaultTopics.Payments, serde.String(), schemas.Payment.Avro())
 	out := tidemarktest.Output(d, pipelines.DefaultOutputs.FraudAlerts, serde.String(), serde.JSON[pipelines.FraudAlert]())
 	for i, p := range []schemas.PaymentEvent{
