@@ -293,9 +293,9 @@ func (s *session) index() {
 
 // resetTasks recreates the task cores after an abort: the inputs rewind to
 // the committed offsets, so in-memory processor state must rewind too:
-// stream time to what the last commit stored, punctuation schedules
-// afresh. Stores stay open on their
-// changelog.Task, whose Badger state is exactly the committed one.
+// the clocks to what the last commit stored, punctuation schedules afresh.
+// Stores stay open on their changelog.Task, whose Badger state is exactly
+// the committed one.
 func (s *session) resetTasks() error {
 	for id, lt := range s.tasks {
 		lt.state.Discard()
