@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,10 +183,24 @@ func readPID(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-func clusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+// clusterID returns a random cluster id the way Kafka's Uuid.randomUuid makes
+// one: a version-4 UUID in unpadded base64url, drawn again when the text
+// starts with '-', because the storage tool would parse such an id as an
+// option (about one draw in 64).
+func clusterID() string { return newClusterID(rand.Reader) }
+
+func newClusterID(random io.Reader) string {
+	for {
+		var b [16]byte
+		if _, err := io.ReadFull(random, b[:]); err != nil {
+			panic(fmt.Sprintf("broker: no randomness for a cluster id: %v", err))
+		}
+		b[6] = b[6]&0x0f | 0x40 // version 4
+		b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 func tailFile(path string, lines int) string {
