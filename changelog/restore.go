@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -26,6 +27,10 @@ type RestoreTarget struct {
 	// store is never filled from another store's changelog. Replay leaves
 	// it zero and learns the kind from the records.
 	Kind store.Kind
+	// MinOffset is the changelog position the group's committed input
+	// offsets reflect: every change the committed outputs depend on lies
+	// below it. A restore never ends before it. 0: unknown (a first run).
+	MinOffset int64
 }
 
 func (t RestoreTarget) tp() TopicPartition { return TopicPartition{t.Topic, t.Partition} }
@@ -44,10 +49,19 @@ type RestoreOptions struct {
 	Logger *slog.Logger
 	// Now is the clock for the delete.retention.ms check; default time.Now.
 	Now func() time.Time
-	// PendingTxnWait bounds how long Restore waits for a changelog's last
-	// stable offset to reach its high watermark (see lastStableOffsets).
-	// Default 3s; negative: do not wait.
+	// PendingTxnWait bounds how long Restore waits, once every MinOffset
+	// is stable, for a changelog's last stable offset to reach its high
+	// watermark (see endOffsets). Default 1s; negative: do not wait.
 	PendingTxnWait time.Duration
+	// MinOffsets are Task.Restore's floors: each changelog partition's
+	// RestoreTarget.MinOffset. DB.Restore reads them from the targets.
+	MinOffsets Offsets
+	// Unblock is called while a changelog's last stable offset is below
+	// a target's MinOffset: an open transaction of another producer pins
+	// it (a member that died mid-transaction, or whose markers are still
+	// being written). The runtime fences departed members' transactions
+	// here. Called at most once a second; its error is logged, not fatal.
+	Unblock func(ctx context.Context) error
 }
 
 // RestoreProgress is a snapshot of a running restore.
@@ -107,7 +121,7 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 		opts.Logger = db.log
 	}
 	if opts.PendingTxnWait == 0 {
-		opts.PendingTxnWait = 3 * time.Second
+		opts.PendingTxnWait = time.Second
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
@@ -196,15 +210,27 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 			topics = append(topics, t.Topic)
 		}
 	}
-	starts, err := adm.ListStartOffsets(ctx, topics...)
+	var starts kadm.ListedOffsets
+	var configs kadm.ResourceConfigs
+	err := retry.Do(ctx, opts.Logger, "list changelog start offsets", func(ctx context.Context) error {
+		var err error
+		if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+			return err
+		}
+		return transientPartitionErr(starts)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("changelog: restore: list start offsets of %v: %w", topics, err)
 	}
-	ends, err := lastStableOffsets(ctx, adm, topics, opts.PendingTxnWait, opts.Logger)
+	ends, hwms, err := endOffsets(ctx, adm, topics, targets, opts)
 	if err != nil {
 		return nil, err
 	}
-	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	err = retry.Do(ctx, opts.Logger, "describe changelog configs", func(ctx context.Context) error {
+		var err error
+		configs, err = adm.DescribeTopicConfigs(ctx, topics...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("changelog: restore: describe configs of %v: %w", topics, err)
 	}
@@ -212,12 +238,13 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 	for _, t := range targets {
 		so, ok1 := starts.Lookup(t.Topic, t.Partition)
 		eo, ok2 := ends.Lookup(t.Topic, t.Partition)
-		if !ok1 || !ok2 || errors.Is(so.Err, kerr.UnknownTopicOrPartition) || errors.Is(eo.Err, kerr.UnknownTopicOrPartition) {
+		ho, ok3 := hwms.Lookup(t.Topic, t.Partition)
+		if !ok1 || !ok2 || !ok3 || errors.Is(so.Err, kerr.UnknownTopicOrPartition) || errors.Is(eo.Err, kerr.UnknownTopicOrPartition) {
 			return nil, fmt.Errorf("changelog: restore store %q partition %d: topic %s partition %d: %w",
 				t.Store, t.Partition, t.Topic, t.Partition, ErrTopicNotFound)
 		}
-		if so.Err != nil || eo.Err != nil {
-			return nil, fmt.Errorf("changelog: restore %s/%d: list offsets: %w", t.Topic, t.Partition, errors.Join(so.Err, eo.Err))
+		if so.Err != nil || eo.Err != nil || ho.Err != nil {
+			return nil, fmt.Errorf("changelog: restore %s/%d: list offsets: %w", t.Topic, t.Partition, errors.Join(so.Err, eo.Err, ho.Err))
 		}
 		s := &restoreState{RestoreTarget: t, id: storeID(t.Store, t.Partition), end: eo.Offset}
 		s.dprefix = withNS(nsData, s.id)
@@ -232,8 +259,8 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 			reason = "no local state"
 		case applied.Offset < so.Offset:
 			reason = fmt.Sprintf("applied offset %d is below the log start %d", applied.Offset, so.Offset)
-		case applied.Offset > eo.Offset:
-			reason = fmt.Sprintf("applied offset %d is past the end %d (topic recreated?)", applied.Offset, eo.Offset)
+		case applied.Offset > ho.Offset:
+			reason = fmt.Sprintf("applied offset %d is past the end %d (topic recreated?)", applied.Offset, ho.Offset)
 		case eo.Offset > applied.Offset && opts.Now().Sub(applied.At) > retention:
 			reason = fmt.Sprintf("local state from %s is older than delete.retention.ms (%s)", applied.At.Format(time.RFC3339), retention)
 		}
@@ -246,6 +273,10 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 			s.from = so.Offset
 			res.Rebuilt = append(res.Rebuilt, t.tp())
 		} else {
+			// Local state at or past the end needs nothing: it holds only
+			// committed changes (Apply follows the commit), which the last
+			// stable offset may not show yet while another producer's
+			// transaction pins it.
 			s.from = applied.Offset
 		}
 		s.pos = s.from
@@ -257,48 +288,117 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 	return states, nil
 }
 
-// lastStableOffsets lists the end offsets a restore reads to. It asks
-// with read_committed isolation (kadm's ListCommittedOffsets): the last
-// stable offset, not the high watermark (ListEndOffsets).
+// ErrChangelogTruncated means a changelog ends below the position the
+// group's committed offsets say it reached: records the committed outputs
+// depend on are gone (the topic was deleted and recreated, or an unclean
+// leader election truncated it). Restoring would silently lose state; the
+// application must be reset.
+var ErrChangelogTruncated = errors.New("changelog: ends below the committed position")
+
+// endOffsets lists the offsets a restore reads to: the last stable offset
+// of each changelog partition (kadm's ListCommittedOffsets, read_committed
+// isolation), never the high watermark, and never less than the
+// MinOffset of a target.
 //
-// Where the LSO trails the high watermark a transaction is open or its
-// markers are still being written: EndTransaction returns when the
-// coordinator has decided, and with transaction version 2 the partition
-// markers follow asynchronously. A restore right after a crash that
-// followed a commit would stop before that committed transaction and miss
-// its writes, so it waits up to wait for the LSO to catch up, then settles
-// for what it has (a zombie's open transaction is fenced and aborted when
-// the new producer starts; nothing it wrote can be committed).
-func lastStableOffsets(ctx context.Context, adm *kadm.Client, topics []string, wait time.Duration, log *slog.Logger) (kadm.ListedOffsets, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		lso, err := adm.ListCommittedOffsets(ctx, topics...)
-		if err != nil {
-			return nil, fmt.Errorf("changelog: restore: list last stable offsets of %v: %w", topics, err)
+// A last stable offset below a MinOffset means a transaction of another
+// producer pins it: records committed after that transaction began are
+// not readable yet. Settling for it would lose them (and the input offsets
+// committed with them would make the task skip their inputs), so
+// endOffsets waits, calling opts.Unblock to fence departed members, for as
+// long as ctx allows.
+//
+// Once every MinOffset is stable, a last stable offset still below the high
+// watermark is an open transaction that does not matter for this restore
+// (its owner will abort it, or its markers are still being written after
+// a commit without input offsets): endOffsets gives it PendingTxnWait to
+// settle, then reads to what is stable.
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string, targets []RestoreTarget, opts RestoreOptions) (lso, hwm kadm.ListedOffsets, err error) {
+	floor := map[TopicPartition]int64{}
+	for _, t := range targets {
+		floor[t.tp()] = max(floor[t.tp()], t.MinOffset)
+	}
+	start := time.Now()
+	var pendingSince, lastUnblock, lastLog time.Time
+	unblock := func(force bool) {
+		if opts.Unblock == nil || (!force && time.Since(lastUnblock) < time.Second) {
+			return
 		}
-		hwm, err := adm.ListEndOffsets(ctx, topics...)
-		if err != nil {
-			return nil, fmt.Errorf("changelog: restore: list end offsets of %v: %w", topics, err)
-		}
-		var behind []string
-		lso.Each(func(o kadm.ListedOffset) {
-			if h, ok := hwm.Lookup(o.Topic, o.Partition); ok && o.Err == nil && h.Offset > o.Offset {
-				behind = append(behind, fmt.Sprintf("%s/%d (LSO %d, HWM %d)", o.Topic, o.Partition, o.Offset, h.Offset))
-			}
-		})
-		if len(behind) == 0 {
-			return lso, nil
-		}
-		if time.Now().After(deadline) {
-			log.Warn("restoring to the last stable offset past an open transaction", "partitions", behind)
-			return lso, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("changelog: restore: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		lastUnblock = time.Now()
+		if err := opts.Unblock(ctx); err != nil {
+			opts.Logger.Warn("restore: could not end the transactions that pin the changelog", "err", err)
 		}
 	}
+	for {
+		err := retry.Do(ctx, opts.Logger, "list changelog end offsets", func(ctx context.Context) error {
+			var err error
+			if lso, err = adm.ListCommittedOffsets(ctx, topics...); err != nil {
+				return err
+			}
+			if err = transientPartitionErr(lso); err != nil {
+				return err
+			}
+			if hwm, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+				return err
+			}
+			return transientPartitionErr(hwm)
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("changelog: restore: list end offsets of %v: %w", topics, err)
+		}
+		var short, behind []string
+		for tp, min := range floor {
+			l, ok1 := lso.Lookup(tp.Topic, tp.Partition)
+			h, ok2 := hwm.Lookup(tp.Topic, tp.Partition)
+			if !ok1 || !ok2 || l.Err != nil || h.Err != nil {
+				continue // planRestore reports it
+			}
+			if h.Offset < min {
+				return nil, nil, fmt.Errorf("%w: %s ends at %d but the committed offsets reflect changes up to %d; reset the application (tidemark replay can rebuild local state from what is left)",
+					ErrChangelogTruncated, tp, h.Offset, min)
+			}
+			if l.Offset < min {
+				short = append(short, fmt.Sprintf("%s (stable %d, committed position %d, end %d)", tp, l.Offset, min, h.Offset))
+			} else if l.Offset < h.Offset {
+				behind = append(behind, fmt.Sprintf("%s (stable %d, end %d)", tp, l.Offset, h.Offset))
+			}
+		}
+		switch {
+		case len(short) > 0:
+			unblock(false)
+			if time.Since(lastLog) >= 5*time.Second {
+				lastLog = time.Now()
+				opts.Logger.Warn("restore waits for the changelog to reach the committed position: an open transaction pins the last stable offset",
+					"partitions", short, "waited", time.Since(start).Round(time.Millisecond))
+			}
+		case len(behind) > 0:
+			if pendingSince.IsZero() {
+				pendingSince = time.Now()
+				unblock(true)
+			}
+			if opts.PendingTxnWait < 0 || time.Since(pendingSince) >= opts.PendingTxnWait {
+				opts.Logger.Info("restoring to the last stable offset; later records belong to a transaction that is not committed",
+					"partitions", behind)
+				return lso, hwm, nil
+			}
+		default:
+			return lso, hwm, nil
+		}
+		if err := retry.Sleep(ctx, 50*time.Millisecond); err != nil {
+			return nil, nil, fmt.Errorf("changelog: restore: waiting for stable offsets %v: %w", short, err)
+		}
+	}
+}
+
+// transientPartitionErr returns the first per-partition error of a listing
+// that a retry may fix (LEADER_NOT_AVAILABLE after a broker restart, ...).
+func transientPartitionErr(offs kadm.ListedOffsets) error {
+	var err error
+	offs.Each(func(o kadm.ListedOffset) {
+		if err == nil && o.Err != nil && retry.Transient(o.Err) && !errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			err = fmt.Errorf("%s/%d: %w", o.Topic, o.Partition, o.Err)
+		}
+	})
+	return err
 }
 
 // deleteRetention is the topic's delete.retention.ms, or Kafka's default.
@@ -373,6 +473,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		}
 	}
 	var ferr error
+	var lastFetchWarn time.Time
 	lastMove, lastPos := time.Now(), remaining
 	for remaining > 0 {
 		if remaining != lastPos {
@@ -395,6 +496,15 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 			return n, fmt.Errorf("changelog: restore: %w", err)
 		}
 		fs.EachError(func(t string, p int32, err error) {
+			if retry.Transient(err) {
+				// The client retries the fetch (a broker restart, a
+				// leader election); say so, at most every 5 s.
+				if time.Since(lastFetchWarn) >= 5*time.Second {
+					lastFetchWarn = time.Now()
+					opts.Logger.Warn("restore: fetch failed, retrying", "topic", t, "partition", p, "err", err)
+				}
+				return
+			}
 			ferr = errors.Join(ferr, fmt.Errorf("fetch %s/%d: %w", t, p, err))
 		})
 		if ferr != nil {
@@ -563,7 +673,8 @@ func (t *Task) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult,
 	var targets []RestoreTarget
 	for _, st := range t.stores {
 		if st.spec.Logged && !st.closed {
-			targets = append(targets, RestoreTarget{Store: st.spec.Name, Partition: t.cfg.Partition, Topic: st.topic, Kind: st.spec.Kind})
+			targets = append(targets, RestoreTarget{Store: st.spec.Name, Partition: t.cfg.Partition, Topic: st.topic, Kind: st.spec.Kind,
+				MinOffset: opts.MinOffsets[TopicPartition{st.topic, t.cfg.Partition}]})
 		}
 	}
 	res, err := t.db.Restore(ctx, targets, opts)
