@@ -18,7 +18,9 @@ type Config struct {
 	// RepoRoot is the tidemark checkout; pom.xml is read from
 	// RepoRoot/integration/broker.
 	RepoRoot string
-	// StateDir holds server.properties, data/, logs/, pid and bootstrap.
+	// StateDir holds server.properties (which fixes the ports), data/,
+	// logs/, pid and bootstrap. Up formats it afresh; Start, Stop, Restart,
+	// Kill, Pause and Resume act on the broker recorded in it.
 	// Default: RepoRoot/.kafka (git-ignored).
 	StateDir string
 	// LibDir is where Maven copies the jars. Default:
@@ -30,7 +32,8 @@ type Config struct {
 	HeapMB int
 	// ReadyTimeout bounds the wait for the first client round trip. Default 60s.
 	ReadyTimeout time.Duration
-	// StopTimeout is how long Down waits after SIGTERM before SIGKILL. Default 20s.
+	// StopTimeout is how long Down and Stop wait after SIGTERM before
+	// SIGKILL. Default 20s.
 	StopTimeout time.Duration
 }
 
@@ -46,6 +49,11 @@ func (c *Config) EnsureDefaults() error {
 	}
 	if c.StateDir == "" {
 		c.StateDir = DefaultStateDir(c.RepoRoot)
+	}
+	// Absolute, so the broker's command line names the same server.properties
+	// whatever directory a later Kill or Start runs from (see brokerPID).
+	if abs, err := filepath.Abs(c.StateDir); err == nil {
+		c.StateDir = abs
 	}
 	if c.LibDir == "" {
 		cache, err := os.UserCacheDir()
@@ -106,6 +114,16 @@ func (c *Config) bootstrapFile() string { return filepath.Join(c.StateDir, "boot
 func (c *Config) pidFile() string       { return filepath.Join(c.StateDir, "pid") }
 func (c *Config) dataDir() string       { return filepath.Join(c.StateDir, "data") }
 func (c *Config) logDir() string        { return filepath.Join(c.StateDir, "logs") }
+func (c *Config) propsFile() string     { return filepath.Join(c.StateDir, "server.properties") }
+func (c *Config) log4jFile() string     { return filepath.Join(c.StateDir, "log4j2.properties") }
 
-// LogFile is the broker's console log; failures point here.
+// metaFile is written by the storage tool's format: its presence is what
+// makes the data directory a broker that Start can bring back.
+func (c *Config) metaFile() string { return filepath.Join(c.dataDir(), "meta.properties") }
+
+// LogFile is the broker's console log; failures point here. Up truncates
+// it; Start appends, so the log of the broker's earlier lives is kept.
 func (c *Config) LogFile() string { return filepath.Join(c.logDir(), "broker.log") }
+
+// LogTail returns the last lines of LogFile, for failure messages.
+func (c *Config) LogTail(lines int) string { return tailFile(c.LogFile(), lines) }

@@ -10,4 +10,11 @@
 // client round trip succeeds, and records the bootstrap address in
 // <state dir>/bootstrap, which integration/kafkatest reads. A second Up reuses
 // a broker that still answers.
+//
+// For fault injection the recorded broker can be hurt and brought back
+// without losing its data or its address: Kill (SIGKILL, a crash), Stop (a
+// graceful shutdown), Pause and Resume (SIGSTOP and SIGCONT, a hung broker),
+// Start (the same server.properties, hence the same ports, on the same data,
+// no format) and Restart. Down is different: it stops the broker and forgets
+// it, so the next Up formats a fresh one and Start refuses.
 package broker

@@ -16,18 +16,21 @@ import (
 	"time"
 )
 
-// Running describes a broker Up started or found.
+// Running describes a broker Up or Start started or found.
 type Running struct {
 	Bootstrap string
 	PID       int
-	// Reused is true when Up found a broker that was already answering.
+	// Reused is true when Up or Start found a broker that was already
+	// answering (for Start: or still starting).
 	Reused bool
-	// Started is how long Up took, jar resolution included.
+	// Started is how long the call took, jar resolution included (and for
+	// Restart, the stop).
 	Started time.Duration
 }
 
 // ErrNotRunning is returned by Status and Down when no broker is recorded or
-// the recorded one does not answer.
+// the recorded one does not answer, and by Stop, Kill, Pause and Resume when
+// no recorded broker process is alive.
 var ErrNotRunning = errors.New("broker: not running")
 
 // Status reports the recorded broker if it answers a round trip.
@@ -38,6 +41,9 @@ func (c *Config) Status(ctx context.Context) (Running, error) {
 	}
 	bootstrap := strings.TrimSpace(string(addr))
 	if err := Ping(ctx, bootstrap); err != nil {
+		if pid, perr := c.brokerPID(); perr == nil && paused(pid) {
+			err = fmt.Errorf("%v (pid %d is paused: Resume it)", err, pid)
+		}
 		return Running{}, fmt.Errorf("%w: recorded at %s but %v", ErrNotRunning, bootstrap, err)
 	}
 	pid, _ := readPID(c.pidFile())
@@ -53,12 +59,9 @@ func (c *Config) Up(ctx context.Context, progress func(string)) (Running, error)
 		return r, nil
 	}
 	// A recorded broker that does not answer may still be a live process
-	// (hung or half-started): stop it so ports and data are free.
+	// (hung, paused or half-started): stop it so ports and data are free.
 	_ = c.Down(ctx)
-	if _, err := exec.LookPath(c.Java); err != nil {
-		return Running{}, fmt.Errorf("broker: %q not found: install Java 17+ (e.g. apt-get install openjdk-17-jre-headless)", c.Java)
-	}
-	if err := c.ensureJars(ctx, progress); err != nil {
+	if err := c.prepare(ctx, progress); err != nil {
 		return Running{}, err
 	}
 	if err := os.RemoveAll(c.dataDir()); err != nil {
@@ -73,106 +76,104 @@ func (c *Config) Up(ctx context.Context, progress func(string)) (Running, error)
 	if err != nil {
 		return Running{}, err
 	}
-	props := filepath.Join(c.StateDir, "server.properties")
-	logCfg := filepath.Join(c.StateDir, "log4j2.properties")
-	if err := os.WriteFile(props, []byte(serverProperties(ports[0], ports[1], c.dataDir())), 0o644); err != nil {
+	if err := os.WriteFile(c.propsFile(), []byte(serverProperties(ports[0], ports[1], c.dataDir())), 0o644); err != nil {
 		return Running{}, fmt.Errorf("broker: %w", err)
 	}
-	if err := os.WriteFile(logCfg, []byte(log4j2Properties), 0o644); err != nil {
+	if err := os.WriteFile(c.log4jFile(), []byte(log4j2Properties), 0o644); err != nil {
 		return Running{}, fmt.Errorf("broker: %w", err)
 	}
-	classpath := filepath.Join(c.LibDir, "*") // expanded by the JVM, not a shell
 	progress("formatting KRaft storage")
 	format := exec.CommandContext(ctx, c.Java, "-Xmx256m",
-		"-Dlog4j2.configurationFile="+logCfg, "-cp", classpath,
-		"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", props, "-g")
+		"-Dlog4j2.configurationFile="+c.log4jFile(), "-cp", c.classpath(),
+		"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", c.propsFile(), "-g")
 	if out, err := format.CombinedOutput(); err != nil {
 		return Running{}, fmt.Errorf("broker: storage format: %w\n%s", err, tail(string(out), 20))
 	}
-
-	logf, err := os.OpenFile(c.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return Running{}, fmt.Errorf("broker: log file: %w", err)
-	}
-	defer logf.Close()
-	heap := fmt.Sprintf("%dm", c.HeapMB)
-	// Not CommandContext: the broker must outlive this call.
-	cmd := exec.Command(c.Java, "-Xms"+heap, "-Xmx"+heap, "-XX:+UseG1GC",
-		"-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
-		"-Dlog4j2.configurationFile="+logCfg, "-Dkafka.logs.dir="+c.logDir(),
-		"-cp", classpath, "kafka.Kafka", props)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // own session: Ctrl-C on make does not kill it midway
-	progress("starting broker on 127.0.0.1:" + strconv.Itoa(ports[0]))
-	if err := cmd.Start(); err != nil {
-		return Running{}, fmt.Errorf("broker: start java: %w", err)
-	}
-	if err := os.WriteFile(c.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		_ = cmd.Process.Kill()
-		return Running{}, fmt.Errorf("broker: pid file: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	bootstrap := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	if err := waitReady(ctx, bootstrap, c.ReadyTimeout, exited); err != nil {
-		_ = c.Down(context.WithoutCancel(ctx))
-		return Running{}, fmt.Errorf("%w; broker log: %s\n%s", err, c.LogFile(), tailFile(c.LogFile(), 30))
-	}
-	if err := os.WriteFile(c.bootstrapFile(), []byte(bootstrap+"\n"), 0o644); err != nil {
-		return Running{}, fmt.Errorf("broker: bootstrap file: %w", err)
-	}
-	return Running{Bootstrap: bootstrap, PID: cmd.Process.Pid, Started: time.Since(start)}, nil
+	return c.launch(ctx, progress, fmt.Sprintf("127.0.0.1:%d", ports[0]), start, false)
 }
 
-// Down stops the recorded broker: SIGTERM (a controlled shutdown), then
-// SIGKILL after StopTimeout. The data directory is left for inspection; the
-// next Up formats a fresh one.
+// Down stops the recorded broker like Stop (SIGTERM, then SIGKILL after
+// StopTimeout) and forgets it: the next Up formats a fresh one, and Start
+// refuses. The data directory is left for inspection.
 func (c *Config) Down(ctx context.Context) error {
 	defer os.Remove(c.bootstrapFile())
-	pid, err := readPID(c.pidFile())
-	if err != nil {
+	defer os.Remove(c.pidFile())
+	if _, err := os.Stat(c.pidFile()); err != nil {
 		return ErrNotRunning
 	}
-	defer os.Remove(c.pidFile())
-	if !alive(pid) {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("broker: SIGTERM %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(c.StopTimeout)
-	for time.Now().Before(deadline) {
-		if !alive(pid) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			deadline = time.Now()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("broker: SIGKILL %d: %w", pid, err)
+	if err := c.Stop(ctx); err != nil && !errors.Is(err, ErrNotRunning) {
+		return err
 	}
 	return nil
 }
 
-// alive reports whether pid is a running (not zombie) process. The broker is
-// not our child after Up returns, so kill(0) plus /proc state is the check.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
+// prepare checks for Java and makes sure LibDir holds the jars.
+func (c *Config) prepare(ctx context.Context, progress func(string)) error {
+	if _, err := exec.LookPath(c.Java); err != nil {
+		return fmt.Errorf("broker: %q not found: install Java 17+ (e.g. apt-get install openjdk-17-jre-headless)", c.Java)
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return c.ensureJars(ctx, progress)
+}
+
+// classpath is expanded by the JVM, not a shell.
+func (c *Config) classpath() string { return filepath.Join(c.LibDir, "*") }
+
+// launch starts the JVM on the formatted StateDir, records its pid, waits
+// until a client round trip succeeds and then records bootstrap. A broker
+// that does not become ready is killed, and the error carries the log tail.
+// again appends to the log (Start) instead of truncating it (Up).
+func (c *Config) launch(ctx context.Context, progress func(string), bootstrap string, since time.Time, again bool) (Running, error) {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if again {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logf, err := os.OpenFile(c.LogFile(), flags, 0o644)
 	if err != nil {
-		return true
+		return Running{}, fmt.Errorf("broker: log file: %w", err)
 	}
-	// Field 3 is the state; it follows the ")" closing the command name.
-	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
+	defer logf.Close()
+	if again {
+		fmt.Fprintf(logf, "[%s] tidemark: starting the broker again on its existing data and ports\n",
+			time.Now().Format("2006-01-02 15:04:05,000"))
 	}
-	return true
+	heap := fmt.Sprintf("%dm", c.HeapMB)
+	// Not CommandContext: the broker must outlive this call.
+	cmd := exec.Command(c.Java, "-Xms"+heap, "-Xmx"+heap, "-XX:+UseG1GC",
+		"-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+		"-Dlog4j2.configurationFile="+c.log4jFile(), "-Dkafka.logs.dir="+c.logDir(),
+		"-cp", c.classpath(), "kafka.Kafka", c.propsFile())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // own session: Ctrl-C on make does not kill it midway
+	progress("starting broker on " + bootstrap)
+	if err := cmd.Start(); err != nil {
+		return Running{}, fmt.Errorf("broker: start java: %w", err)
+	}
+	pid := cmd.Process.Pid
+	if err := os.WriteFile(c.pidFile(), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		return Running{}, fmt.Errorf("broker: pid file: %w", err)
+	}
+	// This goroutine reaps the broker whenever it exits, for as long as the
+	// calling process lives (brokerctl exits first, and init reaps).
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	gone := func() error {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("broker exited before it was ready: %v", err)
+		default:
+			return nil
+		}
+	}
+	if err := waitReady(ctx, bootstrap, c.ReadyTimeout, gone); err != nil {
+		_ = signalWait(pid, syscall.SIGKILL, goneTimeout)
+		os.Remove(c.pidFile())
+		return Running{}, fmt.Errorf("%w; broker log: %s\n%s", err, c.LogFile(), c.LogTail(30))
+	}
+	if err := os.WriteFile(c.bootstrapFile(), []byte(bootstrap+"\n"), 0o644); err != nil {
+		return Running{}, fmt.Errorf("broker: bootstrap file: %w", err)
+	}
+	return Running{Bootstrap: bootstrap, PID: pid, Started: time.Since(since)}, nil
 }
 
 func readPID(path string) (int, error) {

@@ -26,7 +26,9 @@ func Ping(ctx context.Context, addr string) error {
 	return nil
 }
 
-func waitReady(ctx context.Context, addr string, timeout time.Duration, exited <-chan error) error {
+// waitReady polls Ping until it succeeds, timeout passes, or gone reports
+// that the broker process exited.
+func waitReady(ctx context.Context, addr string, timeout time.Duration, gone func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(150 * time.Millisecond)
@@ -36,9 +38,10 @@ func waitReady(ctx context.Context, addr string, timeout time.Duration, exited <
 		if last = Ping(ctx, addr); last == nil {
 			return nil
 		}
+		if err := gone(); err != nil {
+			return err
+		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("broker exited before it was ready: %v", err)
 		case <-ctx.Done():
 			return fmt.Errorf("broker not ready at %s after %s: %w", addr, timeout, last)
 		case <-tick.C:

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -41,6 +42,28 @@ func serverProperties(port, controllerPort int, dataDir string) string {
 		"log.retention.check.interval.ms=30000",
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// bootstrapFromProperties returns the client address that a server.properties
+// written by serverProperties advertises: Start reuses it, so a restarted
+// broker keeps its ports.
+func bootstrapFromProperties(props string) (string, error) {
+	for _, line := range strings.Split(props, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "advertised.listeners=")
+		if !ok {
+			continue
+		}
+		for _, l := range strings.Split(v, ",") {
+			if addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PLAINTEXT://"); ok {
+				if _, _, err := net.SplitHostPort(addr); err != nil {
+					return "", fmt.Errorf("advertised listener %q: %w", l, err)
+				}
+				return addr, nil
+			}
+		}
+		return "", fmt.Errorf("advertised.listeners=%s has no PLAINTEXT listener", v)
+	}
+	return "", errors.New("no advertised.listeners line")
 }
 
 const log4j2Properties = `status = warn
