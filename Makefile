@@ -4,7 +4,7 @@
 export GOTOOLCHAIN := go1.27.3
 GO ?= go
 
-.PHONY: all build test vet fmt kafka-up kafka-down kafka-status demo bench-txn
+.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench-txn
 
 all: build
 
@@ -34,6 +34,12 @@ kafka-down: bin/brokerctl
 
 kafka-status: bin/brokerctl
 	bin/brokerctl status
+
+# Graceful restart of the running broker, keeping its data and ports (clients
+# reconnect to the same address). bin/brokerctl also has stop, start,
+# restart --hard, kill, pause and resume for fault injection.
+kafka-restart: bin/brokerctl
+	bin/brokerctl restart
 
 # The marketplace pipelines on an embedded broker with a live dashboard.
 # DEMO_ARGS passes flags, e.g. make demo DEMO_ARGS="--duration 30s --rate 1000".
