@@ -9,6 +9,10 @@
 //     testcontainers-go, started once per test binary;
 //  4. otherwise the test fails when TIDEMARK_REQUIRE_KAFKA=1 (as `make test`
 //     sets) and is skipped with the command that starts a broker.
+//
+// Tests that hurt a broker (kill it, restart it, pause it) take their own
+// with PrivateBroker(t) instead: a fresh broker in t.TempDir() with its own
+// ports, which keeps its address across restarts and stops at cleanup.
 package kafkatest
 
 import (
