@@ -1,11 +1,18 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/integration/broker"
 	"github.com/tidemark-streams/tidemark/integration/kafkatest"
@@ -15,10 +22,7 @@ import (
 // does, and checks what the Makefile relies on: a second Up reuses it, Down
 // stops it, and Status then says it is gone.
 func TestBrokerLifecycle(t *testing.T) {
-	kafkatest.Brokers(t) // same prerequisites (Java, jars) as the shared broker
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Fatalf("java not on PATH: the test broker needs Java 17+")
-	}
+	kafkatest.NeedBrokerTools(t)
 	cfg := broker.Config{StateDir: t.TempDir(), HeapMB: 256}
 	if err := cfg.EnsureDefaults(); err != nil {
 		t.Fatal(err)
@@ -50,4 +54,101 @@ func TestBrokerLifecycle(t *testing.T) {
 	if err := broker.Ping(ctx, first.Bootstrap); err == nil {
 		t.Fatalf("broker at %s still answers after Down", first.Bootstrap)
 	}
+}
+
+// TestBrokerctlRestartKeepsPortAndData drives the brokerctl binary the way
+// `make kafka-restart` and a fault-injection script do: restart (graceful
+// and --hard) brings the broker back at the same address with its topics;
+// pause makes status fail until resume; after down, start refuses.
+func TestBrokerctlRestartKeepsPortAndData(t *testing.T) {
+	kafkatest.NeedBrokerTools(t)
+	bin := filepath.Join(t.TempDir(), "brokerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "./brokerctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./brokerctl: %v\n%s", err, out)
+	}
+	state := t.TempDir()
+	ctl := func(args ...string) (string, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "TIDEMARK_KAFKA_DIR="+state)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		t.Logf("brokerctl %s: %s", strings.Join(args, " "), strings.TrimSpace(stderr.String()))
+		if err != nil {
+			return stdout.String(), errors.New(stderr.String())
+		}
+		return strings.TrimSpace(stdout.String()), nil
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := ctl(args...)
+		if err != nil {
+			t.Fatalf("brokerctl %s: %v; broker log:\n%s", strings.Join(args, " "), err, brokerctlLogTail(state))
+		}
+		return out
+	}
+	t.Cleanup(func() { _, _ = ctl("down") })
+
+	addr := must("up")
+	topic := kafkatest.UniqueName(t, "t")
+	adm := kadm.NewClient(brokerctlClient(t, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+	cancel()
+
+	for _, restart := range [][]string{{"restart"}, {"restart", "--hard"}} {
+		if got := must(restart...); got != addr {
+			t.Fatalf("brokerctl %s: broker at %s, want the same address %s", strings.Join(restart, " "), got, addr)
+		}
+		// The admin client made before the restart reconnects to the same
+		// address and finds the topic.
+		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		topics, err := adm.ListTopics(ctx, topic)
+		cancel()
+		if err != nil || !topics.Has(topic) {
+			t.Fatalf("after brokerctl %s: topic %s: %v (listed %v)", strings.Join(restart, " "), topic, err, topics.Names())
+		}
+	}
+
+	must("pause")
+	if _, err := ctl("status"); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("status of a paused broker = %v, want a failure that says it is paused", err)
+	}
+	must("resume")
+	// A resumed broker catches up on its timers first; give it a moment.
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		got, err := ctl("status")
+		if err == nil && got == addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after resume = %q, %v; want %s", got, err, addr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	must("down")
+	if _, err := ctl("start"); err == nil || !strings.Contains(err.Error(), "Down forgot") {
+		t.Fatalf("start after down = %v, want a refusal: down forgets the broker", err)
+	}
+}
+
+func brokerctlClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func brokerctlLogTail(stateDir string) string {
+	return (&broker.Config{StateDir: stateDir}).LogTail(30)
 }
