@@ -32,20 +32,33 @@ type DB struct {
 	applies atomic.Int64
 	staged  atomic.Int64
 
+	owner    Owner // as recorded; see Owner
+	hasOwner bool
+
 	bulkMu    sync.Mutex
 	bulkLoads int // restores running; see bulk.go
 
+	closed    atomic.Bool // set when Close begins; see recoverRead
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// ErrCorrupt is wrapped by OpenDB's error when the directory cannot be
-// opened and Options.KeepCorrupt is set.
+// ErrCorrupt is wrapped by the errors of damaged local state: OpenDB's
+// when the directory cannot be opened and Options.KeepCorrupt is set, and
+// a read's when Badger panicked, found a checksum mismatch or lost a value
+// (see IsCorrupt and Quarantine).
 var ErrCorrupt = errors.New("changelog: local state is corrupt")
 
 // OpenDB opens (or creates) the Badger DB of a process in dir and finishes
-// any Apply a crash interrupted. A directory Badger cannot open, or one of
-// another format version, is moved aside and replaced by an empty DB unless
+// any Apply a crash interrupted.
+//
+// Before Badger sees the directory, OpenDB checks every table's checksums
+// (unless opts.NoVerifyChecksums) and, when opts.Owner names an
+// application, that the directory is not another application's: that is
+// ErrOwnedByOtherApplication, and nothing in dir is changed. A directory
+// that is damaged (a table fails its checksums or is missing, the MANIFEST
+// is unreadable), or of another format version, is moved aside to
+// <dir>.corrupt-<UTC time> and replaced by an empty DB unless
 // opts.KeepCorrupt: every store then rebuilds from its changelog, which is
 // always correct, merely slower.
 func OpenDB(dir string, opts Options) (*DB, error) {
@@ -54,46 +67,84 @@ func OpenDB(dir string, opts Options) (*DB, error) {
 	if err == nil || opts.KeepCorrupt || opts.ReadOnly || !errors.Is(err, ErrCorrupt) {
 		return db, err
 	}
-	aside := fmt.Sprintf("%s.corrupt-%s", strings.TrimRight(dir, string(os.PathSeparator)), time.Now().UTC().Format("20060102T150405.000000000"))
-	opts.Logger.Warn("local state is unreadable; moving it aside and rebuilding from the changelogs",
-		"dir", dir, "moved_to", aside, "err", err)
-	if rerr := os.Rename(dir, aside); rerr != nil {
-		return nil, fmt.Errorf("changelog: move corrupt state %s aside: %w (open failed: %v)", dir, rerr, err)
+	if _, err := moveAside(dir, "local state is unreadable", err, opts.Logger); err != nil {
+		return nil, err
 	}
 	return openDB(dir, opts)
 }
 
-func openDB(dir string, opts Options) (*DB, error) {
+func openDB(dir string, opts Options) (db *DB, err error) {
 	if opts.ReadOnly {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); err != nil {
+		if !hasManifest(dir) {
 			return nil, fmt.Errorf("changelog: %s is not a state directory (no Badger MANIFEST)", dir)
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("changelog: create state dir %s: %w", dir, err)
 	}
-	bdb, err := badger.Open(badgerOptions(dir, opts))
+	bopts := badgerOptions(dir, opts)
+	if !opts.NoVerifyChecksums {
+		start := time.Now()
+		if err := verifyTables(dir, bopts); err != nil {
+			return nil, err
+		}
+		opts.Logger.Debug("verified the checksums of local state", "dir", dir, "duration", time.Since(start))
+	}
+	if !opts.ReadOnly {
+		if err := probeOwner(dir, opts); err != nil {
+			return nil, err
+		}
+	}
+	bdb, err := openBadger(bopts, opts.Logger)
 	if err != nil {
 		if isLockErr(err) {
 			return nil, fmt.Errorf("changelog: open state dir %s: in use by another process: %w", dir, err)
 		}
-		return nil, fmt.Errorf("changelog: open state dir %s: %w: %v", dir, ErrCorrupt, err)
+		if !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
 	}
-	db := &DB{bdb: bdb, dir: dir, opts: opts, log: opts.Logger}
+	db = &DB{bdb: bdb, dir: dir, opts: opts, log: opts.Logger}
 	db.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := db.checkFormat(); err != nil {
 		_ = bdb.Close()
 		return nil, err
 	}
+	if err := db.checkOwner(); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
 	if !opts.ReadOnly {
-		if err := db.recoverStaged(); err != nil {
+		if err := db.finishApplies(); err != nil {
 			_ = bdb.Close()
 			return nil, fmt.Errorf("changelog: finish interrupted apply in %s: %w", dir, err)
 		}
 	}
 	return db, nil
+}
+
+// openBadger opens Badger; a panic it raises in this goroutine (replaying
+// a damaged log, say) is ErrCorrupt. Panics in the goroutines Badger
+// starts cannot be recovered; verifyTables runs first so that damaged
+// tables never reach them.
+func openBadger(bopts badger.Options, log *slog.Logger) (bdb *badger.DB, err error) {
+	defer recoverRead(log, nil, &err, nil)
+	return badger.Open(bopts)
+}
+
+// finishApplies is recoverStaged (staged.go) with Badger's panics turned
+// into ErrCorrupt.
+func (db *DB) finishApplies() (err error) {
+	defer recoverRead(db.log, &db.closed, &err, nil)
+	return readErr(db.recoverStaged())
+}
+
+func hasManifest(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, badger.ManifestFilename))
+	return err == nil
 }
 
 func isLockErr(err error) bool {
@@ -103,11 +154,12 @@ func isLockErr(err error) bool {
 
 // checkFormat stamps a new DB with the format version and rejects a DB of
 // another version as corrupt, which triggers a rebuild.
-func (db *DB) checkFormat() error {
+func (db *DB) checkFormat() (err error) {
+	defer recoverRead(db.log, &db.closed, &err, nil)
 	key := metaKey(metaFormat)
 	var found bool
 	var version uint64
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	err = db.bdb.View(func(txn *badger.Txn) error {
 		it, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -136,8 +188,12 @@ func (db *DB) checkFormat() error {
 	if db.opts.ReadOnly {
 		return nil
 	}
+	return db.stampFormat()
+}
+
+func (db *DB) stampFormat() error {
 	return db.bdb.Update(func(txn *badger.Txn) error {
-		return txn.Set(key, binary.BigEndian.AppendUint64(nil, formatVersion))
+		return txn.Set(metaKey(metaFormat), binary.BigEndian.AppendUint64(nil, formatVersion))
 	})
 }
 
@@ -147,6 +203,7 @@ func (db *DB) Dir() string { return db.dir }
 // Close closes the DB. Tasks must be closed first.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		db.closed.Store(true)
 		if err := db.bdb.Close(); err != nil {
 			db.closeErr = fmt.Errorf("changelog: close %s: %w", db.dir, err)
 		}

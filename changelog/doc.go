@@ -42,6 +42,34 @@
 // Task.Participant wraps Flush/Apply/Discard for a commit loop that keeps
 // no offsets itself.
 //
+// # Ownership
+//
+// Data keys carry the store name and partition, not the application, so a
+// directory must only ever hold one application's state. Options.Owner
+// (application id and a topology fingerprint) is recorded in the DB (meta
+// key 'w') when it is created, and checked on every open before anything
+// is written: another application's directory is
+// ErrOwnedByOtherApplication and stays as it was. (After an unclean
+// shutdown Badger cannot open a directory read-only; then the check comes
+// right after the read-write open, which replays Badger's memtable logs
+// but changes no state.) A changed fingerprint wipes every store, applied
+// offsets included, so that everything rebuilds from the changelogs; a DB
+// from a version that recorded no owner is adopted.
+//
+// # Damaged state
+//
+// OpenDB reads every table the MANIFEST names and verifies its checksums
+// before Badger opens the directory (Badger opens tables in goroutines of
+// its own, where a panic on a damaged one cannot be recovered). A damaged
+// or missing table, or an unreadable MANIFEST, moves the directory aside
+// to <dir>.corrupt-<time> and starts empty: every store rebuilds from its
+// changelog. Reads that meet damage later (a panic inside Badger, a value
+// Badger could not read from its value log) return an error wrapping
+// ErrCorrupt with the store and partition; the runtime then closes the DB
+// and calls Quarantine, which moves the directory aside the same way.
+// A MANIFEST cut short names an older set of tables: an earlier committed
+// prefix with its offsets, served as such.
+//
 // # Memory
 //
 // Options.MemoryBudget sizes Badger's memtables, caches and tables (see
@@ -59,7 +87,7 @@
 //
 //	d <store> <partition> <suffix>        data
 //	i <store> <partition> <time> <suffix> time index of window and session stores
-//	m ...                                 offsets, expiry cuts, store registry, format
+//	m ...                                 offsets, expiry cuts, store registry, format, owner
 //	s <epoch> <seq>                       staged entries of a large Apply
 //
 // The suffix is the raw key for key-value stores, esc(key)+start for windows

@@ -31,6 +31,13 @@ type ScanOptions struct {
 // it reads Badger only, never an overlay. The slices passed to fn are
 // valid during the call.
 func (db *DB) Scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) error {
+	if err := db.scan(info, opts, fn); err != nil {
+		return fmt.Errorf("changelog: scan store %q partition %d: %w", info.Name, info.Partition, err)
+	}
+	return nil
+}
+
+func (db *DB) scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) (err error) {
 	p := withNS(nsData, storeID(info.Name, info.Partition))
 	lo, hi := p, prefixEnd(p)
 	switch {
@@ -52,10 +59,12 @@ func (db *DB) Scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) error 
 	if info.Kind != store.KindKeyValue {
 		var err error
 		if cut, err = db.readCut(storeID(info.Name, info.Partition)); err != nil {
-			return fmt.Errorf("changelog: scan store %q partition %d: %w", info.Name, info.Partition, err)
+			return err
 		}
 	}
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	var inFn bool
+	defer recoverRead(db.log, &db.closed, &err, &inFn)
+	err = db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(lo); it.Valid(); it.Next() {
@@ -71,7 +80,17 @@ func (db *DB) Scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) error 
 				continue // expired, awaiting removal
 			}
 			more := true
-			if err := it.Item().Value(func(v []byte) error { e.Value = v; more = fn(e); return nil }); err != nil {
+			err = it.Item().Value(func(v []byte) error {
+				if err := lostValue(it.Item(), v); err != nil {
+					return err
+				}
+				e.Value = v
+				inFn = true
+				more = fn(e)
+				inFn = false
+				return nil
+			})
+			if err != nil {
 				return err
 			}
 			if !more {
@@ -80,10 +99,7 @@ func (db *DB) Scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) error 
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("changelog: scan store %q partition %d: %w", info.Name, info.Partition, err)
-	}
-	return nil
+	return readErr(err)
 }
 
 func decodeEntry(kind store.Kind, suffix []byte) (Entry, error) {

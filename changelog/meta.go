@@ -50,10 +50,14 @@ func decodeApplied(v []byte) (AppliedOffset, error) {
 
 // AppliedOffset returns the changelog offset Badger reflects for tp, or
 // found=false when the partition was never applied or restored here.
-func (db *DB) AppliedOffset(tp TopicPartition) (AppliedOffset, bool, error) {
-	var a AppliedOffset
-	var found bool
-	err := db.bdb.View(func(txn *badger.Txn) error {
+func (db *DB) AppliedOffset(tp TopicPartition) (a AppliedOffset, found bool, err error) {
+	defer func() {
+		if err != nil {
+			a, found, err = AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, readErr(err))
+		}
+	}()
+	defer recoverRead(db.log, &db.closed, &err, nil)
+	err = db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(offsetKey(tp.Topic, tp.Partition))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -67,15 +71,13 @@ func (db *DB) AppliedOffset(tp TopicPartition) (AppliedOffset, bool, error) {
 			return err
 		})
 	})
-	if err != nil {
-		return a, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, err)
-	}
-	return a, found, nil
+	return a, found, err
 }
 
-func (db *DB) readCut(id []byte) (int64, error) {
-	cut := int64(minTime)
-	err := db.bdb.View(func(txn *badger.Txn) error {
+func (db *DB) readCut(id []byte) (cut int64, err error) {
+	defer recoverRead(db.log, &db.closed, &err, nil)
+	cut = int64(minTime)
+	err = db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(metaKey(metaCut, id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -91,7 +93,7 @@ func (db *DB) readCut(id []byte) (int64, error) {
 			return nil
 		})
 	})
-	return cut, err
+	return cut, readErr(err)
 }
 
 // StoreInfo describes a store instance held in a DB.
@@ -118,10 +120,15 @@ func (db *DB) register(st *storeState) error {
 
 // Stores lists the store instances registered in the DB, by name then
 // partition.
-func (db *DB) Stores() ([]StoreInfo, error) {
-	var out []StoreInfo
+func (db *DB) Stores() (out []StoreInfo, err error) {
+	defer func() {
+		if err != nil {
+			out, err = nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, readErr(err))
+		}
+	}()
+	defer recoverRead(db.log, &db.closed, &err, nil)
 	prefix := metaKey(metaRegistry)
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	err = db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -147,7 +154,7 @@ func (db *DB) Stores() ([]StoreInfo, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, err)
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {

@@ -197,7 +197,7 @@ func (t *Task) key(st *storeState, suffix []byte) []byte {
 }
 
 // get reads a full data key through the overlay.
-func (t *Task) get(key []byte) ([]byte, bool, error) {
+func (t *Task) get(key []byte) (_ []byte, _ bool, err error) {
 	t.probe.key = key
 	e, ok := t.pending.Get(&t.probe)
 	t.probe.key = nil
@@ -207,18 +207,44 @@ func (t *Task) get(key []byte) ([]byte, bool, error) {
 		}
 		return e.value, true, nil
 	}
+	defer t.recoverRead(&err, nil)
 	item, err := t.snapshot().Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, readErr(err)
 	}
 	v, err := item.ValueCopy(nil)
+	if err == nil {
+		err = lostValue(item, v)
+	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, readErr(err)
 	}
 	return v, true, nil
+}
+
+// recoverRead is recoverRead (corrupt.go) for the task's reads; after a
+// panic inside Badger it also drops the read snapshot, whose state is
+// unknown.
+func (t *Task) recoverRead(err *error, inFn *bool) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if inFn != nil && *inFn {
+		panic(r)
+	}
+	*err = caughtPanic(t.log, &t.db.closed, r)
+	txn := t.rtxn
+	t.rtxn = nil
+	if txn != nil {
+		func() {
+			defer func() { _ = recover() }() // an iterator left open: leave the snapshot to the GC
+			txn.Discard()
+		}()
+	}
 }
 
 // set records a put (value != nil) or delete of a full data key.
@@ -241,10 +267,12 @@ func (t *Task) set(st *storeState, key, value []byte) {
 // scan calls fn for the live entries with full keys in [lo, hi), the
 // overlay merged over the snapshot, in key order. fn must not write to the
 // task's stores.
-func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bool) error {
+func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bool) (err error) {
 	if hi != nil && bytes.Compare(lo, hi) >= 0 {
 		return nil
 	}
+	var inFn bool
+	defer t.recoverRead(&err, &inFn)
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: st.dprefix})
 	defer it.Close()
 	it.Seek(lo)
@@ -268,8 +296,17 @@ func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bo
 				}
 			}
 			more := true
-			if err := item.Value(func(v []byte) error { more = fn(k, v); return nil }); err != nil {
-				ierr = err
+			err := item.Value(func(v []byte) error {
+				if err := lostValue(item, v); err != nil {
+					return err
+				}
+				inFn = true
+				more = fn(k, v)
+				inFn = false
+				return nil
+			})
+			if err != nil {
+				ierr = readErr(err)
 				return false
 			}
 			if !more {
@@ -283,7 +320,13 @@ func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bo
 			stopped = true
 			return false
 		}
-		if !e.del && !fn(e.key, e.value) {
+		if e.del {
+			return true
+		}
+		inFn = true
+		more := fn(e.key, e.value)
+		inFn = false
+		if !more {
 			stopped = true
 			return false
 		}

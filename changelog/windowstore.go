@@ -96,13 +96,28 @@ func (s *windowStore) FetchAll(fromStart, toStart int64, fn func(key []byte, sta
 }
 
 func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, start int64, value []byte) bool) error {
+	keys, ov, whole, err := s.collect(fromStart, toStart)
+	if err != nil {
+		return err
+	}
+	if whole {
+		return s.scanAll(fromStart, toStart, fn)
+	}
+	return s.merge(keys, ov, fn)
+}
+
+// collect returns, in key order, the data keys of Badger's entries in
+// range that the overlay does not shadow (from the index), and the
+// overlay's entries in range; or whole=true when the range holds the whole
+// store and one merged scan of it is cheaper.
+func (s *windowStore) collect(fromStart, toStart int64) (keys [][]byte, ov []*entry, whole bool, err error) {
 	t, p := s.t, s.st.dprefix
+	defer t.recoverRead(&err, nil)
 	inRange := func(k []byte) bool {
 		start := getTime(k[len(k)-8:])
 		return start >= fromStart && start <= toStart
 	}
 	// The overlay's entries of this store in range, in key order.
-	var ov []*entry
 	t.pending.AscendRange(&entry{key: p}, &entry{key: prefixEnd(p)}, func(e *entry) bool {
 		if inRange(e.key) {
 			ov = append(ov, e)
@@ -122,6 +137,7 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 	var flat []byte
 	var ends []int
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})
+	defer it.Close()
 	exhausted := true // no index entry at or past hi
 	for it.Seek(lo); it.Valid(); it.Next() {
 		ik := it.Item().Key()
@@ -145,14 +161,11 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		// whole store: one merged scan of it is cheaper than sorting and
 		// walking the keys.
 		it.Seek(ip)
-		whole := !it.Valid() || bytes.Compare(it.Item().Key(), lo) >= 0
-		if whole {
-			it.Close()
-			return s.scanAll(fromStart, toStart, fn)
+		if !it.Valid() || bytes.Compare(it.Item().Key(), lo) >= 0 {
+			return nil, nil, true, nil
 		}
 	}
-	it.Close()
-	keys := make([][]byte, len(ends))
+	keys = make([][]byte, len(ends))
 	for i, e := range ends {
 		b := 0
 		if i > 0 {
@@ -161,7 +174,15 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		keys[i] = flat[b:e:e]
 	}
 	slices.SortFunc(keys, bytes.Compare)
+	return keys, ov, false, nil
+}
 
+// merge calls fn for the overlay's entries and Badger's entries of keys,
+// merged in key order.
+func (s *windowStore) merge(keys [][]byte, ov []*entry, fn func(key []byte, start int64, value []byte) bool) (err error) {
+	p := s.st.dprefix
+	var inFn bool
+	defer s.t.recoverRead(&err, &inFn)
 	var ferr error
 	call := func(k, v []byte) bool {
 		key, _, err := unescape(k[len(p) : len(k)-8])
@@ -169,7 +190,10 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 			ferr = err
 			return false
 		}
-		return fn(key, getTime(k[len(k)-8:]), v)
+		inFn = true
+		more := fn(key, getTime(k[len(k)-8:]), v)
+		inFn = false
+		return more
 	}
 	lookup := s.lookup(keys)
 	defer lookup.close()
@@ -187,14 +211,21 @@ func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, sta
 		i++
 		item, err := lookup.get(k)
 		if err != nil {
-			return err
+			return readErr(err)
 		}
 		if item == nil {
 			continue // an index entry without data: not expected, and not live
 		}
 		more := true
-		if err := item.Value(func(v []byte) error { more = call(k, v); return nil }); err != nil {
-			return err
+		err = item.Value(func(v []byte) error {
+			if err := lostValue(item, v); err != nil {
+				return err
+			}
+			more = call(k, v)
+			return nil
+		})
+		if err != nil {
+			return readErr(err)
 		}
 		if !more {
 			return ferr
