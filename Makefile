@@ -4,7 +4,7 @@
 export GOTOOLCHAIN := go1.27.3
 GO ?= go
 
-.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench-txn
+.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench-txn soak
 
 all: build
 
@@ -51,3 +51,11 @@ demo:
 bench-txn: bin/brokerctl
 	bin/brokerctl up >/dev/null
 	TIDEMARK_REQUIRE_KAFKA=1 $(GO) test -run '^$$' -bench TxnCommitOneRecord -benchtime=200x ./integration/
+
+# The fault campaign (not in CI; ~15 min on 2 cores): SIGKILLed instances,
+# broker SIGKILLs and restarts, a rebalance storm, a 20 s broker SIGSTOP and
+# poison pills, against a private broker; every output checked. Exits non-zero
+# on any FAIL. SOAK_ARGS passes flags, e.g. SOAK_ARGS="--seed 42 --scenarios storm".
+SOAK_ARGS ?=
+soak:
+	$(GO) run ./internal/soak/cmd/soak $(SOAK_ARGS)

@@ -1,0 +1,412 @@
+package soak
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ServiceConfig is what every instance of the service under test shares.
+type ServiceConfig struct {
+	Bin          string // the countsvc binary
+	Brokers      []string
+	App          string
+	In, Out, DLQ string
+	// Dir holds each instance's state directory and log file.
+	Dir string
+	// SessionTimeout of the consumer group; 0 leaves tidemark's default.
+	SessionTimeout time.Duration
+	// Guarantee is passed to --guarantee when set (at_least_once is the
+	// campaign's negative control).
+	Guarantee string
+}
+
+// Fleet runs instances of the service as child processes and supervises
+// them: an instance that exits without being told to is a crash, counted,
+// reported with the tail of its log, and restarted after a second, as a
+// process supervisor would.
+type Fleet struct {
+	cfg  ServiceConfig
+	logf func(format string, args ...any)
+
+	mu        sync.Mutex
+	instances map[string]*Instance
+	stopping  bool
+	crashes   []string
+	reasons   []string // per crash: the error the instance logged last
+	kills     int
+	terms     int
+	unclean   []string
+	wg        sync.WaitGroup
+}
+
+// Instance is one service process slot: an instance id, its state
+// directory and log file, and the process currently running in it.
+type Instance struct {
+	ID       string
+	StateDir string
+	LogPath  string
+
+	cmd      *exec.Cmd
+	done     chan struct{}
+	exitErr  error
+	expected bool // the harness sent the signal it will exit from
+	want     bool // the supervisor keeps it running
+	starts   int
+}
+
+func NewFleet(cfg ServiceConfig, logf func(string, ...any)) *Fleet {
+	return &Fleet{cfg: cfg, logf: logf, instances: map[string]*Instance{}}
+}
+
+func (f *Fleet) instance(id string) *Instance {
+	in := f.instances[id]
+	if in == nil {
+		in = &Instance{ID: id, StateDir: filepath.Join(f.cfg.Dir, id, "state"), LogPath: filepath.Join(f.cfg.Dir, id+".log")}
+		f.instances[id] = in
+	}
+	return in
+}
+
+// Start starts instance id (creating the slot on first use).
+func (f *Fleet) Start(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instance(id)
+	in.want = true
+	return f.startLocked(in)
+}
+
+func (f *Fleet) startLocked(in *Instance) error {
+	if in.cmd != nil && !closed(in.done) {
+		return fmt.Errorf("soak: instance %s already running (pid %d)", in.ID, in.cmd.Process.Pid)
+	}
+	if err := os.MkdirAll(in.StateDir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(in.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	in.starts++
+	fmt.Fprintf(logf, "=== soak: start #%d of %s at %s ===\n", in.starts, in.ID, time.Now().Format(time.RFC3339Nano))
+	args := []string{
+		"--brokers", strings.Join(f.cfg.Brokers, ","), "--app", f.cfg.App,
+		"--in", f.cfg.In, "--out", f.cfg.Out, "--dlq", f.cfg.DLQ,
+		"--state-dir", in.StateDir, "--instance-id", in.ID,
+	}
+	if f.cfg.SessionTimeout > 0 {
+		args = append(args, "--session-timeout", f.cfg.SessionTimeout.String())
+	}
+	if f.cfg.Guarantee != "" {
+		args = append(args, "--guarantee", f.cfg.Guarantee)
+	}
+	cmd := exec.Command(f.cfg.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Die with the harness; never outlive a crashed or interrupted run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("soak: start %s: %w", in.ID, err)
+	}
+	in.cmd, in.done, in.expected, in.exitErr = cmd, make(chan struct{}), false, nil
+	done := in.done
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		err := cmd.Wait()
+		logf.Close()
+		f.mu.Lock()
+		in.exitErr = err
+		close(done)
+		crashed := !in.expected
+		restart := crashed && in.want && !f.stopping
+		if crashed {
+			reason := lastError(in.LogPath)
+			if reason == "" {
+				reason = fmt.Sprint(err)
+			}
+			msg := fmt.Sprintf("instance %s (pid %d, start #%d) exited by itself: %v; log %s", in.ID, cmd.Process.Pid, in.starts, err, in.LogPath)
+			f.crashes = append(f.crashes, msg)
+			f.reasons = append(f.reasons, reason)
+			f.logf("CRASH %s\n%s", msg, indent(tailLines(in.LogPath, 8)))
+		}
+		f.mu.Unlock()
+		if restart {
+			time.Sleep(time.Second)
+			f.mu.Lock()
+			if in.want && !f.stopping && closed(in.done) {
+				if err := f.startLocked(in); err != nil {
+					f.logf("supervisor: restart %s: %v", in.ID, err)
+				} else {
+					f.logf("supervisor: restarted %s (pid %d)", in.ID, in.cmd.Process.Pid)
+				}
+			}
+			f.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// Kill SIGKILLs instance id and waits for it. keepDown leaves it stopped;
+// otherwise the caller restarts it.
+func (f *Fleet) Kill(id string) error {
+	f.mu.Lock()
+	in := f.instances[id]
+	if in == nil || in.cmd == nil || closed(in.done) {
+		f.mu.Unlock()
+		return fmt.Errorf("soak: kill %s: not running", id)
+	}
+	in.expected, in.want = true, false
+	f.kills++
+	_ = in.cmd.Process.Signal(syscall.SIGKILL)
+	done := in.done
+	f.mu.Unlock()
+	<-done
+	return nil
+}
+
+// Term asks instance id to stop (SIGTERM) and waits up to timeout; then it
+// SIGKILLs it. A stop that needs the SIGKILL, or exits non-zero, is an
+// unclean stop: reported, and a failure of the scenario.
+func (f *Fleet) Term(id string, timeout time.Duration) error {
+	f.mu.Lock()
+	in := f.instances[id]
+	if in == nil || in.cmd == nil || closed(in.done) {
+		f.mu.Unlock()
+		return fmt.Errorf("soak: stop %s: not running", id)
+	}
+	in.expected, in.want = true, false
+	f.terms++
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	done, pid := in.done, in.cmd.Process.Pid
+	f.mu.Unlock()
+	start := time.Now()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		<-done
+		f.mu.Lock()
+		msg := fmt.Sprintf("instance %s (pid %d) did not stop within %s of SIGTERM and was killed; log %s", id, pid, timeout, in.LogPath)
+		f.unclean = append(f.unclean, msg)
+		f.mu.Unlock()
+		f.logf("UNCLEAN STOP %s", msg)
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in.exitErr != nil {
+		msg := fmt.Sprintf("instance %s (pid %d) exited with %v after SIGTERM (%s); log %s", id, pid, in.exitErr, time.Since(start).Round(time.Millisecond), in.LogPath)
+		f.unclean = append(f.unclean, msg)
+		f.logf("UNCLEAN STOP %s\n%s", msg, indent(tailLines(in.LogPath, 8)))
+	}
+	return nil
+}
+
+// Wipe deletes instance id's state directory; it must not be running.
+func (f *Fleet) Wipe(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instance(id)
+	if in.cmd != nil && !closed(in.done) {
+		return fmt.Errorf("soak: wipe %s: still running", id)
+	}
+	return os.RemoveAll(in.StateDir)
+}
+
+// Running lists the instances running now, sorted.
+func (f *Fleet) Running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, in := range f.instances {
+		if in.cmd != nil && !closed(in.done) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Stopped lists the instance slots that exist and are not running.
+func (f *Fleet) Stopped() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, in := range f.instances {
+		if in.cmd == nil || closed(in.done) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// StopAll stops every running instance gracefully, in parallel, and ends
+// supervision.
+func (f *Fleet) StopAll(timeout time.Duration) {
+	f.mu.Lock()
+	f.stopping = true
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range f.Running() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = f.Term(id, timeout)
+		}()
+	}
+	wg.Wait()
+	f.wg.Wait()
+}
+
+// KillAll SIGKILLs whatever still runs (cleanup after an aborted run).
+func (f *Fleet) KillAll() {
+	f.mu.Lock()
+	f.stopping = true
+	f.mu.Unlock()
+	for _, id := range f.Running() {
+		_ = f.Kill(id)
+	}
+	f.wg.Wait()
+}
+
+// FleetStats is what the fleet saw.
+type FleetStats struct {
+	Kills, Terms, Starts int
+	Crashes, Unclean     []string
+	// CrashReasons counts crashes by the error the instance logged last.
+	CrashReasons map[string]int
+	Logs         []string
+}
+
+func (f *Fleet) Stats() FleetStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := FleetStats{Kills: f.kills, Terms: f.terms, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
+		CrashReasons: map[string]int{}}
+	for _, r := range f.reasons {
+		s.CrashReasons[r]++
+	}
+	for _, in := range f.instances {
+		s.Starts += in.starts
+		s.Logs = append(s.Logs, in.LogPath)
+	}
+	sort.Strings(s.Logs)
+	return s
+}
+
+func closed(c chan struct{}) bool {
+	if c == nil {
+		return true
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// tailLines returns the last n lines of a file.
+func tailLines(path string, n int) string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	var lines []string
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lastError returns the error of the last ERROR line in the tail of a
+// service log: the err attribute if it has one, else the message.
+func lastError(path string) string {
+	lines := strings.Split(tailLines(path, 30), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		if !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		if j := strings.Index(line, " err="); j >= 0 {
+			v := line[j+5:]
+			if uq, err := strconv.QuotedPrefix(v); err == nil {
+				if s, err := strconv.Unquote(uq); err == nil {
+					return s
+				}
+			}
+			if k := strings.IndexByte(v, ' '); k >= 0 {
+				v = v[:k]
+			}
+			return v
+		}
+		return line
+	}
+	return ""
+}
+
+// grepLines returns up to n lines of path that contain any of words,
+// the last ones if there are more.
+func grepLines(path string, n int, words ...string) []string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer fh.Close()
+	var out []string
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+var errStopped = errors.New("soak: scenario stopped")
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errStopped
+	case <-t.C:
+		return nil
+	}
+}
