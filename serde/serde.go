@@ -48,7 +48,8 @@ func (stringSerde) Decode(b []byte) (string, error)             { return string(
 type bytesSerde struct{}
 
 // Bytes passes byte slices through unchanged. Decode copies, because callers
-// may keep the result after the record buffer is reused.
+// may keep the result after the record buffer is reused; it keeps nil and
+// empty apart (an empty Kafka key is not a null one).
 func Bytes() Serde[[]byte] { return bytesSerde{} }
 
 func (bytesSerde) Encode(dst []byte, v []byte) ([]byte, error) { return append(dst, v...), nil }
@@ -56,7 +57,7 @@ func (bytesSerde) Decode(b []byte) ([]byte, error) {
 	if b == nil {
 		return nil, nil
 	}
-	return append([]byte(nil), b...), nil
+	return append([]byte{}, b...), nil
 }
 
 type int64Serde struct{}

@@ -78,3 +78,13 @@ func TestDecodeFailuresWrapErrDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestBytesDecodeKeepsEmptyApartFromNil(t *testing.T) {
+	empty, _ := serde.Bytes().Decode([]byte{})
+	if empty == nil || len(empty) != 0 {
+		t.Fatalf("empty bytes decoded to %#v, want a non-nil empty slice", empty)
+	}
+	if null, _ := serde.Bytes().Decode(nil); null != nil {
+		t.Fatalf("nil decoded to %#v, want nil", null)
+	}
+}

@@ -16,6 +16,46 @@
 // state. Per-task state belongs in a Processor (one instance per task) or in
 // a store.
 //
+// # Null keys, empty keys and tombstones
+//
+// Kafka keys and values may be null, and a null key is not an empty one.
+// Records carry both facts as flags (Record.NullKey, Record.Tombstone) next
+// to the zero K or V, and every operator follows Kafka Streams 4.x
+// (including KIP-962 for joins):
+//
+//   - Sources set NullKey when the Kafka key is null and Tombstone when the
+//     value is; an empty key or value is decoded by the serde like any other
+//     bytes, so a string-keyed count keeps "" and null apart.
+//   - Stateless operators (Filter, FilterNot, MapValues, FlatMapValues,
+//     Peek, Foreach, Merge, branches, Process) pass a null key through. Their
+//     functions see the zero K; a Processor sees Record.NullKey.
+//   - Operators that compute a new key (Map, SelectKey, FlatMap, GroupBy,
+//     Table.GroupBy) make it null when the function returns a nil pointer,
+//     interface, slice or map, Go's spelling of Kafka Streams' null. Keys of
+//     other types are never null after them: that is how null-keyed records
+//     are re-keyed from their values.
+//   - Aggregations (Count, Reduce, Aggregate; windowed, session and sliding
+//     too), tables read from topics and ToTable drop records with a null
+//     key, before they touch the operator's clock. Table.GroupBy drops the
+//     rows it maps to a null key.
+//   - Inner joins drop records with a null key. Left joins emit a left record
+//     with a null key at once, unjoined, with its null key; outer joins do so
+//     for either input; a right record with a null key in a left join is
+//     dropped. Stream-stream joins still advance their stream time on such
+//     records, as Kafka Streams does.
+//   - A repartition (GroupBy, GroupByKey or a join after a key change,
+//     Repartition) drops records with a null key unless a left or outer join
+//     is downstream, in which case the topic carries the null key.
+//   - Sinks write a null key as a null Kafka key and an empty one as an
+//     empty key, never the encoding of the zero K.
+//   - Tombstones pass through stateless operators (MapValues does not call
+//     its function), delete table rows, and are skipped by aggregations,
+//     joins, FlatMap and FlatMapValues.
+//
+// Every record an operator drops or skips this way is counted with its
+// operator and reason (TaskEnv.Dropped: DropNullKey, DropSkipped, ...),
+// where Kafka Streams counts some and filters others silently.
+//
 // Invariants a runtime may rely on:
 //   - every processor, store and internal topic has a stable name
 //     (see naming.go for the rule for generated names);
@@ -23,5 +63,13 @@
 //     sub-topology, so a task owns all of its state;
 //   - inputs that must be co-partitioned (joins) are listed by
 //     CopartitionGroups, for the runtime to check real partition counts at
-//     startup (CheckCopartitioning).
+//     startup (CheckCopartitioning);
+//   - a null Kafka key stays null (Record.NullKey) until an operator
+//     computes a new key, and a sink writes it as a null key; an empty key
+//     is never taken for a null one;
+//   - a record an operator cannot process (undecodable, an invalid
+//     timestamp, late, a tombstone where a value is needed, a null key where
+//     a key is needed) is counted through TaskEnv.Dropped with the operator
+//     and the reason, never dropped silently. Records a predicate rejects,
+//     or an inner join finds no partner for, are results, not drops.
 package topology

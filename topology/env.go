@@ -44,10 +44,14 @@ const (
 	DropLate DropReason = iota + 1
 	// DropInvalidTimestamp: the extracted timestamp was negative.
 	DropInvalidTimestamp
-	// DropSkipped: an aggregation or join skipped a tombstone.
+	// DropSkipped: an aggregation, join or flat-map skipped a tombstone.
 	DropSkipped
 	// DropUndecodable: a source with SkipUndecodable could not decode it.
 	DropUndecodable
+	// DropNullKey: an operator that needs a key (an aggregation, a table,
+	// an inner join, a repartition feeding no left or outer join) got a
+	// record with a null key.
+	DropNullKey
 )
 
 func (r DropReason) String() string {
@@ -60,6 +64,8 @@ func (r DropReason) String() string {
 		return "skipped"
 	case DropUndecodable:
 		return "undecodable"
+	case DropNullKey:
+		return "null-key"
 	}
 	return "unknown"
 }

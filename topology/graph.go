@@ -45,6 +45,20 @@ type node struct {
 	pos   int
 	// sub is the sub-topology id, set by Build.
 	sub int
+	// nullKeyRelaxed marks operators that handle null keys themselves (left
+	// and outer joins, Kafka Streams' NULL_KEY_RELAXED_JOIN); keepNullKeys,
+	// set by Build on repartition sinks, says one is downstream, so the
+	// topic carries null keys instead of dropping them (nullkey.go).
+	nullKeyRelaxed bool
+	keepNullKeys   bool
+}
+
+// topics0 is the node's first topic, "" when it has none.
+func (n *node) topics0() string {
+	if len(n.topics) == 0 {
+		return ""
+	}
+	return n.topics[0]
 }
 
 // nodeImpl creates the task-local instance of a node. children are the

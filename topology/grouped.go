@@ -13,7 +13,9 @@ type GroupedStream[K, V any] struct {
 
 // GroupByKey groups by the current key. A stream whose key may have changed
 // (Map, SelectKey, FlatMap, Process) is first repartitioned through
-// "<app>-<name>-repartition", named by Named or generated.
+// "<app>-<name>-repartition", named by Named or generated. Records with a
+// null key are dropped and counted (DropNullKey): by the repartition, or by
+// the aggregation when there is none.
 func (s Stream[K, V]) GroupByKey(opts ...Option) GroupedStream[K, V] {
 	if s.rekeyed {
 		s = s.repartition("REPARTITION", newOpConfig(opts))
@@ -25,6 +27,8 @@ func (s Stream[K, V]) GroupByKey(opts ...Option) GroupedStream[K, V] {
 
 // GroupBy re-keys records with f and repartitions them by the new key.
 // keys is the serde of the new key (nil keeps the stream's, when K2 is K).
+// A record f maps to a nil pointer, interface, slice or map is a record
+// with a null key: the repartition drops it (DropNullKey).
 func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opts ...Option) GroupedStream[K2, V] {
 	rk := s.selectKey[K2]("GROUPBY", f, nil)
 	if keys != nil {
@@ -33,7 +37,8 @@ func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opt
 	return GroupedStream[K2, V]{s: rk.repartition("REPARTITION", newOpConfig(opts))}
 }
 
-// Count counts records per key. Tombstones are skipped.
+// Count counts records per key. Tombstones are skipped and null keys
+// dropped, each counted (DropSkipped, DropNullKey).
 func (g GroupedStream[K, V]) Count(opts ...Option) Table[K, int64] {
 	return aggregateKV(g, "COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
 }
@@ -63,8 +68,10 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 // grouped streams and grouped tables alike: step computes a record's new
 // aggregate from its key's old one (found=false: none yet), which is stored
 // and forwarded with the later of the record's and the old aggregate's
-// timestamps, as in Kafka Streams. Tombstones are skipped; a grouped
-// table's deltas are never tombstones (their encoding is never empty).
+// timestamps, as in Kafka Streams. Records with a null key are dropped
+// (DropNullKey) and tombstones skipped (DropSkipped), as Kafka Streams'
+// KStreamAggregate and KStreamReduce do; a grouped table's deltas are never
+// tombstones (their encoding is never empty) and never have null keys.
 func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []Option, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
 	cfg := newOpConfig(opts)
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
@@ -76,6 +83,9 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 			return nil, err
 		}
 		return receiverFunc[K, V](func(r Record[K, V]) error {
+			if dropNullKey(env, &r) {
+				return nil
+			}
 			if r.Tombstone {
 				env.Dropped(env.node, DropSkipped)
 				return nil

@@ -42,23 +42,33 @@ func (s tableDeltaSerde[V]) Decode(b []byte) (tableDelta[V], error) {
 
 // GroupBy re-keys the table's rows with f and repartitions them by the new
 // key, through "<app>-<name>-repartition". keys and values serialize the
-// new key and value for that topic.
+// new key and value for that topic. A row f maps to a null key (a nil
+// pointer, interface, slice or map) joins no group: it is dropped and
+// counted (DropNullKey), where Kafka Streams' KTableRepartitionMap skips it.
 func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde[K2], values serde.Serde[V2], opts ...Option) GroupedTable[K2, V2] {
 	cfg := newOpConfig(opts)
+	null := keyNull[K2]()
 	n := t.b.addNode(KindProcessor, "TABLE-GROUPBY", []*node{t.n}, &opConfig{used: map[string]bool{}},
-		opFunc[K, change[V], K2, tableDelta[V2]](func(_ *opEnv, next forwarder[K2, tableDelta[V2]]) (receiver[K, change[V]], error) {
+		opFunc[K, change[V], K2, tableDelta[V2]](func(env *opEnv, next forwarder[K2, tableDelta[V2]]) (receiver[K, change[V]], error) {
+			send := func(r Record[K, change[V]], k2 K2, d tableDelta[V2]) error {
+				if isNull(null, k2) {
+					env.Dropped(env.node, DropNullKey)
+					return nil
+				}
+				return next.forward(Record[K2, tableDelta[V2]]{Key: k2, Value: d, Timestamp: r.Timestamp, Headers: r.Headers})
+			}
 			return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
 				// Subtract first, as Kafka Streams does, so a row that stays in
 				// its group never counts twice.
 				if r.Value.hasOld {
 					k2, v2 := f(r.Key, r.Value.oldV)
-					if err := next.forward(Record[K2, tableDelta[V2]]{Key: k2, Value: tableDelta[V2]{v: v2, sub: true}, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+					if err := send(r, k2, tableDelta[V2]{v: v2, sub: true}); err != nil {
 						return err
 					}
 				}
 				if r.Value.hasNew {
 					k2, v2 := f(r.Key, r.Value.newV)
-					return next.forward(Record[K2, tableDelta[V2]]{Key: k2, Value: tableDelta[V2]{v: v2}, Timestamp: r.Timestamp, Headers: r.Headers})
+					return send(r, k2, tableDelta[V2]{v: v2})
 				}
 				return nil
 			}), nil

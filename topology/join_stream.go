@@ -20,8 +20,11 @@ func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTE
 
 // Join joins s with other on equal keys within w: each pair of records at
 // most w apart yields joiner(key, left, right), timestamped with the later
-// of the two. Inputs whose key may have changed are repartitioned first; the
-// two inputs must be co-partitioned (recorded in CopartitionGroups).
+// of the two. Tombstones are skipped (DropSkipped) and records with a null
+// key dropped (DropNullKey); both still advance the join's stream time, as
+// in Kafka Streams. Inputs whose key may have changed are repartitioned
+// first; the two inputs must be co-partitioned (recorded in
+// CopartitionGroups).
 func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
 	return joinStreams(s, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, w, opts)
 }
@@ -30,13 +33,15 @@ func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, l
 // as joiner(key, left, zero, false), once its window has closed (stream
 // time > its timestamp + after + grace), with the left record's timestamp:
 // Kafka Streams' behaviour since 3.1, which avoids spurious left-only
-// results for records that are joined later.
+// results for records that are joined later. A left record with a null key
+// can join nothing: it is emitted at once, unjoined, keeping its null key
+// (KIP-962); a right record with a null key is dropped (DropNullKey).
 func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
 	return joinStreams(s, other, leftJoin, func(k K, l V, _ bool, r V2, rok bool) VR { return joiner(k, l, r, rok) }, w, opts)
 }
 
 // OuterJoin is LeftJoin that also emits unjoined right records once their
-// window has closed.
+// window has closed, and right records with a null key at once.
 func (s Stream[K, V]) OuterJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, leftFound bool, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
 	return joinStreams(s, other, outerJoin, joiner, w, opts)
 }
@@ -69,6 +74,10 @@ func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joi
 			return receiverFunc[K, VR](next.forward), nil
 		}), "logging")
 	core.name = merge.name
+	// Both inputs' repartitions keep null keys for a left or outer join, as
+	// Kafka Streams labels the whole join node (the join side then drops a
+	// right record with a null key of a left join).
+	merge.nullKeyRelaxed = kind != innerJoin
 	if err := w.validate(); err != nil {
 		b.fail(errorf(merge.name, "%w", err))
 	}
@@ -132,10 +141,14 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 		w, joiner := j.op.w, j.op.joiner
 		c.left = ssJoinInput[K, V, V2, VR]{mine: c.this, theirs: c.other, vs: j.op.lvs, theirVS: j.op.rvs,
 			back: w.before, ahead: w.after, tag: sideLeft, theirTag: sideRight,
-			join: func(k K, l V, r V2) VR { return joiner(k, l, true, r, true) }}
+			join:     func(k K, l V, r V2) VR { return joiner(k, l, true, r, true) },
+			unjoined: func(k K, l V) VR { var r V2; return joiner(k, l, true, r, false) },
+			outer:    j.op.kind != innerJoin}
 		c.right = ssJoinInput[K, V2, V, VR]{mine: c.other, theirs: c.this, vs: j.op.rvs, theirVS: j.op.lvs,
 			back: w.after, ahead: w.before, tag: sideRight, theirTag: sideLeft,
-			join: func(k K, r V2, l V) VR { return joiner(k, l, true, r, true) }}
+			join:     func(k K, r V2, l V) VR { return joiner(k, l, true, r, true) },
+			unjoined: func(k K, r V2) VR { var l V; return joiner(k, l, false, r, true) },
+			outer:    j.op.kind == outerJoin}
 		return c
 	}).(*ssJoin[K, V, V2, VR])
 	if mkErr != nil {
@@ -191,17 +204,31 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 	back, ahead   int64 // a record at t joins their records in [t-back, t+ahead]
 	tag, theirTag byte  // sideLeft or sideRight, in the outer store
 	join          func(k K, mine VM, theirs VO) VR
+	unjoined      func(k K, mine VM) VR
+	// outer: this input's unjoined records are emitted (the left input of
+	// left and outer joins, the right input of outer joins).
+	outer bool
 }
 
 // process stores r, joins it with the other input's records in its
 // window and updates the outer-join store. A record is late once its window
-// end (t+ahead) plus grace is behind stream time.
+// end (t+ahead) plus grace is behind stream time. Every record advances
+// stream time, as in Kafka Streams' KStreamKStreamJoin, even one it then
+// skips (a tombstone) or cannot join (a null key: emitted at once, unjoined,
+// on an outer input, dropped on the others).
 func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
+	j.observed = max(j.observed, r.Timestamp)
 	if r.Tombstone {
 		env.Dropped(env.node, DropSkipped)
 		return nil
 	}
-	j.observed = max(j.observed, r.Timestamp)
+	if r.NullKey {
+		if !in.outer {
+			env.Dropped(env.node, DropNullKey)
+			return nil
+		}
+		return j.next.forward(Record[K, VR]{Key: r.Key, Value: in.unjoined(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers, NullKey: true})
+	}
 	if r.Timestamp+in.ahead+j.op.w.grace < j.observed {
 		env.Dropped(env.node, DropLate)
 		return nil

@@ -4,15 +4,17 @@ import "slices"
 
 // JoinTable looks each record up in table t: records whose key is in t
 // yield joiner(key, value, tableValue) with the stream record's timestamp.
-// Table updates do not trigger output. A stream whose key may have changed
-// is repartitioned first; the stream and the table's source must be
-// co-partitioned.
+// Table updates do not trigger output. Tombstones are skipped (DropSkipped)
+// and records with a null key dropped (DropNullKey). A stream whose key may
+// have changed is repartitioned first; the stream and the table's source
+// must be co-partitioned.
 func (s Stream[K, V]) JoinTable[V2, VR any](t Table[K, V2], joiner func(key K, value V, tableValue V2) VR, opts ...Option) Stream[K, VR] {
 	return joinStreamTable(s, t, false, func(k K, v V, tv V2, _ bool) VR { return joiner(k, v, tv) }, opts)
 }
 
 // LeftJoinTable is JoinTable that also emits records whose key is not in t,
-// as joiner(key, value, zero, false).
+// as joiner(key, value, zero, false). A record with a null key is emitted
+// that way too, keeping its null key, without a lookup (KIP-962).
 func (s Stream[K, V]) LeftJoinTable[V2, VR any](t Table[K, V2], joiner func(key K, value V, tableValue V2, found bool) VR, opts ...Option) Stream[K, VR] {
 	return joinStreamTable(s, t, true, joiner, opts)
 }
@@ -38,6 +40,14 @@ func joinStreamTable[K, V, V2, VR any](s Stream[K, V], t Table[K, V2], left bool
 					env.Dropped(env.node, DropSkipped)
 					return nil
 				}
+				if r.NullKey {
+					if !left {
+						env.Dropped(env.node, DropNullKey)
+						return nil
+					}
+					var zero V2
+					return next.forward(Record[K, VR]{Key: r.Key, Value: joiner(r.Key, r.Value, zero, false), Timestamp: r.Timestamp, Headers: r.Headers, NullKey: true})
+				}
 				tv, _, found, err := g.get(r.Key)
 				if err != nil {
 					return errorf(env.node, "look up table: %w", err)
@@ -48,6 +58,7 @@ func joinStreamTable[K, V, V2, VR any](s Stream[K, V], t Table[K, V2], left bool
 				return next.forward(Record[K, VR]{Key: r.Key, Value: joiner(r.Key, r.Value, tv, found), Timestamp: r.Timestamp, Headers: r.Headers})
 			}), nil
 		}))
+	n.nullKeyRelaxed = left
 	s.b.checkSame(n, t.b)
 	for _, st := range src.storeNames() {
 		s.b.connect(n, st)

@@ -14,14 +14,23 @@ type Header struct {
 // SelectKey, Peek, Merge, Repartition, branches, sinks) pass tombstones
 // through; Map passes the flag on with the mapped key, MapValues skips the
 // mapper and forwards a tombstone; FlatMap, FlatMapValues, aggregations and
-// joins skip tombstones (aggregations and joins count them as skipped, the
-// way Kafka Streams skips null values).
+// joins skip tombstones and count them as skipped (DropSkipped), the way
+// Kafka Streams skips null values.
+//
+// NullKey marks a record whose key bytes were null; its Key is the zero
+// value of K. An empty key (zero bytes) is an ordinary key, decoded by the
+// key serde, and never a null one: a string-keyed count keeps "" and null
+// apart. Operators treat null keys as Kafka Streams 4.x does (see the
+// package documentation): keyed state (aggregations, tables) and inner joins drop them
+// (DropNullKey), left and outer joins emit them unjoined, stateless
+// operators pass them through, and sinks write a null Kafka key.
 type Record[K, V any] struct {
 	Key       K
 	Value     V
 	Timestamp int64 // event time, ms since the epoch
 	Headers   []Header
 	Tombstone bool
+	NullKey   bool
 }
 
 // InputRecord is a serialized record consumed from a source topic partition.

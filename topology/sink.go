@@ -6,7 +6,10 @@ import (
 
 // To writes the stream to topic with the stream's serdes. A
 // WithPartitioner option chooses partitions; otherwise the runtime's default
-// partitioner (murmur2 of the key bytes) does.
+// partitioner (murmur2 of the key bytes) does. A record with a null key is
+// written with a null Kafka key, never the encoding of the zero K (the
+// default partitioner puts it in partition 0; a partitioner sees the zero
+// K).
 func (s Stream[K, V]) To(topic string, opts ...Option) {
 	cfg := newOpConfig(opts)
 	n := s.b.addNode(KindSink, "SINK", []*node{s.n}, cfg, nil, "partitioner")
@@ -21,7 +24,7 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 	if s.vs == nil {
 		s.b.fail(errorf(n.name, "%w: value serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
 	}
-	op := &sinkOp[K, V]{topic: n.topics[0], ks: s.ks, vs: s.vs}
+	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: s.ks, vs: s.vs}
 	if cfg.partitioner != nil {
 		f, ok := cfg.partitioner.(func(string, K, V, int32) int32)
 		if !ok {
@@ -34,13 +37,14 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 
 type sinkOp[K, V any] struct {
 	topic     string
+	node      *node // read at instantiation: Build settles keepNullKeys
 	ks        serde.Serde[K]
 	vs        serde.Serde[V]
 	partition func(string, K, V, int32) int32
 }
 
 func (o *sinkOp[K, V]) instantiate(env *opEnv, _ []any) (any, error) {
-	s := &sinkInst[K, V]{op: o, env: env}
+	s := &sinkInst[K, V]{op: o, env: env, dropNullKeys: o.node.internal && !o.node.keepNullKeys}
 	s.out.Topic = o.topic
 	s.out.Node = env.node
 	return receiver[K, V](s), nil
@@ -55,17 +59,34 @@ type sinkInst[K, V any] struct {
 	out  OutputRecord
 	kbuf []byte
 	vbuf []byte
+	// dropNullKeys: a repartition sink with no left or outer join
+	// downstream, where a null key could not be grouped or joined.
+	dropNullKeys bool
 }
 
+// process writes r. A null key is written as a null Kafka key and an empty
+// encoding as an empty one: the two never meet.
 func (s *sinkInst[K, V]) process(r Record[K, V]) error {
-	var err error
-	if s.kbuf, err = s.op.ks.Encode(s.kbuf[:0], r.Key); err != nil {
-		return errorf(s.env.node, "encode key for %q: %w", s.op.topic, err)
+	if r.NullKey {
+		if s.dropNullKeys {
+			s.env.Dropped(s.env.node, DropNullKey)
+			return nil
+		}
+		s.out.Key = nil
+	} else {
+		var err error
+		if s.kbuf, err = s.op.ks.Encode(s.kbuf[:0], r.Key); err != nil {
+			return errorf(s.env.node, "encode key for %q: %w", s.op.topic, err)
+		}
+		if s.kbuf == nil {
+			s.kbuf = []byte{}
+		}
+		s.out.Key = s.kbuf
 	}
-	s.out.Key = s.kbuf
 	if r.Tombstone {
 		s.out.Value = nil
 	} else {
+		var err error
 		if s.vbuf, err = s.op.vs.Encode(s.vbuf[:0], r.Value); err != nil {
 			return errorf(s.env.node, "encode value for %q: %w", s.op.topic, err)
 		}
@@ -93,7 +114,10 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 
 // Repartition writes the stream through an internal topic
 // "<app>-<name>-repartition" and reads it back, so records are partitioned
-// by their current key. It ends a sub-topology and starts another.
+// by their current key. It ends a sub-topology and starts another. Records
+// with a null key cannot be partitioned by it: unless a left or outer join
+// is downstream (which emits them unjoined), the repartition drops them,
+// counted as DropNullKey, as Kafka Streams does (without counting).
 func (s Stream[K, V]) Repartition(opts ...Option) Stream[K, V] {
 	return s.repartition("REPARTITION", newOpConfig(opts))
 }

@@ -61,12 +61,13 @@ type sourceInst[K, V any] struct {
 	next forwarder[K, V]
 }
 
-// Deliver decodes the record; null keys decode to the zero K and null
-// values become tombstones without calling the serde.
+// Deliver decodes the record. A null key becomes the zero K with NullKey
+// set and a null value a tombstone, neither calling the serde; an empty key
+// or value is decoded like any other bytes.
 func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
-	r := Record[K, V]{Timestamp: in.Timestamp, Headers: in.Headers}
+	r := Record[K, V]{Timestamp: in.Timestamp, Headers: in.Headers, NullKey: in.Key == nil}
 	var err error
-	if in.Key != nil {
+	if !r.NullKey {
 		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
 			return s.undecodable(in, fmt.Errorf("%w key: %w", ErrDeserialize, err))
 		}

@@ -90,12 +90,15 @@ func (s Stream[K, V]) FilterNot(drop func(K, V) bool, opts ...Option) Stream[K, 
 }
 
 // Map replaces key and value. The stream is marked for repartitioning
-// before the next grouping or join.
+// before the next grouping or join. f sees the zero K for a null key; the
+// key it returns is null only when it is a nil pointer, interface, slice or
+// map (see the package documentation).
 func (s Stream[K, V]) Map[K2, V2 any](f func(K, V) (K2, V2), opts ...Option) Stream[K2, V2] {
+	null := keyNull[K2]()
 	n := s.add("MAP", opts, opFunc[K, V, K2, V2](func(_ *opEnv, next forwarder[K2, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			k, v := f(r.Key, r.Value)
-			return next.forward(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
+			return next.forward(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone, NullKey: isNull(null, k)})
 		}), nil
 	}))
 	return Stream[K2, V2]{b: s.b, n: n, ks: serdeAs[K2](s.ks), vs: serdeAs[V2](s.vs), rekeyed: true}
@@ -105,7 +108,7 @@ func (s Stream[K, V]) Map[K2, V2 any](f func(K, V) (K2, V2), opts ...Option) Str
 func (s Stream[K, V]) MapValues[V2 any](f func(K, V) V2, opts ...Option) Stream[K, V2] {
 	n := s.add("MAPVALUES", opts, opFunc[K, V, K, V2](func(_ *opEnv, next forwarder[K, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
-			out := Record[K, V2]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone}
+			out := Record[K, V2]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone, NullKey: r.NullKey}
 			if !r.Tombstone {
 				out.Value = f(r.Key, r.Value)
 			}
@@ -116,15 +119,18 @@ func (s Stream[K, V]) MapValues[V2 any](f func(K, V) V2, opts ...Option) Stream[
 }
 
 // SelectKey replaces the key, keeping the value; the stream is marked for
-// repartitioning.
+// repartitioning. As with Map, the new key is null only when f returns a
+// nil pointer, interface, slice or map.
 func (s Stream[K, V]) SelectKey[K2 any](f func(K, V) K2, opts ...Option) Stream[K2, V] {
 	return s.selectKey[K2]("SELECTKEY", f, opts)
 }
 
 func (s Stream[K, V]) selectKey[K2 any](op string, f func(K, V) K2, opts []Option) Stream[K2, V] {
+	null := keyNull[K2]()
 	n := s.add(op, opts, opFunc[K, V, K2, V](func(_ *opEnv, next forwarder[K2, V]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
-			return next.forward(Record[K2, V]{Key: f(r.Key, r.Value), Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
+			k := f(r.Key, r.Value)
+			return next.forward(Record[K2, V]{Key: k, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone, NullKey: isNull(null, k)})
 		}), nil
 	}))
 	return Stream[K2, V]{b: s.b, n: n, ks: serdeAs[K2](s.ks), vs: s.vs, rekeyed: true}
@@ -137,15 +143,18 @@ type KeyValue[K, V any] struct {
 }
 
 // FlatMap turns each record into zero or more records with the input's
-// timestamp; the stream is marked for repartitioning. Tombstones are skipped.
+// timestamp; the stream is marked for repartitioning. Tombstones are skipped
+// (counted as DropSkipped). Keys are null as after Map.
 func (s Stream[K, V]) FlatMap[K2, V2 any](f func(K, V) []KeyValue[K2, V2], opts ...Option) Stream[K2, V2] {
-	n := s.add("FLATMAP", opts, opFunc[K, V, K2, V2](func(_ *opEnv, next forwarder[K2, V2]) (receiver[K, V], error) {
+	null := keyNull[K2]()
+	n := s.add("FLATMAP", opts, opFunc[K, V, K2, V2](func(env *opEnv, next forwarder[K2, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
+				env.Dropped(env.node, DropSkipped)
 				return nil
 			}
 			for _, kv := range f(r.Key, r.Value) {
-				if err := next.forward(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+				if err := next.forward(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers, NullKey: isNull(null, kv.Key)}); err != nil {
 					return err
 				}
 			}
@@ -156,15 +165,17 @@ func (s Stream[K, V]) FlatMap[K2, V2 any](f func(K, V) []KeyValue[K2, V2], opts 
 }
 
 // FlatMapValues turns each value into zero or more values under the same
-// key. Tombstones are skipped.
+// key (a null key stays null). Tombstones are skipped (counted as
+// DropSkipped).
 func (s Stream[K, V]) FlatMapValues[V2 any](f func(K, V) []V2, opts ...Option) Stream[K, V2] {
-	n := s.add("FLATMAPVALUES", opts, opFunc[K, V, K, V2](func(_ *opEnv, next forwarder[K, V2]) (receiver[K, V], error) {
+	n := s.add("FLATMAPVALUES", opts, opFunc[K, V, K, V2](func(env *opEnv, next forwarder[K, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
+				env.Dropped(env.node, DropSkipped)
 				return nil
 			}
 			for _, v := range f(r.Key, r.Value) {
-				if err := next.forward(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+				if err := next.forward(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, NullKey: r.NullKey}); err != nil {
 					return err
 				}
 			}

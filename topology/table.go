@@ -63,16 +63,19 @@ type getterFunc[K, V any] func(k K) (V, int64, bool, error)
 func (f getterFunc[K, V]) get(k K) (V, int64, bool, error) { return f(k) }
 
 // Table reads topic as a table: each record is the new value of its key, a
-// null value deletes it. The table is materialized in a store named by
-// Named (else generated), logged to "<app>-<store>-changelog".
+// null value deletes it. Records with a null key are dropped (DropNullKey),
+// as Kafka Streams' KTableSource does; an empty key is a key like any other.
+// The table is materialized in a store named by Named (else generated),
+// logged to "<app>-<store>-changelog".
 func (b *Builder) Table[K, V any](topic string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) Table[K, V] {
 	src := newSource(b, []string{topic}, keys, values, newOpConfig(nil), false)
 	return Stream[K, V]{b: b, n: src, ks: keys, vs: values}.toTable("TABLE", newOpConfig(opts))
 }
 
 // ToTable materializes the stream as a table: each record is the new value
-// of its key and a tombstone deletes it. The stream is not repartitioned:
-// its key must already be the partitioning key.
+// of its key and a tombstone deletes it; records with a null key are dropped
+// (DropNullKey). The stream is not repartitioned: its key must already be
+// the partitioning key.
 func (s Stream[K, V]) ToTable(opts ...Option) Table[K, V] {
 	return s.toTable("TOTABLE", newOpConfig(opts))
 }
@@ -93,6 +96,9 @@ func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
 			return nil, err
 		}
 		return receiverFunc[K, V](func(r Record[K, V]) error {
+			if dropNullKey(env, &r) {
+				return nil
+			}
 			old, _, found, err := kv.get(r.Key)
 			if err != nil {
 				return err

@@ -62,6 +62,7 @@ func (b *Builder) Build() (*Topology, error) {
 		lateness: b.lateness,
 	}
 	t.splitSubTopologies()
+	t.settleRepartitionNullKeys()
 	for _, c := range b.copart {
 		g := CopartitionGroup{Operator: c.operator}
 		for _, in := range c.inputs {

@@ -100,6 +100,9 @@ type winAgg[K, V, VA any] struct {
 }
 
 func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
+	if dropNullKey(a.env, &r) { // before the clock: Kafka Streams checks the key first
+		return nil
+	}
 	if r.Tombstone {
 		a.env.Dropped(a.env.node, DropSkipped)
 		return nil

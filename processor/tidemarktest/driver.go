@@ -8,7 +8,11 @@
 // user topics read back) are looped back in memory, breadth-first, before
 // Pipe returns. Every topic has one partition unless WithPartitions says
 // otherwise; records are partitioned with processor.DefaultPartition, like
-// the Java client, so co-partitioning behaves as it would on Kafka.
+// the Java client, so co-partitioning behaves as it would on Kafka. Null
+// keys and values are kept apart from empty ones all the way: pipe a record
+// with Record.NullKey (PipeNullKey, PipeRecordTo to choose its partition as
+// a producer spreading them would), and read NullKey and Tombstone back on
+// OutputRecord.
 package tidemarktest
 
 import (
@@ -215,8 +219,9 @@ func (d *Driver) drain() error {
 	return nil
 }
 
-// pipe sends one serialized record to the task reading topic.
-func (d *Driver) pipe(topic string, key, value []byte, ts0 int64, headers []topology.Header) error {
+// pipe sends one serialized record to the task reading partition p of
+// topic (p < 0: the default partitioner's choice for key).
+func (d *Driver) pipe(topic string, p int32, key, value []byte, ts0 int64, headers []topology.Header) error {
 	if d.closed {
 		return errors.New("tidemarktest: driver closed")
 	}
@@ -224,7 +229,11 @@ func (d *Driver) pipe(topic string, key, value []byte, ts0 int64, headers []topo
 	if ts.tasks == nil {
 		return fmt.Errorf("tidemarktest: topology does not read topic %q", topic)
 	}
-	p := processor.DefaultPartition(key, ts.partitions)
+	if p < 0 {
+		p = processor.DefaultPartition(key, ts.partitions)
+	} else if p >= ts.partitions {
+		return fmt.Errorf("tidemarktest: partition %d of %q, which has %d", p, topic, ts.partitions)
+	}
 	t := ts.tasks[p]
 	off := ts.offsets[p]
 	ts.offsets[p]++

@@ -42,9 +42,14 @@ func (l *topicLog) add(rec *topology.OutputRecord, p int32, offset int64) {
 	l.recs = append(l.recs, r)
 }
 
+// slice returns a record's key or value: nil for a null one (n < 0), and
+// never nil for an empty one, which slicing an empty arena would give.
 func (l *topicLog) slice(off, n int) []byte {
 	if n < 0 {
 		return nil
+	}
+	if n == 0 {
+		return []byte{}
 	}
 	return l.arena[off : off+n : off+n]
 }

@@ -32,15 +32,35 @@ func (in *InputTopic[K, V]) PipeTombstone(key K, ts int64) error {
 	return in.PipeRecord(topology.Record[K, V]{Key: key, Timestamp: ts, Tombstone: true})
 }
 
-// PipeRecord sends rec, headers and tombstone flag included.
+// PipeRecord sends rec, headers, tombstone and null-key flags included. It
+// goes to the partition the default partitioner picks for its key bytes
+// (partition 0 for a null key: see PipeRecordTo to spread them, as a
+// producer would).
 func (in *InputTopic[K, V]) PipeRecord(rec topology.Record[K, V]) error {
+	return in.PipeRecordTo(rec, -1)
+}
+
+// PipeNullKey sends a record with a null key (not the encoding of the zero
+// K) to partition.
+func (in *InputTopic[K, V]) PipeNullKey(value V, ts int64, partition int32) error {
+	return in.PipeRecordTo(topology.Record[K, V]{Value: value, Timestamp: ts, NullKey: true}, partition)
+}
+
+// PipeRecordTo sends rec to partition, as a producer choosing the partition
+// itself would; -1 picks it from the key bytes as PipeRecord does. A record
+// sent to another partition than its key's breaks co-partitioning, like on
+// Kafka.
+func (in *InputTopic[K, V]) PipeRecordTo(rec topology.Record[K, V], partition int32) error {
+	var key []byte
 	var err error
-	if in.kbuf, err = in.ks.Encode(in.kbuf[:0], rec.Key); err != nil {
-		return fmt.Errorf("tidemarktest: encode key for %q: %w", in.topic, err)
-	}
-	key := in.kbuf
-	if key == nil {
-		key = []byte{}
+	if !rec.NullKey {
+		if in.kbuf, err = in.ks.Encode(in.kbuf[:0], rec.Key); err != nil {
+			return fmt.Errorf("tidemarktest: encode key for %q: %w", in.topic, err)
+		}
+		key = in.kbuf
+		if key == nil {
+			key = []byte{}
+		}
 	}
 	var value []byte
 	if !rec.Tombstone {
@@ -52,7 +72,7 @@ func (in *InputTopic[K, V]) PipeRecord(rec topology.Record[K, V]) error {
 			value = []byte{}
 		}
 	}
-	return in.d.pipe(in.topic, key, value, rec.Timestamp, rec.Headers)
+	return in.d.pipe(in.topic, partition, key, value, rec.Timestamp, rec.Headers)
 }
 
 // OutputTopic reads typed records the topology wrote to one topic, in the
@@ -97,10 +117,10 @@ func (o *OutputTopic[K, V]) ReadAll() ([]OutputRecord[K, V], error) {
 		rec := OutputRecord[K, V]{Partition: r.partition, Offset: r.offset}
 		rec.Timestamp, rec.Headers = r.ts, r.headers
 		var err error
-		if r.kLen >= 0 {
-			if rec.Key, err = o.ks.Decode(l.slice(r.kOff, r.kLen)); err != nil {
-				return out, fmt.Errorf("tidemarktest: %s@%d: decode key: %w", o.topic, r.offset, err)
-			}
+		if r.kLen < 0 {
+			rec.NullKey = true
+		} else if rec.Key, err = o.ks.Decode(l.slice(r.kOff, r.kLen)); err != nil {
+			return out, fmt.Errorf("tidemarktest: %s@%d: decode key: %w", o.topic, r.offset, err)
 		}
 		if r.vLen < 0 {
 			rec.Tombstone = true
