@@ -57,7 +57,7 @@ var ErrCorrupt = errors.New("changelog: local state is corrupt")
 // application, that the directory is not another application's: that is
 // ErrOwnedByOtherApplication, and nothing in dir is changed. A directory
 // that is damaged (a table fails its checksums or is missing, the MANIFEST
-// is unreadable), or of another format version, is moved aside to
+// is unreadable or gone), or of another format version, is moved aside to
 // <dir>.corrupt-<UTC time> and replaced by an empty DB unless
 // opts.KeepCorrupt: every store then rebuilds from its changelog, which is
 // always correct, merely slower.
@@ -83,6 +83,9 @@ func openDB(dir string, opts Options) (db *DB, err error) {
 		}
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("changelog: create state dir %s: %w", dir, err)
+	}
+	if err := checkManifest(dir); err != nil {
+		return nil, err
 	}
 	bopts := badgerOptions(dir, opts)
 	if !opts.NoVerifyChecksums {

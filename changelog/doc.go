@@ -61,14 +61,14 @@
 // OpenDB reads every table the MANIFEST names and verifies its checksums
 // before Badger opens the directory (Badger opens tables in goroutines of
 // its own, where a panic on a damaged one cannot be recovered). A damaged
-// or missing table, or an unreadable MANIFEST, moves the directory aside
-// to <dir>.corrupt-<time> and starts empty: every store rebuilds from its
-// changelog. Reads that meet damage later (a panic inside Badger, a value
-// Badger could not read from its value log) return an error wrapping
-// ErrCorrupt with the store and partition; the runtime then closes the DB
-// and calls Quarantine, which moves the directory aside the same way.
-// A MANIFEST cut short names an older set of tables: an earlier committed
-// prefix with its offsets, served as such.
+// or missing table, an unreadable MANIFEST, or tables without one, moves
+// the directory aside to <dir>.corrupt-<time> and starts empty: every
+// store rebuilds from its changelog. Reads that meet damage later (a panic
+// inside Badger, a value Badger could not read from its value log) return
+// an error wrapping ErrCorrupt with the store and partition; the runtime
+// then closes the DB and calls Quarantine, which moves the directory aside
+// the same way. A MANIFEST cut short names an older set of tables: an
+// earlier committed prefix with its offsets, served as such.
 //
 // # Memory
 //
