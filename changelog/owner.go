@@ -91,9 +91,10 @@ func foreignOwner(dir string, have, want Owner) error {
 // for writing (a lock file, new log files, a table flushed at close), so
 // the record is read through a read-only open; that costs opening the
 // tables' indexes once more, a few milliseconds next to the verification
-// that precedes it. A read-only open is refused after a crash that left a
-// torn memtable log; then the check waits for the read-write open
-// (checkOwner), which truncates that torn tail first.
+// that precedes it. Badger refuses a read-only open after an unclean
+// shutdown (its memtable log is not yet cut to its end); then the check
+// waits for the read-write open (checkOwner), which replays and cuts that
+// log but changes no state.
 func probeOwner(dir string, opts Options) error {
 	if opts.Owner.Application == "" || !hasManifest(dir) {
 		return nil
@@ -101,7 +102,7 @@ func probeOwner(dir string, opts Options) error {
 	ro := opts
 	ro.ReadOnly = true
 	bo := badgerOptions(dir, ro).WithBlockCacheSize(0).WithIndexCacheSize(0)
-	bdb, err := badger.Open(bo)
+	bdb, err := openBadger(bo, opts.Logger)
 	if err != nil {
 		if isLockErr(err) {
 			return fmt.Errorf("changelog: open state dir %s: in use by another process: %w", dir, err)
