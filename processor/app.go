@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -43,6 +44,15 @@ type App struct {
 	adm    *kadm.Client
 	admCl  *kgo.Client
 
+	// poison holds the bad records found so far, rejectAttempts the
+	// rejections of input records' outputs, and isolate says the
+	// transaction being redone after a rejection produces its outputs one
+	// by one (app_errors.go, app_rejected.go). They outlive sessions; only
+	// the loop goroutine touches them.
+	poison         map[recordKey]poisonEntry
+	rejectAttempts map[recordKey]int
+	isolate        bool
+
 	ready    atomic.Bool
 	pub      published    // read by HTTP handlers
 	queries  chan *query  // served by the loop
@@ -68,6 +78,9 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		log:     cfg.Logger.With("app", topo.Application()),
 		metrics: newAppMetrics(topo.Application()),
 		queries: make(chan *query),
+
+		poison:         map[recordKey]poisonEntry{},
+		rejectAttempts: map[recordKey]int{},
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
 	return a, nil
@@ -95,7 +108,7 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.admCl.Close()
-	defer a.db.Close()
+	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
 	g, gctx := errgroup.WithContext(ctx)
 	srv, err := a.startHTTP()
 	if err != nil {
@@ -125,35 +138,69 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // loop runs sessions until ctx is done. A session ends on shutdown, on a
-// failure it cannot recover in place (fenced, unknown commit outcome), or
-// on a fatal error.
+// failure it cannot recover in place (fenced, an unknown commit outcome, a
+// broker outage or another transient Kafka error), or on a fatal error.
+// Transient failures start a new session after a capped, jittered backoff,
+// so the service rides through broker restarts by itself; only fatal
+// errors (bad topology against the cluster, a processing error under the
+// fail policy, corrupt input the app was told to stop on) end Run.
 func (a *App) loop(ctx context.Context) error {
+	var backoff retry.Backoff
 	for {
+		started := time.Now()
 		s, err := a.newSession(ctx)
-		if err != nil {
-			return err
+		if err == nil {
+			err = s.run(ctx)
+			if err != nil && !errors.Is(err, errRestartSession) {
+				s.abandon()
+			}
+			s.close()
 		}
-		err = s.run(ctx)
-		if err != nil && !errors.Is(err, errRestartSession) {
-			s.abandon()
-		}
-		s.close()
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			a.leaveGroup()
 			return nil
-		case errors.Is(err, errRestartSession):
-			a.log.Warn("restarting session", "err", err)
-			a.metrics.sessionRestarts.Inc()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(200 * time.Millisecond):
-			}
-		default:
+		}
+		cause, restart := restartCause(err)
+		if !restart {
 			return err
 		}
+		if cause == "rebuild" {
+			if rerr := a.rebuildState(err); rerr != nil {
+				return rerr
+			}
+		}
+		if time.Since(started) > time.Minute {
+			backoff.Reset() // a session that ran a while starts the sequence over
+		}
+		wait := backoff.Next()
+		a.log.Warn("restarting session", "cause", cause, "wait", wait.Round(time.Millisecond), "err", err)
+		a.metrics.sessionRestarts.WithLabelValues(cause).Inc()
+		if retry.Sleep(ctx, wait) != nil {
+			return nil
+		}
 	}
+}
+
+// restartCause classifies a session's end: whether a new session can
+// recover from it, and why (a metric label).
+func restartCause(err error) (cause string, restart bool) {
+	switch {
+	case err == nil:
+		return "", false
+	case errors.Is(err, errFatal):
+		return "", false
+	case errors.Is(err, errCorruptState):
+		return "rebuild", true
+	case errors.Is(err, txn.ErrFenced):
+		return "fenced", true
+	case errors.Is(err, txn.ErrOutcomeUnknown):
+		return "outcome_unknown", true
+	case errors.Is(err, errRestartSession):
+		return "restart", true
+	case retry.Transient(err):
+		return "transient", true
+	}
+	return "", false
 }
 
 // leaveGroup removes this static member from the group on shutdown, so its
@@ -175,6 +222,11 @@ func (a *App) leaveGroup() {
 // closing every task and joining again with a new session.
 var errRestartSession = errors.New("session must restart")
 
+// errFatal is wrapped by errors no new session can fix, even when they
+// wrap a transient-looking cause: a user processor's error under the fail
+// policy, say, must stop the app and not be replayed forever.
+var errFatal = errors.New("fatal")
+
 func restartable(err error) bool {
 	return errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrOutcomeUnknown)
 }
@@ -186,3 +238,8 @@ type published struct {
 	snapshot  frontier.Snapshot
 	owners    map[int32]memberInfo // partition number -> owner, from the group
 }
+
+// errCorruptState is wrapped by session errors that mean the local state
+// cannot be read (a damaged Badger table): the App moves the state aside
+// and every task restores from its changelog in the next session.
+var errCorruptState = errors.New("local state is corrupt")

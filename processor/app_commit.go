@@ -34,17 +34,31 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	s.ctrl.ObserveCommitStarted(start)
 	if err := s.flushAll(ctx); err != nil {
 		s.app.log.Warn("aborting transaction", "reason", err)
-		return s.abort(ctx)
+		s.txn.mu.Lock()
+		rejectedOutput := s.txn.rejected
+		s.txn.mu.Unlock()
+		if err := s.abort(ctx); err != nil {
+			return err
+		}
+		if rejectedOutput && !s.app.isolate {
+			// Redo it producing outputs one by one, to find out which
+			// input record the rejected output came from.
+			s.app.log.Warn("an output was rejected; redoing the transaction one output at a time to find its input record")
+			s.app.isolate = true
+		}
+		return nil
 	}
-	clocks, meta := s.clockSnapshot()
-	st, err := s.committer.Commit(withClocks(ctx, meta))
+	resume, meta := s.commitMetadata()
+	st, err := s.committer.Commit(withOffsetMeta(ctx, meta))
 	s.open = false
 	end := s.now()
 	switch {
 	case st.Committed:
 		for id, lt := range s.tasks {
-			lt.committed = clocks[id]
+			lt.resume = resume[id]
 		}
+		s.app.prunePoison(st.Offsets)
+		s.app.isolate = false
 		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
 		s.app.metrics.observeCommit(reason, end.Sub(start), st.End)
 		s.acknowledge(end)
@@ -137,12 +151,13 @@ func (s *session) flushAll(ctx context.Context) error {
 func (s *session) acknowledge(now time.Time) {
 	s.advanceFrontier()
 	s.txn.mu.Lock()
-	oldest, outputs := s.txn.oldest, s.txn.outputs
+	oldest, outputs, deadLettered := s.txn.oldest, s.txn.outputs, s.txn.deadLettered
 	s.txn.mu.Unlock()
 	if !oldest.IsZero() {
 		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())
 	}
 	s.app.metrics.recordsOut.Add(float64(outputs))
+	s.app.metrics.deadLettered.Add(float64(deadLettered))
 	s.app.pub.mu.Lock()
 	s.app.pub.snapshot = s.ctrl.Snapshot()
 	s.app.pub.mu.Unlock()
@@ -179,9 +194,11 @@ func (s *session) abandon() {
 	s.open = false
 }
 
-// deadLetter writes an undecodable record, raw, to the dead-letter topic
+// deadLetter writes a bad input record, raw, to the dead-letter topic
 // inside the transaction, so skipping it commits together with its offset.
-func (s *session) deadLetter(_ context.Context, r *kgo.Record, cause error) error {
+// Its headers say why (kind: deserialization, processing or production),
+// where it failed and where it came from.
+func (s *session) deadLetter(_ context.Context, r *kgo.Record, kind, operator string, cause error) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -190,15 +207,20 @@ func (s *session) deadLetter(_ context.Context, r *kgo.Record, cause error) erro
 		Partition: 0,
 		Headers: append(append([]kgo.RecordHeader(nil), r.Headers...),
 			kgo.RecordHeader{Key: "tidemark.error", Value: []byte(cause.Error())},
+			kgo.RecordHeader{Key: "tidemark.error.kind", Value: []byte(kind)},
 			kgo.RecordHeader{Key: "tidemark.source.topic", Value: []byte(r.Topic)},
 			kgo.RecordHeader{Key: "tidemark.source.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},
 			kgo.RecordHeader{Key: "tidemark.source.offset", Value: []byte(strconv.FormatInt(r.Offset, 10))},
 		),
 	}
+	if operator != "" {
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: "tidemark.operator", Value: []byte(operator)})
+	}
 	if n, err := s.app.layout.partitionCount(dl.Topic); err == nil {
 		dl.Partition = DefaultPartition(r.Key, n)
 	}
-	s.app.metrics.deadLettered.Inc()
-	s.producer.Produce(s.ctx, dl, s.promise)
-	return nil
+	s.txn.mu.Lock()
+	s.txn.deadLettered++
+	s.txn.mu.Unlock()
+	return s.produceOutput(dl, true)
 }

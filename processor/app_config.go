@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -86,11 +87,21 @@ type Config struct {
 	Checkpoint frontier.CheckpointOptions
 	// TransactionTimeout is the broker-side timeout of a transaction; it
 	// must exceed the longest commit interval with room for the commit
-	// itself. Default 60s.
+	// itself (at least Commit.MaxInterval + 5s). It bounds how long a
+	// transaction left open by a member that dies and never comes back can
+	// hold back read_committed readers when nothing fences it sooner
+	// (members fence departed members' transactions when partitions move).
+	// Default 10s, as Kafka Streams under exactly-once.
 	TransactionTimeout time.Duration
 	// SessionTimeout and RebalanceTimeout of the consumer group. Defaults
-	// 10s and 30s.
+	// 10s and 30s. Members are static (KIP-345): a member that dies keeps
+	// its partitions until SessionTimeout passes, unless it restarts first.
 	SessionTimeout, RebalanceTimeout time.Duration
+	// StartupTimeout bounds how long Run keeps trying to reach the
+	// cluster at start (a broker that is still starting, a rolling
+	// restart) before it fails naming the brokers. Once running, the
+	// service rides through broker outages without a limit. Default 60s.
+	StartupTimeout time.Duration
 	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier and
 	// interactive queries. Empty disables it.
 	HTTPAddr string
@@ -100,6 +111,16 @@ type Config struct {
 	// OnDeserializationError and DeadLetterTopic: see their types.
 	OnDeserializationError OnDeserializationError
 	DeadLetterTopic        string
+	// OnProcessingError decides for a record whose processing fails in a
+	// user function (an error or a panic). Default: fail the app.
+	OnProcessingError ProcessingErrorHandler
+	// OnProductionError decides for a record whose output the broker
+	// rejects for good, after ProductionRetries attempts. Default: fail.
+	OnProductionError ProductionErrorHandler
+	// ProductionRetries is how many times a transaction with a rejected
+	// output is redone (with growing pauses) before OnProductionError
+	// decides. Default 3.
+	ProductionRetries int
 	// State sizes the Badger DB. Default changelog.Options{}.
 	State changelog.Options
 	// PollRecords caps the records taken per poll. Default 10000.
@@ -113,6 +134,8 @@ type Config struct {
 	FaultHook func(txn.Point)
 	// ClientOpts are appended to every franz-go client the app creates.
 	ClientOpts []kgo.Opt
+
+	persistedID bool // InstanceID lives in StateDir/instance-id
 }
 
 // Option sets a Config field: processor.NewApp(topo, processor.WithBrokers(...)).
@@ -149,14 +172,29 @@ func (c *Config) instanceID() (string, error) {
 	if c.InstanceID != "" {
 		return c.InstanceID, nil
 	}
+	c.persistedID = true
 	path := filepath.Join(c.StateDir, "instance-id")
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-		return string(b), nil
+		id := strings.TrimSpace(string(b))
+		err := validInstanceID(id)
+		if err == nil {
+			return id, nil
+		}
+		// A damaged file must not crash-loop the service: a new id only
+		// costs a rebalance, and the old id's open transaction, if any,
+		// is fenced as a departed member's.
+		c.Logger.Warn("the persisted instance id is unusable; choosing a new one", "file", path, "err", err)
 	}
 	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if validInstanceID(string(r)) != nil {
+			return '-'
+		}
+		return r
+	}, host)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+	id := fmt.Sprintf("%s-%s", host[:min(len(host), 200)], hex.EncodeToString(b[:]))
 	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
 		return "", fmt.Errorf("state dir %s: %w", c.StateDir, err)
 	}
@@ -164,6 +202,21 @@ func (c *Config) instanceID() (string, error) {
 		return "", fmt.Errorf("persist instance id: %w", err)
 	}
 	return id, nil
+}
+
+// validInstanceID checks an instance id against what Kafka accepts for a
+// group instance id (the characters of a topic name, at most 249), which
+// also keeps '/' out of the transactional id it is part of.
+func validInstanceID(id string) error {
+	if id == "" || len(id) > 249 {
+		return fmt.Errorf("instance id of %d bytes: want 1 to 249", len(id))
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("instance id %q: only ASCII letters, digits, '.', '_' and '-' are allowed", id)
+		}
+	}
+	return nil
 }
 
 // EnsureDefaults fills defaults and validates, naming the field at fault.
@@ -184,13 +237,22 @@ func (c *Config) EnsureDefaults(app string) error {
 		return fmt.Errorf("config: Checkpoint: %w", err)
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 60 * time.Second
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.StartupTimeout == 0 {
+		c.StartupTimeout = 60 * time.Second
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = 30 * time.Second
+	}
+	if c.ProductionRetries == 0 {
+		c.ProductionRetries = 3
+	}
+	if c.ProductionRetries < 1 {
+		return fmt.Errorf("config: ProductionRetries %d must be ≥ 1", c.ProductionRetries)
 	}
 	if c.PollRecords == 0 {
 		c.PollRecords = 10_000
@@ -208,8 +270,13 @@ func (c *Config) EnsureDefaults(app string) error {
 	// The broker aborts a transaction open longer than its timeout; the
 	// longest interval the controller may choose plus a slow commit must
 	// fit, or every long interval would end in a fenced producer.
-	if longest := c.Commit.MaxInterval + 10*time.Second; c.Guarantee == ExactlyOnce && c.TransactionTimeout < longest {
-		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 10s", c.TransactionTimeout, c.Commit.MaxInterval)
+	if longest := c.Commit.MaxInterval + 5*time.Second; c.Guarantee == ExactlyOnce && c.TransactionTimeout < longest {
+		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 5s", c.TransactionTimeout, c.Commit.MaxInterval)
+	}
+	if c.InstanceID != "" {
+		if err := validInstanceID(c.InstanceID); err != nil {
+			return fmt.Errorf("config: InstanceID: %w", err)
+		}
 	}
 	if c.OnDeserializationError == DeadLetterOnDeserializationError && c.DeadLetterTopic == "" {
 		return errors.New("config: DeadLetterTopic is required when OnDeserializationError is dead-letter")

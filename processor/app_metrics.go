@@ -19,7 +19,11 @@ type appMetrics struct {
 	endLatency            prometheus.Histogram
 	commits               *prometheus.CounterVec
 	aborts                prometheus.Counter
-	sessionRestarts       prometheus.Counter
+	sessionRestarts       *prometheus.CounterVec
+	fencedTxns            prometheus.Counter
+	stateRebuilds         prometheus.Counter
+	processingErrors      *prometheus.CounterVec
+	productionErrors      *prometheus.CounterVec
 	interval              prometheus.Gauge
 	predicted             prometheus.Gauge
 	predictedHist         prometheus.Histogram
@@ -51,8 +55,17 @@ func newAppMetrics(app string) *appMetrics {
 		endLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_commit_end_seconds", Help: "EndTxn latency (L).", ConstLabels: labels, Buckets: staleBuckets}),
 		commits:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_commits_total", Help: "Committed transactions by trigger.", ConstLabels: labels}, []string{"reason"}),
 		aborts:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_aborts_total", Help: "Aborted transactions.", ConstLabels: labels}),
-		sessionRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_session_restarts_total",
-			Help: "Sessions replaced after fencing or an unknown commit outcome.", ConstLabels: labels}),
+		sessionRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_session_restarts_total",
+			Help:        "Sessions replaced, by cause: fenced, outcome_unknown, transient (a broker outage, a leader election), rebuild (corrupt local state).",
+			ConstLabels: labels}, []string{"cause"}),
+		processingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_processing_errors_total",
+			Help: "Records whose processing failed in a user function, by the handler's action (fail, continue, dead-letter).", ConstLabels: labels}, []string{"action"}),
+		productionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_production_errors_total",
+			Help: "Records whose output the broker rejected for good, by the handler's action.", ConstLabels: labels}, []string{"action"}),
+		stateRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_state_rebuilds_total",
+			Help: "Times local state was found corrupt while running, moved aside and rebuilt from the changelogs.", ConstLabels: labels}),
+		fencedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_fenced_transactions_total",
+			Help: "Open transactions of departed instances this instance ended (they held back read_committed readers and restores).", ConstLabels: labels}),
 		interval:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_commit_interval_seconds", Help: "Commit interval T chosen by the frontier controller.", ConstLabels: labels}),
 		predicted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_predicted_staleness_seconds", Help: "Staleness S(T) the controller predicts.", ConstLabels: labels}),
 		predictedHist: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_predicted_staleness_hist_seconds",
@@ -69,14 +82,14 @@ func newAppMetrics(app string) *appMetrics {
 		deserializationErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_deserialization_errors_total",
 			Help: "Input records that could not be decoded.", ConstLabels: labels}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_dead_lettered_total",
-			Help: "Records sent to the dead-letter topic.", ConstLabels: labels}),
+			Help: "Records committed to the dead-letter topic.", ConstLabels: labels}),
 		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_checkpoints_total",
 			Help: "Local state checkpoints (Badger syncs).", ConstLabels: labels}),
 		checkpointSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_checkpoint_seconds",
 			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
 	}
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.sessionRestarts, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -2,95 +2,156 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
-// A task's clocks (Clocks: input stream times, windowed operators' stream
-// times) survive restarts and aborts, as Kafka Streams keeps its partition
-// time: each commit stores them with every input partition's offset
-// (offset commit metadata, inside the transaction), and a task resumes
-// from them. Without it a restarted task would start at -1 and accept a
-// record its predecessor had found late, so a crash would change windowed
-// results.
+// Each commit stores, with every input partition's offset (offset commit
+// metadata, inside the transaction), what a task needs to resume exactly
+// where the commit left it, on whichever instance gets it next:
 //
-// Every input partition of a task carries all its operator clocks. A commit
-// rewrites only the partitions whose offsets advanced, and clocks only move
-// with records, so the largest value over the partitions is the latest.
+//   - its clocks (Clocks: input stream times, windowed operators' stream
+//     times), as Kafka Streams keeps its partition time. Without them a
+//     restarted task would start at -1 and accept a record its predecessor
+//     had found late, so a crash would change windowed results;
+//   - the changelog position of each of its logged stores: the offset after
+//     the last changelog record the committed transactions wrote. A new
+//     owner's restore must reach it, whatever the last stable offset says:
+//     a transaction left open by a member that died pins the last stable
+//     offset below records other members committed later, and state
+//     restored only to there would be older than the committed input
+//     offsets it resumes from.
+//
+// Every input partition of a task carries all of it. A commit rewrites only
+// the partitions whose offsets advanced, and clocks and positions only
+// grow, so the largest value over the partitions is the latest.
 
-const clockMetadataPrefix = "tidemark/1?"
+const offsetMetaPrefix = "tidemark/1?"
 
-func encodeClocks(inputTime int64, ops map[string]int64) string {
-	v := url.Values{}
-	if inputTime >= 0 {
-		v.Set("st", strconv.FormatInt(inputTime, 10))
-	}
-	for name, c := range ops {
-		v.Set("c."+name, strconv.FormatInt(c, 10))
-	}
-	return clockMetadataPrefix + v.Encode()
+// offsetMeta is what one input partition's committed offset carries.
+type offsetMeta struct {
+	inputTime int64            // stream time of this input, -1 unknown
+	ops       map[string]int64 // operator clocks by name
+	logs      map[string]int64 // changelog positions by store name
 }
 
-// decodeClocks reads encodeClocks's form; anything else (another client's
-// metadata, none) holds no clocks.
-func decodeClocks(md string) (inputTime int64, ops map[string]int64, ok bool) {
-	q, found := strings.CutPrefix(md, clockMetadataPrefix)
+func (m offsetMeta) encode() string {
+	v := url.Values{}
+	if m.inputTime >= 0 {
+		v.Set("st", strconv.FormatInt(m.inputTime, 10))
+	}
+	for name, c := range m.ops {
+		v.Set("c."+name, strconv.FormatInt(c, 10))
+	}
+	for name, off := range m.logs {
+		v.Set("l."+name, strconv.FormatInt(off, 10))
+	}
+	return offsetMetaPrefix + v.Encode()
+}
+
+// decodeOffsetMeta reads encode's form; anything else (another client's
+// metadata, none) holds nothing.
+func decodeOffsetMeta(md string) (offsetMeta, bool) {
+	q, found := strings.CutPrefix(md, offsetMetaPrefix)
 	if !found {
-		return -1, nil, false
+		return offsetMeta{inputTime: -1}, false
 	}
 	v, err := url.ParseQuery(q)
 	if err != nil {
-		return -1, nil, false
+		return offsetMeta{inputTime: -1}, false
 	}
-	inputTime, ops = -1, map[string]int64{}
+	m := offsetMeta{inputTime: -1, ops: map[string]int64{}, logs: map[string]int64{}}
 	for k, vals := range v {
 		n, err := strconv.ParseInt(vals[0], 10, 64)
 		if err != nil || n < 0 {
 			continue
 		}
-		if k == "st" {
-			inputTime = n
-		} else if name, ok := strings.CutPrefix(k, "c."); ok {
-			ops[name] = n
+		switch {
+		case k == "st":
+			m.inputTime = n
+		case strings.HasPrefix(k, "c."):
+			m.ops[k[2:]] = n
+		case strings.HasPrefix(k, "l."):
+			m.logs[k[2:]] = n
 		}
 	}
-	return inputTime, ops, true
+	return m, true
 }
 
-// clockSnapshot takes every task's clocks for the commit about to run, and
-// the offset metadata that stores them.
-func (s *session) clockSnapshot() (map[topology.TaskID]Clocks, map[topicPartition]string) {
-	byTask := map[topology.TaskID]Clocks{}
+// resumePoint is where a task resumes: its clocks, and the changelog
+// positions its restore must reach.
+type resumePoint struct {
+	clocks Clocks
+	logs   map[string]int64 // by store name
+}
+
+// commitMetadata takes every task's clocks and changelog positions for the
+// commit about to run (positions advanced by the flushed changelog
+// records), and the offset metadata that stores them.
+func (s *session) commitMetadata() (map[topology.TaskID]resumePoint, map[topicPartition]string) {
+	app := s.app.topo.Application()
+	byTask := map[topology.TaskID]resumePoint{}
 	meta := map[topicPartition]string{}
 	for id, lt := range s.tasks {
-		c := lt.task.Clocks()
-		byTask[id] = c
+		rp := resumePoint{clocks: lt.task.Clocks(), logs: map[string]int64{}}
+		for name, off := range lt.resume.logs {
+			rp.logs[name] = off
+		}
+		for _, st := range lt.task.Stores() {
+			tp := changelog.TopicPartition{Topic: changelog.TopicName(app, st.Spec.Name), Partition: id.Partition}
+			if off, ok := lt.flushed[tp]; ok {
+				rp.logs[st.Spec.Name] = max(rp.logs[st.Spec.Name], off)
+			}
+		}
+		byTask[id] = rp
 		for _, topic := range lt.task.Topics() {
-			st, ok := c.Inputs[topic]
+			st, ok := rp.clocks.Inputs[topic]
 			if !ok {
 				st = -1
 			}
-			meta[topicPartition{topic, id.Partition}] = encodeClocks(st, c.Operators)
+			meta[topicPartition{topic, id.Partition}] = offsetMeta{inputTime: st, ops: rp.clocks.Operators, logs: rp.logs}.encode()
 		}
 	}
 	return byTask, meta
 }
 
-// withClocks makes the commit under ctx store meta with the offsets.
-func withClocks(ctx context.Context, meta map[topicPartition]string) context.Context {
+// withOffsetMeta makes the commit under ctx store meta with the offsets.
+func withOffsetMeta(ctx context.Context, meta map[topicPartition]string) context.Context {
 	return txn.WithOffsetMetadata(ctx, func(topic string, partition int32) (string, bool) {
 		md, ok := meta[topicPartition{topic, partition}]
 		return md, ok
 	})
 }
 
-// committedMetadata reads the metadata of the group's committed offsets.
+// committedMetadata reads the metadata of the group's committed offsets,
+// stable ones: while a transaction that commits offsets of the group is
+// still open the broker answers UNSTABLE_OFFSET_COMMIT, and this waits,
+// fencing the transactions of departed members (one that died between its
+// offset commit and EndTxn would otherwise hold it until it times out).
 func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]string, error) {
-	md, err := txn.CommittedMetadata(ctx, s.cl, s.app.topo.Application())
+	var lastFence time.Time
+	var md map[string]map[int32]string
+	err := retry.Do(ctx, s.app.log, "fetch committed offsets", func(ctx context.Context) error {
+		var err error
+		md, err = txn.CommittedMetadata(ctx, s.cl, s.app.topo.Application())
+		if err != nil && errors.Is(err, kerr.UnstableOffsetCommit) && time.Since(lastFence) > time.Second {
+			lastFence = time.Now()
+			if ferr := s.fenceDeparted(ctx); ferr != nil {
+				s.app.log.Warn("could not check for transactions of departed members", "err", ferr)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -103,21 +164,24 @@ func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]str
 	return out, nil
 }
 
-// resumeClocks are the clocks task id resumes from, out of the committed
-// metadata of its input partitions.
-func (s *session) resumeClocks(meta map[topicPartition]string, id topology.TaskID) Clocks {
-	c := Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}
+// resumeState is where task id resumes, out of the committed metadata of
+// its input partitions: the largest of each clock and position.
+func (s *session) resumeState(meta map[topicPartition]string, id topology.TaskID) resumePoint {
+	rp := resumePoint{clocks: Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}, logs: map[string]int64{}}
 	for _, topic := range s.app.topo.SubTopologies()[id.SubTopology].SourceTopics {
-		st, ops, ok := decodeClocks(meta[topicPartition{topic, id.Partition}])
+		m, ok := decodeOffsetMeta(meta[topicPartition{topic, id.Partition}])
 		if !ok {
 			continue
 		}
-		if st >= 0 {
-			c.Inputs[topic] = st
+		if m.inputTime >= 0 {
+			rp.clocks.Inputs[topic] = m.inputTime
 		}
-		for name, v := range ops {
-			c.Operators[name] = max(c.Operators[name], v)
+		for name, v := range m.ops {
+			rp.clocks.Operators[name] = max(rp.clocks.Operators[name], v)
+		}
+		for name, v := range m.logs {
+			rp.logs[name] = max(rp.logs[name], v)
 		}
 	}
-	return c
+	return rp
 }

@@ -5,18 +5,29 @@ import (
 	"testing"
 )
 
-func TestClockMetadataRoundTrip(t *testing.T) {
-	md := encodeClocks(1234, map[string]int64{"per-window": 99, "odd name&=?": 7})
+func TestOffsetMetadataRoundTrip(t *testing.T) {
+	in := offsetMeta{inputTime: 1234, ops: map[string]int64{"per-window": 99, "odd name&=?": 7},
+		logs: map[string]int64{"count-store": 15523, "a.b": 3}}
+	md := in.encode()
 	if len(md) > 4096 {
 		t.Fatalf("metadata %d bytes: over the broker's default offset.metadata.max.bytes", len(md))
 	}
-	st, ops, ok := decodeClocks(md)
-	if !ok || st != 1234 || fmt.Sprint(ops) != fmt.Sprint(map[string]int64{"odd name&=?": 7, "per-window": 99}) {
-		t.Fatalf("decode(%q) = %d %v %v", md, st, ops, ok)
+	got, ok := decodeOffsetMeta(md)
+	if !ok || got.inputTime != 1234 || fmt.Sprint(got.ops) != fmt.Sprint(in.ops) || fmt.Sprint(got.logs) != fmt.Sprint(in.logs) {
+		t.Fatalf("decode(%q) = %+v %v", md, got, ok)
 	}
 	for _, other := range []string{"", "someone else's metadata", "tidemark/1?%zz"} {
-		if st, ops, ok := decodeClocks(other); ok || st != -1 || ops != nil {
-			t.Errorf("decode(%q) = %d %v %v, want no clocks", other, st, ops, ok)
+		if m, ok := decodeOffsetMeta(other); ok || m.inputTime != -1 || m.ops != nil || m.logs != nil {
+			t.Errorf("decode(%q) = %+v %v, want nothing", other, m, ok)
 		}
+	}
+}
+
+// An older version wrote only clocks: such metadata resumes the clocks and
+// asks no changelog position.
+func TestOffsetMetadataOfAnOlderVersionHasNoPositions(t *testing.T) {
+	m, ok := decodeOffsetMeta("tidemark/1?c.w=5&st=10")
+	if !ok || m.inputTime != 10 || m.ops["w"] != 5 || len(m.logs) != 0 {
+		t.Fatalf("decode = %+v %v", m, ok)
 	}
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -48,6 +50,7 @@ type session struct {
 
 	open bool // a transaction is open
 	txn  txnState
+	cur  current // the record being processed, for Collect
 
 	lastWall      time.Time
 	watermark     int64
@@ -62,6 +65,11 @@ type txnState struct {
 	marks   map[topicPartition]int64 // highest sink offset produced
 	oldest  time.Time                // oldest input time among outputs
 	outputs int                      // sink records
+	// deadLettered counts the dead-letter records of the transaction,
+	// added to the metric when it commits.
+	deadLettered int
+	// rejected: the broker refused an output for good (see rejected).
+	rejected bool
 }
 
 func (a *App) newSession(ctx context.Context) (*session, error) {
@@ -121,7 +129,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	switch a.cfg.Guarantee {
 	case ExactlyOnce:
 		opts = append(opts,
-			kgo.TransactionalID(a.topo.Application()+"-"+a.cfg.InstanceID),
+			kgo.TransactionalID(txn.TransactionalID(a.topo.Application(), a.cfg.InstanceID)),
 			kgo.TransactionTimeout(a.cfg.TransactionTimeout),
 			kgo.RequireStableFetchOffsets(),
 		)
@@ -140,7 +148,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		cancel()
 		if err != nil {
 			s.gts.Close()
-			return nil, fmt.Errorf("processor: init transactional producer %s: %w", a.topo.Application()+"-"+a.cfg.InstanceID, err)
+			return nil, fmt.Errorf("processor: init transactional producer %s: %w", txn.TransactionalID(a.topo.Application(), a.cfg.InstanceID), err)
 		}
 		sess = txn.NewKafkaSession(s.gts, group)
 	default:
@@ -162,7 +170,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 func (t *txnState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.err, t.oldest, t.outputs = nil, time.Time{}, 0
+	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected = nil, time.Time{}, 0, 0, false
 	t.marks = map[topicPartition]int64{}
 }
 
@@ -258,6 +266,12 @@ func (s *session) syncTasks(ctx context.Context) error {
 		}
 	}
 	s.app.ready.Store(false)
+	// Partitions moved: a member may have left with a transaction open.
+	// End it now rather than when the broker times it out: it holds back
+	// the outputs of every member and the restores below.
+	if err := s.fenceDeparted(ctx); err != nil {
+		s.app.log.Warn("could not check for transactions of departed members", "err", err)
+	}
 	var resume map[topicPartition]string
 	for id := range want {
 		if _, ok := s.tasks[id]; ok {
@@ -269,7 +283,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 				return fmt.Errorf("processor: resume task clocks: %w", err)
 			}
 		}
-		lt, err := s.openTask(ctx, id, s.resumeClocks(resume, id))
+		lt, err := s.openTask(ctx, id, s.resumeState(resume, id))
 		if err != nil {
 			return err
 		}
@@ -303,7 +317,7 @@ func (s *session) resetTasks() error {
 		t, err := NewTask(TaskConfig{
 			Topology: s.app.topo, SubTopology: id.SubTopology, Partition: id.Partition,
 			Stores: lt.state, Output: s, PartitionCount: s.app.layout.partitionCount,
-			WallClock: s.now().UnixMilli(), Resume: lt.committed,
+			WallClock: s.now().UnixMilli(), Resume: lt.resume.clocks,
 		})
 		if err != nil {
 			return fmt.Errorf("reset task %s after abort: %w", id, err)
@@ -368,11 +382,17 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 			if err := s.processBatch(ctx, fs, n); err != nil {
-				return err
+				if err := s.redo(ctx, err); err != nil {
+					return err
+				}
+				continue
 			}
 		}
 		if err := s.punctuate(); err != nil {
-			return err
+			if err := s.redo(ctx, err); err != nil {
+				return err
+			}
+			continue
 		}
 		now := s.now()
 		d := s.ctrl.Tick(now)
@@ -391,6 +411,23 @@ func (s *session) run(ctx context.Context) error {
 			wake = cd.Wake
 		}
 	}
+}
+
+// redo handles the errors that call for redoing the open transaction: a
+// bad record found (errReplay: the redo skips it) or an output rejected
+// (errRedo: the redo comes after a pause). It aborts, rewinding inputs and
+// tasks to the last commit. Other errors are returned as they are.
+func (s *session) redo(ctx context.Context, err error) error {
+	if !errors.Is(err, errReplay) && !errors.Is(err, errRedo) {
+		return err
+	}
+	if aerr := s.abort(ctx); aerr != nil {
+		return aerr
+	}
+	if errors.Is(err, errRedo) {
+		_ = retry.Sleep(ctx, s.redoPause())
+	}
+	return nil
 }
 
 func (s *session) pollError(fs kgo.Fetches) error {
@@ -443,20 +480,23 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	inputs := map[*liveTask][][]*kgo.Record{}
 	var unowned error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if n := len(p.Records); n > 0 {
-			lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
+		n := len(p.Records)
+		if n == 0 {
+			return // an error-only or empty partition (e.g. after a broker restart)
 		}
+		lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
 		lt := s.byInput[topicPartition{p.Topic, p.Partition}]
 		if lt == nil {
-			unowned = fmt.Errorf("processor: records of %s/%d, which no task owns", p.Topic, p.Partition)
+			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
 			return
 		}
-		if len(p.Records) > 0 {
-			inputs[lt] = append(inputs[lt], p.Records)
-		}
+		inputs[lt] = append(inputs[lt], p.Records)
 	})
 	if unowned != nil {
-		return unowned
+		// The consumer and the task table disagree (a revocation racing
+		// the poll): skipping the records would commit offsets past them,
+		// so start over from the committed offsets instead.
+		return fmt.Errorf("%w: %v", errRestartSession, unowned)
 	}
 	for _, id := range s.sortedTaskIDs() {
 		lt := s.tasks[id]
@@ -502,30 +542,93 @@ func (s *session) processTaskInputs(ctx context.Context, lt *liveTask, parts [][
 	}
 }
 
-// processOne runs one record, turning a panic in user code into an error
-// with the record's coordinates, and routing undecodable records by
-// configuration.
+// processOne runs one record. A record found bad earlier (the poison
+// registry) is skipped or dead-lettered instead. A user function's error
+// or panic goes to the processing-error handler, a source's decode failure
+// to OnDeserializationError, a damaged store read to a rebuild.
 func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.InputRecord, raw *kgo.Record) (err error) {
+	key := recordKey{in.Topic, in.Partition, in.Offset}
+	s.cur = current{lt: lt, raw: raw}
+	defer func() { s.cur = current{} }()
+	if pe, ok := s.app.poison[key]; ok {
+		if pe.action == DeadLetter {
+			return s.deadLetter(ctx, raw, pe.kind, pe.operator, pe.cause)
+		}
+		return nil
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("processor: task %s panicked on %s/%d@%d: %v\n%s", lt.task.ID(), in.Topic, in.Partition, in.Offset, p, debug.Stack())
+			err = s.processingFailed(lt, raw, fmt.Errorf("task %s panicked on %s: %v\n%s", lt.task.ID(), key, p, debug.Stack()))
 		}
 	}()
 	perr := lt.task.Process(in)
-	if perr == nil {
+	switch {
+	case perr == nil:
 		return nil
-	}
-	// Only a source's decode failure is a bad input record: a store value
-	// or a windowed key that does not decode (serde.ErrDecode from further
-	// down) is corrupt state or a bug, and dead-lettering it would skip the
-	// input after its partial outputs. User serdes need not wrap ErrDecode.
-	if errors.Is(perr, topology.ErrDeserialize) {
+	case errors.Is(perr, errReplay), errors.Is(perr, errRedo), errors.Is(perr, errFatal):
+		return perr // from Collect: a rejected output
+	case changelog.IsCorrupt(perr):
+		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), perr)
+	case errors.Is(perr, topology.ErrDeserialize):
+		// Only a source's decode failure is a bad input record: a store
+		// value or a windowed key that does not decode (serde.ErrDecode
+		// from further down) is corrupt state or a bug. Nothing was
+		// processed yet, so dead-lettering needs no replay.
 		s.app.metrics.deserializationErrors.Inc()
 		if s.app.cfg.OnDeserializationError == DeadLetterOnDeserializationError {
-			return s.deadLetter(ctx, raw, perr)
+			return s.deadLetter(ctx, raw, "deserialization", "", perr)
 		}
+		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	}
-	return fmt.Errorf("processor: %w", perr)
+	return s.processingFailed(lt, raw, perr)
+}
+
+// processingFailed asks the processing-error handler about a record whose
+// processing failed part-way. Unless it says Fail, the record is
+// registered as poison and the transaction redone without it: state
+// changes and outputs it made before failing must not commit.
+func (s *session) processingFailed(lt *liveTask, raw *kgo.Record, cause error) error {
+	ectx := errorContextOf(lt.task.ID(), raw, cause, 1)
+	action := Fail
+	if h := s.app.cfg.OnProcessingError; h != nil {
+		action = h(ectx, cause)
+	}
+	s.app.metrics.processingErrors.WithLabelValues(action.String()).Inc()
+	if action == Fail {
+		return fmt.Errorf("processor: %w: %w", errFatal, cause)
+	}
+	return s.poison(ectx, action, "processing", cause)
+}
+
+// poison registers the decision for a bad record and asks for a replay.
+func (s *session) poison(ectx ErrorContext, action ErrorAction, kind string, cause error) error {
+	key := recordKey{ectx.Topic, ectx.Partition, ectx.Offset}
+	if action == DeadLetter && s.app.cfg.DeadLetterTopic == "" {
+		return fmt.Errorf("processor: %w: the %s error handler chose dead-letter for %s but no DeadLetterTopic is configured: %w", errFatal, kind, key, cause)
+	}
+	s.app.log.Warn("skipping a record", "kind", kind, "action", action.String(), "task", ectx.Task.String(),
+		"record", key.String(), "operator", ectx.Operator, "err", cause)
+	s.app.poison[key] = poisonEntry{action: action, cause: cause, operator: ectx.Operator, kind: kind}
+	return errReplay
+}
+
+func errorContextOf(task topology.TaskID, raw *kgo.Record, cause error, attempts int) ErrorContext {
+	ectx := ErrorContext{Task: task, Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset,
+		Timestamp: raw.Timestamp, Key: raw.Key, Value: raw.Value, Headers: headersOf(raw), Attempts: attempts}
+	if oe, ok := errors.AsType[interface {
+		error
+		OperatorName() string
+	}](cause); ok {
+		ectx.Operator = oe.OperatorName()
+	}
+	return ectx
+}
+
+// current is the input record a task is processing, for the outputs it
+// collects.
+type current struct {
+	lt  *liveTask
+	raw *kgo.Record
 }
 
 func headersOf(r *kgo.Record) []topology.Header {
@@ -571,8 +674,7 @@ func (s *session) Collect(task topology.TaskID, rec *topology.OutputRecord) erro
 	}
 	s.txn.mu.Unlock()
 	s.ctrl.ObserveOutput(s.now(), "", inputTime, 1)
-	s.producer.Produce(s.ctx, r, s.promise)
-	return nil
+	return s.produceOutput(r, false)
 }
 
 func (s *session) promise(r *kgo.Record, err error) {
@@ -581,6 +683,9 @@ func (s *session) promise(r *kgo.Record, err error) {
 	if err != nil {
 		if s.txn.err == nil {
 			s.txn.err = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+		}
+		if rejected(err) {
+			s.txn.rejected = true
 		}
 		return
 	}
@@ -646,11 +751,17 @@ func (s *session) punctuate() error {
 func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("processor: task %s panicked in a wall-clock punctuator at %d: %v\n%s", lt.task.ID(), now, p, debug.Stack())
+			err = fmt.Errorf("processor: %w: task %s panicked in a wall-clock punctuator at %d: %v\n%s", errFatal, lt.task.ID(), now, p, debug.Stack())
 		}
 	}()
 	if err := lt.task.Punctuate(now); err != nil {
-		return fmt.Errorf("processor: %w", err)
+		if errors.Is(err, errRedo) || errors.Is(err, errFatal) {
+			return err // from Collect: a rejected output
+		}
+		if changelog.IsCorrupt(err) {
+			return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), err)
+		}
+		return fmt.Errorf("processor: %w: %w", errFatal, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -56,23 +57,33 @@ func (a *App) setup(ctx context.Context) error {
 		return fmt.Errorf("processor: admin client: %w", err)
 	}
 	a.admCl, a.adm = cl, kadm.NewClient(cl)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = cl.Ping(pctx)
-	cancel()
+	// A broker that is still starting, or restarting, is waited for up to
+	// StartupTimeout; anything that cannot get better by waiting (a
+	// missing topic, mismatched partition counts) fails at once.
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.StartupTimeout)
+	defer cancel()
+	err = retry.Do(sctx, a.log, "reach brokers", func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return cl.Ping(pctx)
+	})
 	if err != nil {
 		cl.Close()
 		return fmt.Errorf("processor: reach brokers %v: %w", a.cfg.Brokers, err)
 	}
-	if a.layout, err = a.place(ctx); err != nil {
+	err = retry.Do(sctx, a.log, "check and create topics", func(ctx context.Context) error {
+		var err error
+		a.layout, err = a.place(ctx)
+		return err
+	})
+	if err != nil {
 		cl.Close()
 		return err
 	}
-	opened := time.Now()
-	if a.db, err = changelog.OpenDB(a.cfg.StateDir, a.cfg.State); err != nil {
+	if err := a.openState(); err != nil {
 		cl.Close()
-		return fmt.Errorf("processor: open state in %s: %w", a.cfg.StateDir, err)
+		return err
 	}
-	a.log.Info("state opened", "dir", a.cfg.StateDir, "duration", time.Since(opened))
 	return nil
 }
 

@@ -14,9 +14,10 @@ type liveTask struct {
 	task    *Task
 	state   *changelog.Task
 	flushed changelog.Offsets // from the last Flush: what Apply records
-	// committed are the clocks the last commit stored (or the task
-	// resumed from): an abort rewinds the task to them.
-	committed Clocks
+	// resume is what the last commit stored (or the task resumed from):
+	// an abort rewinds the task's clocks to it, and the next commit's
+	// changelog positions start from it.
+	resume resumePoint
 }
 
 func (lt *liveTask) Apply(context.Context) error {
@@ -42,7 +43,7 @@ func (lt *liveTask) close() error {
 
 // openTask creates the task for (sub-topology, partition), opening its
 // stores on the shared DB and restoring them from their changelogs.
-func (s *session) openTask(ctx context.Context, id topology.TaskID, resume Clocks) (*liveTask, error) {
+func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint) (*liveTask, error) {
 	a := s.app
 	state := a.db.NewTask(changelog.TaskConfig{
 		AppID:     a.topo.Application(),
@@ -58,16 +59,19 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume Clock
 		Output:         s,
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
-		Resume:         resume,
+		Resume:         resume.clocks,
 	})
 	if err != nil {
 		_ = state.Close()
 		return nil, err
 	}
-	res, err := state.Restore(ctx, restoreOptions(a, id))
+	res, err := state.Restore(ctx, s.restoreOptions(id, resume))
 	if err != nil {
 		_ = t.Close()
 		_ = state.Close()
+		if changelog.IsCorrupt(err) {
+			return nil, fmt.Errorf("%w: task %s: restore: %v", errCorruptState, id, err)
+		}
 		return nil, fmt.Errorf("task %s: restore: %w", id, err)
 	}
 	if res.Records > 0 || len(res.Rebuilt) > 0 {
@@ -79,12 +83,22 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume Clock
 		s.ckpt.ObserveRestore(res.Records, res.Duration)
 		s.ctrl.ObserveRestoreTime(res.Duration)
 	}
-	return &liveTask{task: t, state: state, committed: resume}, nil
+	return &liveTask{task: t, state: state, resume: resume}, nil
 }
 
-func restoreOptions(a *App, id topology.TaskID) changelog.RestoreOptions {
+// restoreOptions restore task id at least to the changelog positions its
+// last commit recorded, fencing departed members whose open transactions
+// hold the changelogs' last stable offsets below them.
+func (s *session) restoreOptions(id topology.TaskID, resume resumePoint) changelog.RestoreOptions {
+	a := s.app
+	floors := changelog.Offsets{}
+	for name, off := range resume.logs {
+		floors[changelog.TopicPartition{Topic: changelog.TopicName(a.topo.Application(), name), Partition: id.Partition}] = off
+	}
 	return changelog.RestoreOptions{
 		ClientOpts: a.clientOpts(),
+		MinOffsets: floors,
+		Unblock:    s.fenceDeparted,
 		Progress: func(p changelog.RestoreProgress) {
 			a.metrics.restoreRemaining.WithLabelValues(id.String()).Set(float64(p.Remaining))
 		},

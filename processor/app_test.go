@@ -62,7 +62,8 @@ func produceKeysN(t *testing.T, topic string, from, n, keys int, partitions int3
 // runApp runs an App until the returned stop is called.
 func runApp(t *testing.T, topo *topology.Topology, opts ...processor.Option) (*processor.App, func()) {
 	t.Helper()
-	app, err := processor.NewApp(topo, append([]processor.Option{processor.WithBrokers(kafkatest.Brokers(t)...)}, opts...)...)
+	app, err := processor.NewApp(topo, append([]processor.Option{processor.WithBrokers(kafkatest.Brokers(t)...),
+		processor.WithStateDir(t.TempDir())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,19 @@ func runChild() int {
 			if prob > 0 && (pt == txn.AfterCommit || pt == txn.BeforeEnd) && rand.Float64() < prob {
 				fmt.Fprintf(os.Stderr, "child: killing itself at commit point %d\n", pt)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}))
+	}
+	if n, err := strconv.Atoi(env("CHILD_KILL_AT_COMMIT")); err == nil {
+		// Die with the nth transaction open: its changelog and output
+		// records flushed, EndTxn never sent.
+		commits := 0
+		opts = append(opts, processor.WithFaultHook(func(pt txn.Point) {
+			if pt == txn.BeforeEnd {
+				if commits++; commits == n {
+					fmt.Fprintf(os.Stderr, "child: killing itself with transaction %d open\n", n)
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
 			}
 		}))
 	}

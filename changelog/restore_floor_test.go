@@ -1,0 +1,90 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// TestKafkaRestoreNeverEndsBelowTheCommittedPosition: producer "dead"
+// leaves a transaction open on the changelog (as a member SIGKILLed
+// mid-commit does), which pins the last stable offset; producer "next"
+// commits more changes after it. A restore told that the committed
+// position is past next's changes (RestoreTarget.MinOffset, from the
+// committed input offsets) must not settle for the pinned last stable
+// offset: it waits, calls Unblock, and ends with next's changes. Without
+// anything to unblock it, it fails when its context ends rather than
+// return stale state.
+func TestKafkaRestoreNeverEndsBelowTheCommittedPosition(t *testing.T) {
+	e := newKafkaEnv(t, store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
+	first := e.start(t.TempDir())
+	mustPut(t, first.kv, "a", "1")
+	first.commit()
+	mustPut(t, first.kv, "a", "666", "z", "666")
+	first.crashInTxn() // txn id e.txnID stays open: its timeout is 30 s
+	deadID := e.txnID
+
+	e.txnID = kafkatest.UniqueName(t, "next") // another member takes over
+	next := e.start(t.TempDir())
+	equalMaps(t, "next member", contents(t, next.kv), map[string]string{"a": "1"})
+	mustPut(t, next.kv, "b", "2")
+	offs := next.txn(true)
+	if err := next.task.Apply(offs); err != nil {
+		t.Fatal(err)
+	}
+	committed := offs[TopicPartition{e.topic, 0}]
+
+	restore := func(ctx context.Context, unblock func(context.Context) error) (*Task, store.KeyValue, error) {
+		db, err := OpenDB(t.TempDir(), Options{Logger: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		task := db.NewTask(TaskConfig{AppID: e.app, Partition: 0, Producer: next.prod})
+		s, err := task.Open(e.spec, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := e.restoreOpts()
+		opts.MinOffsets = Offsets{TopicPartition{e.topic, 0}: committed}
+		opts.Unblock = unblock
+		_, err = task.Restore(ctx, opts)
+		return task, s.(store.KeyValue), err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, kv, err := restore(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("restore with the committed position pinned returned err=%v and state %v; want it to wait until its context ends", err, contents(t, kv))
+	}
+
+	calls := 0
+	fence := func(ctx context.Context) error {
+		calls++
+		// What the runtime's fencer does: initialise the dead member's
+		// transactional id, which aborts its open transaction.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID(deadID))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, _, err = cl.ProducerID(ctx)
+		return err
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	_, kv, err := restore(ctx2, fence)
+	if err != nil {
+		t.Fatalf("restore with an unblocker: %v", err)
+	}
+	if calls == 0 {
+		t.Fatal("restore never called Unblock")
+	}
+	equalMaps(t, "restored past the open transaction", contents(t, kv), map[string]string{"a": "1", "b": "2"})
+}

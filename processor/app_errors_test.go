@@ -1,0 +1,223 @@
+package processor_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// failNegative forwards its records and fails on a negative value: a user
+// function's error.
+type failNegative struct {
+	ctx topology.ProcessorContext[string, int64]
+}
+
+func (p *failNegative) Init(ctx topology.ProcessorContext[string, int64]) error { p.ctx = ctx; return nil }
+func (p *failNegative) Close() error                                            { return nil }
+func (p *failNegative) Process(r topology.Record[string, int64]) error {
+	if r.Value < 0 {
+		return fmt.Errorf("negative quantity %d", r.Value)
+	}
+	return p.ctx.Forward(r)
+}
+
+// mirrorThenFail writes every record to mirror, then runs it through
+// failNegative to out: a failing record has already produced its mirror
+// output when it fails.
+func mirrorThenFail(t *testing.T, in, mirror, out string) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	s := b.Stream(in, serde.String(), serde.Int64())
+	s.To(mirror)
+	s.Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }).
+		WithSerdes(serde.String(), serde.Int64()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func keysOf(recs []*kgo.Record) string {
+	var ks []string
+	for _, r := range recs {
+		ks = append(ks, string(r.Key))
+	}
+	return strings.Join(ks, ",")
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// produceWithPoison writes k0..k5 to partition 0 of in, k3 negative.
+func produceWithPoison(t *testing.T, in string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := range 6 {
+		v := int64(i)
+		if i == 3 {
+			v = -3
+		}
+		recs = append(recs, int64Record(in, 0, "k"+strconv.Itoa(i), &v))
+	}
+	kafkatest.Produce(t, recs...)
+}
+
+func TestProcessingErrorContinueSkipsTheWholeRecord(t *testing.T) {
+	in, mirror, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	topo := mirrorThenFail(t, in, mirror, out)
+	produceWithPoison(t, in)
+	app, stop := runApp(t, topo, processor.WithProcessingErrorHandler(processor.ContinueOnError), processor.WithHTTP("127.0.0.1:0"))
+	defer stop()
+	// The failing record's mirror output was produced before it failed,
+	// in the same transaction: it must not commit.
+	if got := keysOf(kafkatest.ConsumeExactly(t, mirror, 5, kafkatest.Timeout, 2*time.Second)); got != "k0,k1,k2,k4,k5" {
+		t.Fatalf("mirror outputs %s, want every record but the failed k3", got)
+	}
+	if got := keysOf(kafkatest.ConsumeExactly(t, out, 5, kafkatest.Timeout, time.Second)); got != "k0,k1,k2,k4,k5" {
+		t.Fatalf("outputs %s, want every record but the failed k3", got)
+	}
+	m := scrape(t, "http://"+app.HTTPAddr())
+	if m["tidemark_processing_errors_total"] != 1 {
+		t.Fatalf("tidemark_processing_errors_total = %v, want 1", m["tidemark_processing_errors_total"])
+	}
+}
+
+func TestProcessingErrorDeadLetterWritesTheInputWithItsOrigin(t *testing.T) {
+	in, mirror, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	topo := mirrorThenFail(t, in, mirror, out)
+	produceWithPoison(t, in)
+	app, stop := runApp(t, topo, processor.WithDeadLetterTopic(dlq),
+		processor.WithProcessingErrorHandler(processor.DeadLetterOnError), processor.WithHTTP("127.0.0.1:0"))
+	defer stop()
+	if got := keysOf(kafkatest.ConsumeExactly(t, mirror, 5, kafkatest.Timeout, 2*time.Second)); got != "k0,k1,k2,k4,k5" {
+		t.Fatalf("mirror outputs %s, want every record but the failed k3", got)
+	}
+	dl := kafkatest.ConsumeExactly(t, dlq, 1, kafkatest.Timeout, time.Second)[0]
+	if string(dl.Key) != "k3" || header(dl, "tidemark.error.kind") != "processing" ||
+		!strings.Contains(header(dl, "tidemark.error"), "negative quantity -3") ||
+		header(dl, "tidemark.source.topic") != in || header(dl, "tidemark.source.offset") != "3" {
+		t.Fatalf("dead-letter record %q headers %v: want k3 with kind, error and origin", dl.Key, dl.Headers)
+	}
+	m := scrape(t, "http://"+app.HTTPAddr())
+	if m["tidemark_dead_lettered_total"] != 1 || m["tidemark_processing_errors_total"] != 1 {
+		t.Fatalf("dead_lettered %v, processing_errors %v; want 1 and 1", m["tidemark_dead_lettered_total"], m["tidemark_processing_errors_total"])
+	}
+}
+
+// incompressible is n bytes of hex that compression cannot shrink below
+// half: the producer compresses batches, and a repeated byte would fit.
+func incompressible(n int) string {
+	b := make([]byte, n/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// bigOnNine maps value 9 to a value larger than the output topic takes.
+func bigOnNine(t *testing.T, in, out string) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.Int64()).
+		MapValues(func(_ string, v int64) string {
+			if v == 9 {
+				return incompressible(4000)
+			}
+			return strconv.FormatInt(v, 10)
+		}).WithSerdes(serde.String(), serde.String()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func TestRejectedOutputIsDeadLetteredAfterRetries(t *testing.T) {
+	in, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
+	topo := bigOnNine(t, in, out)
+	var recs []*kgo.Record
+	for i, v := range []int64{1, 2, 9, 3} {
+		recs = append(recs, int64Record(in, 0, "k"+strconv.Itoa(i), &v))
+	}
+	kafkatest.Produce(t, recs...)
+	app, stop := runApp(t, topo, processor.WithDeadLetterTopic(dlq),
+		processor.WithProductionErrorHandler(processor.DeadLetterOnError), processor.WithHTTP("127.0.0.1:0"))
+	defer stop()
+	if got := keysOf(kafkatest.ConsumeExactly(t, out, 3, kafkatest.Timeout, 2*time.Second)); got != "k0,k1,k3" {
+		t.Fatalf("outputs %s, want every record but k2, whose output the topic rejects", got)
+	}
+	dl := kafkatest.ConsumeExactly(t, dlq, 1, kafkatest.Timeout, time.Second)[0]
+	if string(dl.Key) != "k2" || header(dl, "tidemark.error.kind") != "production" ||
+		!strings.Contains(header(dl, "tidemark.error"), "MESSAGE_TOO_LARGE") {
+		t.Fatalf("dead-letter record %q headers %v: want k2, kind production, MESSAGE_TOO_LARGE", dl.Key, dl.Headers)
+	}
+	m := scrape(t, "http://"+app.HTTPAddr())
+	if m["tidemark_production_errors_total"] != 1 || m["tidemark_dead_lettered_total"] != 1 {
+		t.Fatalf("production_errors %v, dead_lettered %v; want 1 and 1", m["tidemark_production_errors_total"], m["tidemark_dead_lettered_total"])
+	}
+}
+
+// A record the dead-letter topic rejects has nowhere to go: the app must
+// stop with an error naming it, not retry forever while lag grows.
+func TestDeadLetterTopicThatRejectsTheRecordFailsRun(t *testing.T) {
+	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	dlq := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.Int64()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, &kgo.Record{Topic: in, Key: []byte("huge"), Value: []byte(incompressible(8000))})
+	_, done := startApp(t, topo, processor.WithDeadLetterTopic(dlq))
+	err = runError(t, done, time.Minute)
+	if !strings.Contains(err.Error(), "dead-letter topic") || !strings.Contains(err.Error(), "MESSAGE_TOO_LARGE") {
+		t.Fatalf("Run: %.300v; want it to say the dead-letter topic rejects the record", err)
+	}
+	requireNoOpenTransaction(t, dlq)
+}
+
+// Two apps in one process are independent: one failing on a bad record
+// does not stop the other.
+func TestOneAppsBadRecordDoesNotStopAnother(t *testing.T) {
+	inA, outA := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	inB, outB := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	failing := mirrorThenFail(t, inA, kafkatest.NewTopic(t, 1, nil), outA)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(inB, serde.String(), serde.Int64()).To(outB)
+	healthy, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doneA := startApp(t, failing)
+	_, doneB := startApp(t, healthy)
+	produceWithPoison(t, inA)
+	if err := runError(t, doneA, time.Minute); !strings.Contains(err.Error(), "negative quantity") {
+		t.Fatalf("failing app: %v", err)
+	}
+	kafkatest.Produce(t, int64Record(inB, 0, "after", ptr(1)))
+	kafkatest.ConsumeExactly(t, outB, 1, kafkatest.Timeout, time.Second)
+	select {
+	case err := <-doneB:
+		t.Fatalf("the healthy app stopped: %v", errors.Join(err, errors.New("(nil means it returned)")))
+	default:
+	}
+}

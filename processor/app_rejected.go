@@ -1,0 +1,107 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Outputs the broker rejects for good (a record too large for the topic,
+// an invalid record, a topic the app may not write) fail the transaction
+// that carries them, which is aborted and redone. The broker rejects whole
+// batches, and a batch holds the outputs of many input records, so the redo
+// runs in isolation: every output is produced on its own and waited for,
+// until the next commit. A rejection then names its input record exactly.
+// After Config.ProductionRetries attempts (with growing pauses, in case an
+// operator is fixing the topic or the ACLs) the production-error handler
+// decides for that input record: fail, skip, or dead-letter it. A
+// dead-letter record that is itself rejected fails the app: there is
+// nowhere left to put it, and retrying forever would stall every partition
+// behind it while lag grows.
+
+// rejected reports whether a produce error condemns the record itself,
+// rather than the transaction or the connection.
+func rejected(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord,
+		kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed, kerr.InvalidTopicException,
+		kerr.PolicyViolation, kerr.UnsupportedForMessageFormat, kerr.CorruptMessage} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// errRedo asks the loop to abort the open transaction and redo it after a
+// pause: an output was rejected, fewer times than ProductionRetries.
+var errRedo = errors.New("redo the transaction after a rejected output")
+
+// produceOutput produces a sink or dead-letter record into the open
+// transaction: asynchronously, or, while isolating a rejection, on its own
+// and waited for.
+func (s *session) produceOutput(r *kgo.Record, deadLetter bool) error {
+	if !s.app.isolate {
+		s.producer.Produce(s.ctx, r, s.promise)
+		return nil
+	}
+	res := s.producer.ProduceSync(s.ctx, r)
+	s.promise(r, res.FirstErr())
+	err := res.FirstErr()
+	if err == nil || !rejected(err) {
+		return nil // other failures abort at the commit, as usual
+	}
+	return s.outputRejected(r, deadLetter, err)
+}
+
+// outputRejected counts an attempt for the input record whose output r was
+// rejected and, once the attempts are spent, asks the handler.
+func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) error {
+	key := recordKey{topic: "", partition: -1, offset: -1} // a punctuator's output
+	if s.cur.raw != nil {
+		key = recordKey{s.cur.raw.Topic, s.cur.raw.Partition, s.cur.raw.Offset}
+	}
+	s.app.rejectAttempts[key]++
+	n := s.app.rejectAttempts[key]
+	if n < s.app.cfg.ProductionRetries {
+		s.app.log.Warn("output rejected; redoing the transaction", "topic", r.Topic, "record", s.curKey(), "attempt", n, "err", cause)
+		return fmt.Errorf("%w: %s: %v", errRedo, s.curKey(), cause)
+	}
+	delete(s.app.rejectAttempts, key)
+	switch {
+	case deadLetter:
+		return fmt.Errorf("processor: %w: the dead-letter topic %s rejects the record from %s after %d attempts: %w",
+			errFatal, r.Topic, s.curKey(), n, cause)
+	case s.cur.raw == nil:
+		return fmt.Errorf("processor: %w: output to %s of a punctuator rejected after %d attempts: %w", errFatal, r.Topic, n, cause)
+	}
+	cause = fmt.Errorf("output to %s rejected after %d attempts: %w", r.Topic, n, cause)
+	ectx := errorContextOf(s.cur.lt.task.ID(), s.cur.raw, cause, n)
+	action := Fail
+	if h := s.app.cfg.OnProductionError; h != nil {
+		action = h(ectx, cause)
+	}
+	s.app.metrics.productionErrors.WithLabelValues(action.String()).Inc()
+	if action == Fail {
+		return fmt.Errorf("processor: %w: record %s: %w", errFatal, s.curKey(), cause)
+	}
+	return s.poison(ectx, action, "production", cause)
+}
+
+// redoPause is the pause before redoing a transaction after a rejection.
+func (s *session) redoPause() time.Duration {
+	n := 0
+	for _, a := range s.app.rejectAttempts {
+		n = max(n, a)
+	}
+	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
+}
+
+func (s *session) curKey() string {
+	if s.cur.raw == nil {
+		return "a punctuator"
+	}
+	return recordKey{s.cur.raw.Topic, s.cur.raw.Partition, s.cur.raw.Offset}.String()
+}
