@@ -24,8 +24,11 @@ type failNegative struct {
 	ctx topology.ProcessorContext[string, int64]
 }
 
-func (p *failNegative) Init(ctx topology.ProcessorContext[string, int64]) error { p.ctx = ctx; return nil }
-func (p *failNegative) Close() error                                            { return nil }
+func (p *failNegative) Init(ctx topology.ProcessorContext[string, int64]) error {
+	p.ctx = ctx
+	return nil
+}
+func (p *failNegative) Close() error { return nil }
 func (p *failNegative) Process(r topology.Record[string, int64]) error {
 	if r.Value < 0 {
 		return fmt.Errorf("negative quantity %d", r.Value)

@@ -24,6 +24,7 @@ type appMetrics struct {
 	stateRebuilds         prometheus.Counter
 	processingErrors      *prometheus.CounterVec
 	productionErrors      *prometheus.CounterVec
+	dropped               *droppedRecords
 	interval              prometheus.Gauge
 	predicted             prometheus.Gauge
 	predictedHist         prometheus.Histogram
@@ -88,6 +89,7 @@ func newAppMetrics(app string) *appMetrics {
 		checkpointSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_checkpoint_seconds",
 			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
 	}
+	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
 		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,

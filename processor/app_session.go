@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -330,6 +331,8 @@ func (s *session) resetTasks() error {
 }
 
 func (s *session) close() {
+	s.exportDropped(s.app.metrics.dropped, s.now())
+	s.flushDropped(s.app.metrics.dropped, s.now())
 	for id, lt := range s.tasks {
 		if err := lt.close(); err != nil {
 			s.app.log.Warn("close task", "task", id.String(), "err", err)
@@ -394,6 +397,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 			continue
 		}
+		s.exportDropped(s.app.metrics.dropped, s.now())
 		now := s.now()
 		d := s.ctrl.Tick(now)
 		wake = d.Wake
@@ -655,14 +659,17 @@ func (s *session) Collect(task topology.TaskID, rec *topology.OutputRecord) erro
 			return err
 		}
 		p = DefaultPartition(rec.Key, n)
+		if rec.Key == nil {
+			// A null key has no partition of its own: spread such records
+			// by task, as a producer spreads them, rather than all on
+			// partition 0; deterministic, so a redo writes the same.
+			p = task.Partition % n
+		}
 	}
 	r := &kgo.Record{Topic: rec.Topic, Partition: p, Timestamp: time.UnixMilli(rec.Timestamp)}
-	if rec.Key != nil {
-		r.Key = append([]byte(nil), rec.Key...)
-	}
-	if rec.Value != nil {
-		r.Value = append([]byte(nil), rec.Value...)
-	}
+	// bytes.Clone keeps nil nil and empty empty: a null key or value and
+	// an empty one are different things to Kafka.
+	r.Key, r.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value)
 	for _, h := range rec.Headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
 	}
