@@ -53,6 +53,8 @@ type App struct {
 	rejectAttempts map[recordKey]int
 	isolate        bool
 
+	commitWatch commitWatch // loop goroutine only
+
 	ready    atomic.Bool
 	pub      published    // read by HTTP handlers
 	queries  chan *query  // served by the loop

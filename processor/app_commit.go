@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // commit runs the commit protocol (package txn) over every task: flush
@@ -32,7 +33,12 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	}
 	start := s.now()
 	s.ctrl.ObserveCommitStarted(start)
-	if err := s.flushAll(ctx); err != nil {
+	if h := s.app.cfg.FaultHook; h != nil {
+		h(txn.BeforeFlush)
+	}
+	err := s.flushAll(ctx)
+	flushed := s.now()
+	if err != nil {
 		s.app.log.Warn("aborting transaction", "reason", err)
 		s.txn.mu.Lock()
 		rejectedOutput := s.txn.rejected
@@ -60,7 +66,9 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		s.app.prunePoison(st.Offsets)
 		s.app.isolate = false
 		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
-		s.app.metrics.observeCommit(reason, end.Sub(start), st.End)
+		phases := [3]time.Duration{flushed.Sub(start), st.End, st.Apply}
+		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
+		s.app.commitWatch.observe(end, s.app.log, reason, phases)
 		s.acknowledge(end)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errRestartSession, err)

@@ -25,6 +25,8 @@ type appMetrics struct {
 	processingErrors      *prometheus.CounterVec
 	productionErrors      *prometheus.CounterVec
 	dropped               *droppedRecords
+	commitPhase           *prometheus.HistogramVec
+	produceRetries        prometheus.Counter
 	interval              prometheus.Gauge
 	predicted             prometheus.Gauge
 	predictedHist         prometheus.Histogram
@@ -63,6 +65,11 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Records whose processing failed in a user function, by the handler's action (fail, continue, dead-letter).", ConstLabels: labels}, []string{"action"}),
 		productionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_production_errors_total",
 			Help: "Records whose output the broker rejected for good, by the handler's action.", ConstLabels: labels}, []string{"action"}),
+		commitPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_commit_phase_seconds",
+			Help: "Commit duration by phase: flush (changelog and output records acknowledged), end (offsets and EndTxn), apply (overlays into local state).",
+			ConstLabels: labels, Buckets: staleBuckets}, []string{"phase"}),
+		produceRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_produce_retries_total",
+			Help: "Produce batches the Kafka client retried after a retriable error (e.g. CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, a leader move).", ConstLabels: labels}),
 		stateRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_state_rebuilds_total",
 			Help: "Times local state was found corrupt while running, moved aside and rebuilt from the changelogs.", ConstLabels: labels}),
 		fencedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_fenced_transactions_total",
@@ -91,7 +98,7 @@ func newAppMetrics(app string) *appMetrics {
 	}
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -110,8 +117,11 @@ func (m *appMetrics) observeDecision(d frontier.Decision) {
 	}
 }
 
-func (m *appMetrics) observeCommit(reason string, total, end time.Duration) {
+func (m *appMetrics) observeCommit(reason string, total time.Duration, phases [3]time.Duration) {
 	m.commits.WithLabelValues(reason).Inc()
 	m.commitLatency.WithLabelValues(reason).Observe(total.Seconds())
-	m.endLatency.Observe(end.Seconds())
+	m.endLatency.Observe(phases[1].Seconds())
+	for i, d := range phases {
+		m.commitPhase.WithLabelValues(phaseNames[i]).Observe(d.Seconds())
+	}
 }

@@ -121,6 +121,17 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(2*time.Millisecond),
+		// Under transactions v2 a transaction's first produce can be
+		// turned away with CONCURRENT_TRANSACTIONS while the previous
+		// commit's markers are still being written (routine on a broker
+		// that just started, or under load). franz-go (v1.22.3) retries
+		// such a batch only after a metadata refresh, which it allows
+		// at most every MetadataMinAge (default 5s): the commit's flush
+		// would stall for up to 5s. The broker meanwhile logs
+		// OutOfOrderSequenceException for the batches franz-go had
+		// pipelined behind it; they are resent in order, nothing is
+		// lost. See integration/freshbroker_test.go.
+		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.MaxBufferedRecords(100_000),
 		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),

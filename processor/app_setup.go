@@ -36,7 +36,8 @@ func (l *layout) partitionCount(topic string) (int32, error) {
 }
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.DialTimeout(5 * time.Second)}
+	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.DialTimeout(5 * time.Second),
+		kgo.WithLogger(&kgoLogger{log: a.log.With("component", "kafka"), retries: a.metrics.produceRetries})}
 	opts = append(opts, a.cfg.ClientOpts...)
 	return append(opts, extra...)
 }

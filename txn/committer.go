@@ -42,6 +42,10 @@ const (
 	BeforeEnd   Point = iota // records flushed or not, EndTxn not yet sent
 	AfterCommit              // EndTxn committed, overlays not yet applied
 	AfterApply               // overlays applied, frontier not yet acknowledged
+	// BeforeFlush: a commit starts, nothing of it flushed yet. The
+	// runtime's flush (changelog and output records) precedes the
+	// Committer's steps, so the runtime calls the hook here itself.
+	BeforeFlush
 )
 
 // Stats describe one finished commit attempt; the frontier controller learns

@@ -35,6 +35,10 @@ type Config struct {
 	// StopTimeout is how long Down and Stop wait after SIGTERM before
 	// SIGKILL. Default 20s.
 	StopTimeout time.Duration
+	// Properties are extra server properties, written after (and so
+	// overriding) the defaults; tests use them to provoke broker
+	// behaviour, e.g. add.partitions.to.txn.retry.backoff.max.ms=0.
+	Properties map[string]string
 }
 
 // EnsureDefaults fills zero fields. It finds RepoRoot by walking up from the

@@ -76,7 +76,7 @@ func (c *Config) Up(ctx context.Context, progress func(string)) (Running, error)
 	if err != nil {
 		return Running{}, err
 	}
-	if err := os.WriteFile(c.propsFile(), []byte(serverProperties(ports[0], ports[1], c.dataDir())), 0o644); err != nil {
+	if err := os.WriteFile(c.propsFile(), []byte(serverProperties(ports[0], ports[1], c.dataDir())+extraProperties(c.Properties)), 0o644); err != nil {
 		return Running{}, fmt.Errorf("broker: %w", err)
 	}
 	if err := os.WriteFile(c.log4jFile(), []byte(log4j2Properties), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strings"
 )
 
@@ -42,6 +43,20 @@ func serverProperties(port, controllerPort int, dataDir string) string {
 		"log.retention.check.interval.ms=30000",
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// extraProperties renders Config.Properties, sorted, one per line.
+func extraProperties(props map[string]string) string {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + props[k] + "\n")
+	}
+	return b.String()
 }
 
 // bootstrapFromProperties returns the client address that a server.properties

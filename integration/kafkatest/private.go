@@ -36,10 +36,17 @@ type Private struct {
 // and skips it otherwise, saying how to get them, as Brokers does.
 func PrivateBroker(t testing.TB) *Private {
 	t.Helper()
+	return PrivateBrokerWith(t, nil)
+}
+
+// PrivateBrokerWith is PrivateBroker with extra server properties.
+func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
+	t.Helper()
 	p := &Private{t: t, cfg: broker.Config{
 		StateDir:    t.TempDir(),
 		HeapMB:      256,
 		StopTimeout: 10 * time.Second,
+		Properties:  props,
 	}}
 	if err := p.cfg.EnsureDefaults(); err != nil {
 		t.Fatalf("kafkatest: private broker: %v", err)
