@@ -38,7 +38,7 @@ func (t *Task) Apply(offsets Offsets) error {
 	var bytes int64
 	meta := func(emit emitFunc) error {
 		for tp, off := range offsets {
-			if err := emit(offsetKey(tp.Topic, tp.Partition), encodeApplied(off, now), false); err != nil {
+			if err := emit(offsetKey(tp.Topic, tp.Partition), encodeApplied(off, now, t.topicID(tp.Topic)), false); err != nil {
 				return err
 			}
 		}
@@ -69,6 +69,16 @@ func (t *Task) Apply(offsets Offsets) error {
 	t.flushed = false
 	t.resetSnapshot()
 	return nil
+}
+
+// topicID is the id Restore learned for a changelog topic of the task.
+func (t *Task) topicID(topic string) [16]byte {
+	for _, st := range t.stores {
+		if st.topic == topic {
+			return st.topicID
+		}
+	}
+	return [16]byte{}
 }
 
 func (t *Task) hasLogged() bool {

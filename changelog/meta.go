@@ -31,21 +31,32 @@ type AppliedOffset struct {
 	// an offset older than the topic's delete.retention.ms may have missed
 	// tombstones the cleaner has since removed.
 	At time.Time
+	// TopicID is the changelog topic's id when the offset was applied
+	// (zero: not recorded, by an older version or before any restore). An
+	// offset of another incarnation of the topic (deleted and recreated,
+	// say by an application reset) means nothing in this one.
+	TopicID [16]byte
 }
 
-func encodeApplied(offset int64, at time.Time) []byte {
-	b := binary.BigEndian.AppendUint64(nil, uint64(offset))
-	return binary.BigEndian.AppendUint64(b, uint64(at.UnixMilli()))
+func encodeApplied(offset int64, at time.Time, topicID [16]byte) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 32), uint64(offset))
+	b = binary.BigEndian.AppendUint64(b, uint64(at.UnixMilli()))
+	if topicID != ([16]byte{}) {
+		b = append(b, topicID[:]...)
+	}
+	return b
 }
 
 func decodeApplied(v []byte) (AppliedOffset, error) {
-	if len(v) != 16 {
+	if len(v) != 16 && len(v) != 32 {
 		return AppliedOffset{}, fmt.Errorf("%w: applied offset of %d bytes", errBadKey, len(v))
 	}
-	return AppliedOffset{
+	a := AppliedOffset{
 		Offset: int64(binary.BigEndian.Uint64(v)),
 		At:     time.UnixMilli(int64(binary.BigEndian.Uint64(v[8:]))),
-	}, nil
+	}
+	copy(a.TopicID[:], v[16:])
+	return a, nil
 }
 
 // AppliedOffset returns the changelog offset Badger reflects for tp, or

@@ -88,6 +88,8 @@ type RestoreResult struct {
 	// Kinds is each target's store kind: as given, or learned from the
 	// records' tags (zero when the changelog held nothing).
 	Kinds map[TopicPartition]store.Kind
+	// TopicIDs are the changelog topics' ids.
+	TopicIDs map[string][16]byte
 }
 
 type restoreState struct {
@@ -98,6 +100,7 @@ type restoreState struct {
 	from    int64
 	end     int64 // last stable offset at the start of the restore
 	pos     int64
+	topicID [16]byte
 }
 
 // Restore brings each target up to its changelog's last stable offset:
@@ -168,7 +171,7 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	}
 	err = db.bdb.Update(func(txn *badger.Txn) error {
 		for _, s := range states {
-			if err := txn.Set(offsetKey(s.Topic, s.Partition), encodeApplied(s.pos, opts.Now())); err != nil {
+			if err := txn.Set(offsetKey(s.Topic, s.Partition), encodeApplied(s.pos, opts.Now(), s.topicID)); err != nil {
 				return err
 			}
 		}
@@ -178,9 +181,11 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 		return res, fmt.Errorf("changelog: restore: record offsets: %w", err)
 	}
 	res.Kinds = map[TopicPartition]store.Kind{}
+	res.TopicIDs = map[string][16]byte{}
 	for _, s := range states {
 		res.Offsets[s.tp()] = s.pos
 		res.Kinds[s.tp()] = s.Kind
+		res.TopicIDs[s.Topic] = s.topicID
 	}
 	res.Duration = time.Since(start)
 	if opts.Progress != nil {
@@ -226,6 +231,15 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 	if err != nil {
 		return nil, err
 	}
+	var details kadm.TopicDetails
+	err = retry.Do(ctx, opts.Logger, "describe changelog topics", func(ctx context.Context) error {
+		var err error
+		details, err = adm.ListTopics(ctx, topics...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("changelog: restore: describe %v: %w", topics, err)
+	}
 	err = retry.Do(ctx, opts.Logger, "describe changelog configs", func(ctx context.Context) error {
 		var err error
 		configs, err = adm.DescribeTopicConfigs(ctx, topics...)
@@ -246,7 +260,7 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 		if so.Err != nil || eo.Err != nil || ho.Err != nil {
 			return nil, fmt.Errorf("changelog: restore %s/%d: list offsets: %w", t.Topic, t.Partition, errors.Join(so.Err, eo.Err, ho.Err))
 		}
-		s := &restoreState{RestoreTarget: t, id: storeID(t.Store, t.Partition), end: eo.Offset}
+		s := &restoreState{RestoreTarget: t, id: storeID(t.Store, t.Partition), end: eo.Offset, topicID: details[t.Topic].ID}
 		s.dprefix = withNS(nsData, s.id)
 		applied, found, err := db.AppliedOffset(t.tp())
 		if err != nil {
@@ -257,6 +271,8 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 		switch {
 		case !found:
 			reason = "no local state"
+		case applied.TopicID != ([16]byte{}) && applied.TopicID != s.topicID:
+			reason = "the changelog topic was recreated since the local state was written (its id changed)"
 		case applied.Offset < so.Offset:
 			reason = fmt.Sprintf("applied offset %d is below the log start %d", applied.Offset, so.Offset)
 		case applied.Offset > ho.Offset:
@@ -678,6 +694,11 @@ func (t *Task) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult,
 		}
 	}
 	res, err := t.db.Restore(ctx, targets, opts)
+	for _, st := range t.stores {
+		if id, ok := res.TopicIDs[st.topic]; ok {
+			st.topicID = id
+		}
+	}
 	t.resetSnapshot()
 	for _, st := range t.stores {
 		cut, cerr := t.db.readCut(st.id)

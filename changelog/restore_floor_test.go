@@ -88,3 +88,44 @@ func TestKafkaRestoreNeverEndsBelowTheCommittedPosition(t *testing.T) {
 	}
 	equalMaps(t, "restored past the open transaction", contents(t, kv), map[string]string{"a": "1", "b": "2"})
 }
+
+// TestKafkaRestoreRebuildsWhenTheChangelogWasRecreated: local state written
+// against one incarnation of the changelog topic means nothing once the
+// topic is deleted and recreated (an application reset), even when the new
+// topic already holds as many offsets: the restore must rebuild.
+func TestKafkaRestoreRebuildsWhenTheChangelogWasRecreated(t *testing.T) {
+	e := newKafkaEnv(t, store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
+	dir := t.TempDir()
+	n := e.start(dir)
+	mustPut(t, n.kv, "old", "1")
+	n.commit()
+	n.stop()
+
+	adm := kafkatest.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if _, err := adm.DeleteTopics(ctx, e.topic); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if err := EnsureTopics(ctx, adm, TopicFor(e.app, e.spec, 1)); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("recreate %s: %v", e.topic, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The new incarnation gets as many records as the old one had, so the
+	// offsets alone cannot tell the difference.
+	e.txnID = kafkatest.UniqueName(t, "second")
+	other := e.start(t.TempDir())
+	mustPut(t, other.kv, "new", "2")
+	other.commit()
+	other.stop()
+
+	n = e.start(dir)
+	if len(n.res.Rebuilt) != 1 {
+		t.Fatalf("restore on the old local state rebuilt %v, want the recreated changelog's partition", n.res.Rebuilt)
+	}
+	equalMaps(t, "after the topic was recreated", contents(t, n.kv), map[string]string{"new": "2"})
+}

@@ -70,7 +70,8 @@ type storeState struct {
 	id      []byte // storeID(name, partition)
 	dprefix []byte // 'd' + id
 	topic   string
-	cut     int64 // expiry cut applied to Badger
+	topicID [16]byte // the changelog's id, learned by Restore
+	cut     int64    // expiry cut applied to Badger
 	newCut  int64 // expiry cut requested since the last Apply
 	closed  bool
 }
