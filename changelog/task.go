@@ -72,7 +72,7 @@ type storeState struct {
 	topic   string
 	topicID [16]byte // the changelog's id, learned by Restore
 	cut     int64    // expiry cut applied to Badger
-	newCut  int64 // expiry cut requested since the last Apply
+	newCut  int64    // expiry cut requested since the last Apply
 	closed  bool
 }
 

@@ -66,7 +66,7 @@ func newAppMetrics(app string) *appMetrics {
 		productionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_production_errors_total",
 			Help: "Records whose output the broker rejected for good, by the handler's action.", ConstLabels: labels}, []string{"action"}),
 		commitPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_commit_phase_seconds",
-			Help: "Commit duration by phase: flush (changelog and output records acknowledged), end (offsets and EndTxn), apply (overlays into local state).",
+			Help:        "Commit duration by phase: flush (changelog and output records acknowledged), end (offsets and EndTxn), apply (overlays into local state).",
 			ConstLabels: labels, Buckets: staleBuckets}, []string{"phase"}),
 		produceRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_produce_retries_total",
 			Help: "Produce batches the Kafka client retried after a retriable error (e.g. CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, a leader move).", ConstLabels: labels}),
