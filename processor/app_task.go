@@ -51,6 +51,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		Producer:  s.producer,
 		Logger:    a.log.With("task", id.String()),
 	})
+	var res changelog.RestoreResult
 	t, err := NewTask(TaskConfig{
 		Topology:       a.topo,
 		SubTopology:    id.SubTopology,
@@ -60,19 +61,20 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
 		Resume:         resume.clocks,
+		// Restore between opening the stores and the processors' Init,
+		// so Init reads restored state.
+		Restore: func([]OpenStore) error {
+			var err error
+			res, err = state.Restore(ctx, s.restoreOptions(id, resume))
+			return err
+		},
 	})
 	if err != nil {
-		_ = state.Close()
-		return nil, err
-	}
-	res, err := state.Restore(ctx, s.restoreOptions(id, resume))
-	if err != nil {
-		_ = t.Close()
 		_ = state.Close()
 		if changelog.IsCorrupt(err) {
 			return nil, fmt.Errorf("%w: task %s: restore: %v", errCorruptState, id, err)
 		}
-		return nil, fmt.Errorf("task %s: restore: %w", id, err)
+		return nil, fmt.Errorf("task %s: %w", id, err)
 	}
 	if res.Records > 0 || len(res.Rebuilt) > 0 {
 		a.log.Info("restored task", "task", id.String(), "records", res.Records,

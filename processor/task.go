@@ -53,6 +53,12 @@ type TaskConfig struct {
 	// late before a restart or an abort is late after it too. The zero
 	// value starts every clock at -1.
 	Resume Clocks
+	// Restore, when set, brings the opened stores up to date before the
+	// processors' Init runs (the service restores them from their
+	// changelogs here), so a processor that reads its store in Init sees
+	// restored state, as it does in the test driver. An error fails
+	// NewTask.
+	Restore func(stores []OpenStore) error
 }
 
 // Clocks are a task's notions of time that outlive it: each input's stream
@@ -127,6 +133,12 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		}
 		t.stores = append(t.stores, OpenStore{Spec: spec, Store: s})
 		t.storeByName[spec.Name] = s
+	}
+	if cfg.Restore != nil {
+		if err := cfg.Restore(t.Stores()); err != nil {
+			t.closeStores()
+			return nil, err
+		}
 	}
 	inst, err := cfg.Topology.Instantiate(cfg.SubTopology, t)
 	if err != nil {
