@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,8 +159,7 @@ func (f *Fleet) startLocked(in *Instance) error {
 	return nil
 }
 
-// Kill SIGKILLs instance id and waits for it. keepDown leaves it stopped;
-// otherwise the caller restarts it.
+// Kill SIGKILLs instance id and waits for it; it stays down until Start.
 func (f *Fleet) Kill(id string) error {
 	f.mu.Lock()
 	in := f.instances[id]
@@ -286,7 +286,9 @@ func (f *Fleet) KillAll() {
 type FleetStats struct {
 	Kills, Terms, Starts int
 	Crashes, Unclean     []string
-	// CrashReasons counts crashes by the error the instance logged last.
+	// CrashReasons counts crashes by the error the instance logged last
+	// (its first line; crashes whose errors differ only in numbers count
+	// under the first one's text).
 	CrashReasons map[string]int
 	Logs         []string
 }
@@ -296,8 +298,16 @@ func (f *Fleet) Stats() FleetStats {
 	defer f.mu.Unlock()
 	s := FleetStats{Kills: f.kills, Terms: f.terms, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
 		CrashReasons: map[string]int{}}
+	// Group by the first line with its numbers blanked (partitions,
+	// offsets, ports differ from crash to crash); keep one real example.
+	examples := map[string]string{}
 	for _, r := range f.reasons {
-		s.CrashReasons[r]++
+		first, _, _ := strings.Cut(r, "\n")
+		key := digits.ReplaceAllString(first, "N")
+		if _, ok := examples[key]; !ok {
+			examples[key] = first
+		}
+		s.CrashReasons[examples[key]]++
 	}
 	for _, in := range f.instances {
 		s.Starts += in.starts
@@ -396,6 +406,8 @@ func indent(s string) string {
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 var errStopped = errors.New("soak: scenario stopped")
 

@@ -407,7 +407,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if !res.Pass() {
 		res.ServiceErrors = map[string][]string{}
 		for _, l := range res.Fleet.Logs {
-			res.ServiceErrors[l] = grepLines(l, 12, "level=ERROR", "level=WARN", "panic", "=== soak")
+			res.ServiceErrors[l] = grepLines(l, 16, "level=ERROR", "level=WARN", "panic", "last stable offset", "rebuilding store", "=== soak")
 		}
 	}
 	return res, nil
@@ -485,7 +485,37 @@ func createTopics(ctx context.Context, brokers []string, topics map[string]int32
 			return fmt.Errorf("soak: create topic %s: %w", t, err)
 		}
 	}
-	return nil
+	// Start the service only once the broker serves the topics' metadata:
+	// a missing topic at startup must be the service's finding, not a race
+	// with the creation.
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	for {
+		details, err := adm.ListTopics(ctx, names...)
+		ready := err == nil
+		for t, n := range topics {
+			d, ok := details[t]
+			if !ok || d.Err != nil || int32(len(d.Partitions)) != n {
+				ready = false
+				break
+			}
+			for _, p := range d.Partitions {
+				if p.Err != nil || p.Leader < 0 {
+					ready = false
+				}
+			}
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("soak: topics %v not served by the broker: %v", names, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Summary formats results as the campaign's table, one line per scenario.
@@ -570,7 +600,7 @@ func (r Result) Details() string {
 		}
 		sort.Strings(logs)
 		for _, l := range logs {
-			fmt.Fprintf(&b, "  service log %s (errors and warnings, last %d):\n", l, len(r.ServiceErrors[l]))
+			fmt.Fprintf(&b, "  service log %s (last %d errors, warnings, restores to the last stable offset, rebuilds, starts):\n", l, len(r.ServiceErrors[l]))
 			for _, line := range r.ServiceErrors[l] {
 				fmt.Fprintf(&b, "    %s\n", line)
 			}
