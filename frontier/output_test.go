@@ -160,3 +160,130 @@ func FuzzDecodeFrontier(f *testing.F) {
 		}
 	})
 }
+
+func TestViewRules(t *testing.T) {
+	task := func(sub, p int32) Task { return Task{SubTopology: sub, Partition: p} }
+	mark := func(sub, p int32, wm int64, idle bool) TaskMark {
+		return TaskMark{Task: task(sub, p), WatermarkMs: wm, Idle: idle}
+	}
+	feeds := []Feed{{SubTopology: 0, Tasks: 2}, {SubTopology: 2, Tasks: 1}}
+	rec := func(offs []int64, marks ...TaskMark) Record {
+		return Record{Sink: "out", Offsets: offs, Feeds: feeds, Tasks: marks}
+	}
+	type put struct {
+		key string
+		rec *Record // nil: tombstone
+	}
+	p := func(key string, r Record) put { return put{key, &r} }
+	tests := []struct {
+		name      string
+		puts      []put
+		wantWM    int64
+		wantOffs  []int64
+		uncovered int
+	}{
+		{"a task without a mark covers nothing",
+			[]put{p("out@a", rec([]int64{5}, mark(0, 0, 900, false), mark(0, 1, 800, false)))},
+			NoWatermark, []int64{5}, 1},
+		{"the minimum over the tasks of every feeding sub-topology",
+			[]put{p("out@a", rec([]int64{5, -1}, mark(0, 0, 900, false), mark(2, 0, 700, false))), p("out@b", rec([]int64{-1, 9}, mark(0, 1, 800, false)))},
+			700, []int64{5, 9}, 0},
+		{"a task that moved: the greatest mark over the records counts",
+			[]put{p("out@a", rec(nil, mark(0, 0, 900, false), mark(0, 1, 300, false), mark(2, 0, 999, false))), p("out@b", rec(nil, mark(0, 1, 850, false)))},
+			850, nil, 0},
+		{"idle marks count like any other for readers",
+			[]put{p("out@a", rec(nil, mark(0, 0, 900, true), mark(0, 1, 800, true), mark(2, 0, 999, false)))},
+			800, nil, 0},
+		{"a newer record of a key replaces the older",
+			[]put{p("out@a", rec([]int64{7}, mark(0, 0, 900, false), mark(0, 1, 900, false), mark(2, 0, 900, false))), p("out@a", rec([]int64{3}, mark(0, 0, 100, false), mark(0, 1, 100, false), mark(2, 0, 100, false)))},
+			100, []int64{3}, 0},
+		{"a tombstone removes a record",
+			[]put{p("out@a", rec(nil, mark(0, 0, 900, false), mark(0, 1, 900, false), mark(2, 0, 900, false))), p("out@b", rec(nil, mark(0, 0, 100, false))), {"out@b", nil}},
+			900, nil, 0},
+		{"version-1 records give offsets, never coverage",
+			[]put{p("out@old", Record{Sink: "out", Offsets: []int64{4, 4}, Legacy: []int64{1 << 40, 1 << 40}})},
+			NoWatermark, []int64{4, 4}, 0},
+		{"records of other sinks are ignored",
+			[]put{p("other@a", Record{Sink: "other", Offsets: []int64{99}, Feeds: feeds, Tasks: []TaskMark{mark(0, 0, 5, false)}}), p("out@a", rec([]int64{1}, mark(0, 0, 10, false), mark(0, 1, 10, false), mark(2, 0, 10, false)))},
+			10, []int64{1}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := NewView()
+			for _, pu := range tt.puts {
+				if pu.rec == nil {
+					v.Delete(pu.key)
+				} else {
+					v.Put(pu.key, *pu.rec)
+				}
+			}
+			st, ok := v.Sink("out")
+			if !ok {
+				t.Fatal("no status for out")
+			}
+			if st.WatermarkMs != tt.wantWM || st.UncoveredCount != tt.uncovered {
+				t.Fatalf("watermark %d, %d uncovered; want %d, %d (%+v)", st.WatermarkMs, st.UncoveredCount, tt.wantWM, tt.uncovered, st)
+			}
+			var offs []int64
+			for _, m := range st.Partitions {
+				offs = append(offs, m.Offset)
+				if m.WatermarkMs != st.WatermarkMs {
+					t.Fatalf("partition mark %v does not carry the sink watermark %d", m, st.WatermarkMs)
+				}
+			}
+			if !reflect.DeepEqual(offs, tt.wantOffs) {
+				t.Fatalf("offsets %v, want %v", offs, tt.wantOffs)
+			}
+			if got := st.Covers(time.UnixMilli(tt.wantWM)); got != (tt.wantWM != NoWatermark) {
+				t.Fatalf("Covers(watermark) = %v", got)
+			}
+		})
+	}
+	if _, ok := NewView().Sink("out"); ok {
+		t.Fatal("an empty view has a status")
+	}
+}
+
+// TestTaskMarkJoinIsASemilattice: marks merge in any order, any number of
+// times; on equal watermarks the idle mark wins.
+func TestTaskMarkJoinIsASemilattice(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	gen := func() TaskMark {
+		return TaskMark{Task: Task{1, 2}, WatermarkMs: r.Int64N(4), Idle: r.IntN(2) == 0}
+	}
+	for range 500 {
+		a, b, c := gen(), gen(), gen()
+		if a.Join(b) != b.Join(a) || a.Join(b).Join(c) != a.Join(b.Join(c)) || a.Join(a) != a {
+			t.Fatalf("join laws fail on %v %v %v", a, b, c)
+		}
+	}
+	if got := (TaskMark{WatermarkMs: 5}).Join(TaskMark{WatermarkMs: 5, Idle: true}); !got.Idle {
+		t.Fatalf("equal watermarks: %v, want the idle mark", got)
+	}
+}
+
+func TestRecordMarksAndAbsorb(t *testing.T) {
+	m := func(p int32, wm int64, idle bool) TaskMark {
+		return TaskMark{Task: Task{0, p}, WatermarkMs: wm, Idle: idle}
+	}
+	r := Record{Sink: "out", Offsets: []int64{3}}
+	r = r.SetMark(m(2, 10, false)).SetMark(m(0, 5, false)).SetMark(m(1, 7, true))
+	r = r.SetMark(m(2, 10, true)) // replaces, even with the same watermark
+	if want := []TaskMark{m(0, 5, false), m(1, 7, true), m(2, 10, true)}; !reflect.DeepEqual(r.Tasks, want) {
+		t.Fatalf("marks %v, want %v", r.Tasks, want)
+	}
+	if got, ok := r.Mark(Task{0, 1}); !ok || got != m(1, 7, true) {
+		t.Fatalf("Mark = %v %v", got, ok)
+	}
+	o := Record{Sink: "out", Offsets: []int64{1, 9}, Tasks: []TaskMark{m(0, 2, false), m(3, 4, false)}}
+	a := r.Absorb(o)
+	if want := []int64{3, 9}; !reflect.DeepEqual(a.Offsets, want) {
+		t.Fatalf("absorbed offsets %v, want %v", a.Offsets, want)
+	}
+	if want := []TaskMark{m(0, 5, false), m(1, 7, true), m(2, 10, true), m(3, 4, false)}; !reflect.DeepEqual(a.Tasks, want) {
+		t.Fatalf("absorbed marks %v, want %v", a.Tasks, want)
+	}
+	if len(r.Tasks) != 3 || len(r.Offsets) != 1 {
+		t.Fatal("Absorb modified its receiver")
+	}
+}

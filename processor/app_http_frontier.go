@@ -1,20 +1,30 @@
 package processor
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tidemark-streams/tidemark/frontier"
 )
 
-// Frontier returns the committed output frontier of every sink.
+// Frontier returns the application's committed output frontier of every
+// sink as this instance knows it (the frontier topic as its watcher read
+// it, and its own commits): per partition the highest committed offset and
+// the sink's watermark. Under at-least-once, or without PublishFrontier,
+// it knows only its own tasks, so a sink any other instance feeds shows no
+// watermark.
 func (a *App) Frontier() map[string]frontier.Frontier {
-	a.pub.mu.RLock()
-	defer a.pub.mu.RUnlock()
-	out := make(map[string]frontier.Frontier, len(a.pub.frontiers))
-	for k, v := range a.pub.frontiers {
-		out[k] = frontier.Frontier{Sink: v.Sink, Marks: append([]frontier.Mark(nil), v.Marks...)}
+	view, _, _ := a.frontierView()
+	out := map[string]frontier.Frontier{}
+	for _, sink := range a.frontierSinks() {
+		if st, ok := view.Sink(sink); ok {
+			out[sink] = st.Frontier()
+		}
 	}
 	return out
 }
@@ -27,14 +37,25 @@ func (a *App) ControllerSnapshot() frontier.Snapshot {
 }
 
 type frontierJSON struct {
+	Instance   string                      `json:"instance"`
 	Sinks      map[string]sinkFrontierJSON `json:"sinks"`
 	Controller controllerJSON              `json:"controller"`
 }
 
 type sinkFrontierJSON struct {
-	Partitions  []frontier.Mark `json:"partitions"`
-	WatermarkMs int64           `json:"watermark_ms"`
-	Covers      *bool           `json:"covers,omitempty"`
+	Partitions     []frontier.Mark     `json:"partitions"`
+	WatermarkMs    int64               `json:"watermark_ms"`
+	Covers         *bool               `json:"covers,omitempty"`
+	Tasks          []frontier.TaskMark `json:"tasks"`
+	Uncovered      []frontier.Task     `json:"uncovered,omitempty"`
+	UncoveredCount int                 `json:"uncovered_count,omitempty"`
+	Publishers     []string            `json:"publishers"`
+	Own            *ownFrontierJSON    `json:"own,omitempty"`
+}
+
+type ownFrontierJSON struct {
+	Offsets []int64             `json:"offsets"`
+	Tasks   []frontier.TaskMark `json:"tasks"`
 }
 
 type controllerJSON struct {
@@ -51,6 +72,43 @@ type controllerJSON struct {
 
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
 
+// finite is x, or 0 for NaN and ±Inf.
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}
+
+// serveFrontier answers GET /frontier[?sink=S&covers=T] for the whole
+// application, from the frontier topic this instance tails (read to its
+// end as of the request; 503 when it cannot be) and its own commits:
+//
+//	{
+//	  "instance": "inst-a",
+//	  "sinks": {
+//	    "<sink>": {
+//	      "partitions": [{"offset": 120, "watermark_ms": 9999}, …],
+//	                        // per partition: the next offset after the highest committed
+//	                        // output any instance published; the sink's watermark
+//	      "watermark_ms": 9999, // every output with timestamp ≤ this is committed;
+//	                        // -9223372036854775808: nothing is
+//	      "covers": true,   // with covers=T (ms since the epoch): T ≤ watermark_ms, and every
+//	                        // partition's last stable offset has reached its offset, so the
+//	                        // outputs are readable by read_committed consumers
+//	      "tasks": [{"sub_topology": 0, "partition": 1, "watermark_ms": 9999, "idle": true}, …],
+//	                        // every task feeding the sink: the greatest mark any instance published
+//	      "uncovered": [{"sub_topology": 0, "partition": 2}], "uncovered_count": 1,
+//	                        // tasks no instance published a mark for: nothing is covered
+//	      "publishers": ["out@inst-a", "out@inst-b"], // the frontier records read
+//	      "own": {"offsets": [120, -1], "tasks": [...]} // this instance's committed record
+//	    }
+//	  },
+//	  "controller": {…} // the commit controller's last decision and measurements
+//	}
+//
+// sink=S restricts the answer to S (404 when the application does not
+// write S).
 func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 	var covers *int64
 	if c := r.URL.Query().Get("covers"); c != "" {
@@ -63,18 +121,54 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 	}
 	only := r.URL.Query().Get("sink")
 	snap := a.ControllerSnapshot()
-	out := frontierJSON{Sinks: map[string]sinkFrontierJSON{}, Controller: controllerJSON{
+	out := frontierJSON{Instance: a.cfg.InstanceID, Sinks: map[string]sinkFrontierJSON{}, Controller: controllerJSON{
 		Policy: string(snap.Policy), IntervalMs: ms(snap.Interval), PredictedStaleness: ms(snap.PredictedStaleness),
 		ObservedStaleness: ms(snap.ObservedStaleness), CommitLatencyMs: ms(snap.CommitLatency),
-		ArrivalRate: snap.ArrivalRate, Utilization: snap.Utilization, Commits: snap.Commits, Aborts: snap.Aborts,
+		// Before the controller has planned (a commit of frontier records
+		// alone can come first), its utilisation is +Inf, which JSON
+		// cannot carry.
+		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
 	}}
-	for sink, f := range a.Frontier() {
+	// Answer as of the request: the watcher first reads what was committed
+	// before it.
+	if _, watcher, _ := a.frontierView(); watcher != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		err := watcher.Sync(ctx)
+		cancel()
+		if err != nil {
+			http.Error(w, fmt.Sprintf("frontier: read the frontier topic: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	view, watcher, own := a.frontierView()
+	for _, sink := range a.frontierSinks() {
 		if only != "" && sink != only {
 			continue
 		}
-		sf := sinkFrontierJSON{Partitions: f.Marks, WatermarkMs: f.WatermarkMs()}
+		st, ok := view.Sink(sink)
+		if !ok {
+			st = frontier.SinkStatus{Sink: sink, WatermarkMs: frontier.NoWatermark}
+		}
+		sf := sinkFrontierJSON{Partitions: st.Partitions, WatermarkMs: st.WatermarkMs, Tasks: st.Tasks,
+			Uncovered: st.Uncovered, UncoveredCount: st.UncoveredCount, Publishers: st.Keys}
+		if sf.Partitions == nil {
+			sf.Partitions = []frontier.Mark{}
+		}
+		if rec, ok := own[sink]; ok {
+			sf.Own = &ownFrontierJSON{Offsets: rec.Offsets, Tasks: rec.Tasks}
+		}
 		if covers != nil {
-			c := f.WatermarkMs() != frontier.NoWatermark && f.WatermarkMs() >= *covers
+			c := st.Covers(time.UnixMilli(*covers))
+			if c && watcher != nil {
+				ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+				readable, err := watcher.Readable(ctx, st)
+				cancel()
+				if err != nil {
+					http.Error(w, fmt.Sprintf("covers: end offsets of %s: %v", sink, err), http.StatusServiceUnavailable)
+					return
+				}
+				c = readable
+			}
 			sf.Covers = &c
 		}
 		out.Sinks[sink] = sf
@@ -83,5 +177,11 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no sink %q", only), http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("frontier: %v", err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
 }

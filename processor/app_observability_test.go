@@ -127,8 +127,10 @@ func TestMetricsReadinessAndFrontierReportWhatWasCommitted(t *testing.T) {
 		}
 	}
 
-	// The compacted frontier topic holds the same frontier, committed.
-	var last frontier.Frontier
+	// The compacted frontier topic holds the same frontier, committed:
+	// this instance's record names the sink, its offsets and a mark per
+	// task (frontier.Record, version 2).
+	var last frontier.Record
 	kafkatest.ConsumeUntil(t, topo.Application()+"-frontier", 10*time.Second, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
 			if strings.HasPrefix(string(r.Key), out+"@") { // FrontierKey: one record per sink and instance
@@ -137,9 +139,18 @@ func TestMetricsReadinessAndFrontierReportWhatWasCommitted(t *testing.T) {
 				}
 			}
 		}
-		return slices.Equal(last.Marks, sink.Partitions)
+		offs := make([]int64, len(sink.Partitions))
+		for p, m := range sink.Partitions {
+			offs[p] = m.Offset
+		}
+		return slices.Equal(last.Offsets, offs)
 	})
-	if last.Sink != out {
-		t.Fatalf("frontier record names sink %q, want %q", last.Sink, out)
+	if last.Sink != out || len(last.Tasks) != 2 || len(last.Feeds) != 1 || last.Feeds[0].Tasks != 2 {
+		t.Fatalf("frontier record %+v, want sink %q, fed by one sub-topology of 2 tasks, with a mark for each", last, out)
+	}
+	for _, m := range last.Tasks {
+		if m.WatermarkMs < wm {
+			t.Fatalf("task %s's mark %d is below the sink watermark %d the endpoint reported", m.Task, m.WatermarkMs, wm)
+		}
 	}
 }
