@@ -111,6 +111,11 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer a.admCl.Close()
 	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
+	stopFrontier, err := a.startFrontier(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopFrontier()
 	g, gctx := errgroup.WithContext(ctx)
 	srv, err := a.startHTTP()
 	if err != nil {

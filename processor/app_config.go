@@ -102,6 +102,15 @@ type Config struct {
 	// restart) before it fails naming the brokers. Once running, the
 	// service rides through broker outages without a limit. Default 60s.
 	StartupTimeout time.Duration
+	// IdleTimeout is how long an input partition that has caught up (its
+	// position at its last stable offset, or that offset standing still)
+	// must go without a record before the output frontier stops waiting for
+	// it, like Kafka Streams' max.task.idle.ms: its task then follows the
+	// other tasks of its sinks, and records that later arrive on it at or
+	// below the task's published watermark are late for the frontier.
+	// A partition that never had a record holds the frontier back for one
+	// timeout. Negative: never idle. Default 5s.
+	IdleTimeout time.Duration
 	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier and
 	// interactive queries. Empty disables it.
 	HTTPAddr string
@@ -148,6 +157,9 @@ func WithGuarantee(g Guarantee) Option      { return func(c *Config) { c.Guarant
 func WithHTTP(addr string) Option           { return func(c *Config) { c.HTTPAddr = addr } }
 func WithLogger(l *slog.Logger) Option      { return func(c *Config) { c.Logger = l } }
 func WithClientOpts(opts ...kgo.Opt) Option { return func(c *Config) { c.ClientOpts = opts } }
+
+// WithIdleTimeout sets Config.IdleTimeout.
+func WithIdleTimeout(d time.Duration) Option { return func(c *Config) { c.IdleTimeout = d } }
 
 // WithCommitPolicy configures the frontier controller.
 func WithCommitPolicy(o frontier.Options) Option { return func(c *Config) { c.Commit = &o } }
@@ -238,6 +250,9 @@ func (c *Config) EnsureDefaults(app string) error {
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Second
 	}
 	if c.StartupTimeout == 0 {
 		c.StartupTimeout = 60 * time.Second

@@ -59,13 +59,11 @@ const (
 	frontierMembersEvery = 5 * time.Second  // group membership for cleanup
 	frontierMembersStale = 20 * time.Second // older membership is not acted on
 	frontierCleanupEvery = 10 * time.Second
-	defaultIdleTimeout   = 5 * time.Second
 )
 
 // frontierIdleTimeout is how long a caught-up input partition goes without
-// a record before it is idle. TODO(config): return a.cfg.IdleTimeout once
-// Config has the field (default defaultIdleTimeout, negative: never idle).
-func (a *App) frontierIdleTimeout() time.Duration { return defaultIdleTimeout }
+// a record before it is idle (Config.IdleTimeout; negative: never idle).
+func (a *App) frontierIdleTimeout() time.Duration { return a.cfg.IdleTimeout }
 
 // frontierService is an App's share of the output frontier: the watcher
 // that tails the frontier topic, what this instance committed, and the

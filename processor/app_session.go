@@ -409,6 +409,9 @@ func (s *session) run(ctx context.Context) error {
 			continue
 		}
 		s.exportDropped(s.app.metrics.dropped, s.now())
+		if err := s.frontierTick(ctx, s.now()); err != nil {
+			return err
+		}
 		now := s.now()
 		d := s.ctrl.Tick(now)
 		wake = d.Wake

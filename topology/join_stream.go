@@ -218,6 +218,12 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 // on an outer input, dropped on the others).
 func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	j.observed = max(j.observed, r.Timestamp)
+	// Every advance of the clock emits what it made due, even when the
+	// record that moved it is skipped: the output frontier's bound for left
+	// and outer joins (topology/watermark.go) rests on it.
+	if err := j.emitDue(env, r.Timestamp); err != nil {
+		return err
+	}
 	if r.Tombstone {
 		env.Dropped(env.node, DropSkipped)
 		return nil
@@ -232,9 +238,6 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 	if r.Timestamp+in.ahead+j.op.w.grace < j.observed {
 		env.Dropped(env.node, DropLate)
 		return nil
-	}
-	if err := j.emitDue(env, r.Timestamp); err != nil {
-		return err
 	}
 	var err error
 	if j.kbuf, err = j.op.ks.Encode(j.kbuf[:0], r.Key); err != nil {
