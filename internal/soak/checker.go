@@ -38,12 +38,15 @@ type InputLog struct {
 	PerKey  map[string]int // valid records per key
 	Poison  map[Coord]bool // poison pills by coordinate
 	Valid   map[Coord]bool // valid records by coordinate, to recognise a wrongly dead-lettered one
+	// Times holds each key's valid records' timestamps (ms) in offset
+	// order, to tell when a failing key's count ran ahead of its input.
+	Times map[string][]int64
 }
 
 // ScanInput reads topic from the start to its end offsets. The producer is
 // stopped and not transactional, so every offset below the end is a record.
 func ScanInput(ctx context.Context, brokers []string, topic string) (InputLog, error) {
-	log := InputLog{PerKey: map[string]int{}, Poison: map[Coord]bool{}, Valid: map[Coord]bool{}}
+	log := InputLog{PerKey: map[string]int{}, Poison: map[Coord]bool{}, Valid: map[Coord]bool{}, Times: map[string][]int64{}}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return log, err
@@ -85,6 +88,7 @@ func ScanInput(ctx context.Context, brokers []string, topic string) (InputLog, e
 			} else {
 				log.Valid[c] = true
 				log.PerKey[string(r.Key)]++
+				log.Times[string(r.Key)] = append(log.Times[string(r.Key)], r.Timestamp.UnixMilli())
 			}
 			if r.Offset == end-1 {
 				delete(remaining, r.Partition)
@@ -104,12 +108,17 @@ type Anomaly struct {
 	Prev      int64 // the key's value before this output (or the expected count)
 	Value     int64 // this output's value (or the final count)
 	At        time.Duration
+	Note      string
 }
 
 func (a Anomaly) String() string {
 	switch a.Kind {
 	case "lost", "duplicated", "unexpected":
-		return fmt.Sprintf("%s key=%s final=%d want=%d (last output %d@%d at +%s)", a.Kind, a.Key, a.Value, a.Prev, a.Partition, a.Offset, a.At.Round(time.Millisecond))
+		s := fmt.Sprintf("%s key=%s final=%d want=%d (last output %d@%d at +%s)", a.Kind, a.Key, a.Value, a.Prev, a.Partition, a.Offset, a.At.Round(time.Millisecond))
+		if a.Note != "" {
+			s += "; " + a.Note
+		}
+		return s
 	}
 	return fmt.Sprintf("%s key=%s partition=%d offset=%d previous=%d value=%d at +%s", a.Kind, a.Key, a.Partition, a.Offset, a.Prev, a.Value, a.At.Round(time.Millisecond))
 }
@@ -119,6 +128,15 @@ type keyState struct {
 	partition int32
 	offset    int64
 	at        time.Duration
+	history   []output
+}
+
+// output is one output of a key, kept to localise a failing key.
+type output struct {
+	value     int64
+	ts        int64 // ms
+	partition int32
+	offset    int64
 }
 
 // Watcher consumes the output and dead-letter topics from the start,
@@ -136,7 +154,8 @@ type Watcher struct {
 	counts    map[string]int // decrease, repeat, gap, malformed, misrouted
 	examples  []Anomaly
 	dead      map[Coord]int
-	dlqOther  []string // dead-letter records that are not from the input topic
+	deadAt    map[Coord][]Coord // input coordinate → its dead-letter records
+	dlqOther  []string          // dead-letter records that are not from the input topic
 	dlqN      int
 	barriers  map[string]map[int32]bool
 	early     map[string]map[int32]string // barrier nonces read before Reach
@@ -253,6 +272,33 @@ func (w *Watcher) onOutput(r *kgo.Record) {
 		w.anomaly(Anomaly{Kind: "gap", Key: key, Partition: r.Partition, Offset: r.Offset, Prev: prev, Value: v, At: at})
 	}
 	ks.last, ks.offset, ks.at = v, r.Offset, at
+	ks.history = append(ks.history, output{v, r.Timestamp.UnixMilli(), r.Partition, r.Offset})
+}
+
+// aheadOfInput finds a key's first output whose count is ahead of its
+// input: count v stamped earlier than the key's v-th input record. A count
+// is stamped with the latest timestamp it aggregates, so a record counted
+// twice shows here first. It is a hint for the report, not a verdict.
+func aheadOfInput(history []output, times []int64, start time.Time) string {
+	prefixMax := make([]int64, len(times))
+	for i, t := range times {
+		prefixMax[i] = t
+		if i > 0 && prefixMax[i-1] > t {
+			prefixMax[i] = prefixMax[i-1]
+		}
+	}
+	rel := func(ms int64) time.Duration { return time.UnixMilli(ms).Sub(start).Round(time.Millisecond) }
+	for _, o := range history {
+		switch {
+		case o.value < 1:
+		case int(o.value) > len(times):
+			return fmt.Sprintf("first count beyond the input: %d at %d@%d stamped +%s", o.value, o.partition, o.offset, rel(o.ts))
+		case o.ts < prefixMax[o.value-1]:
+			return fmt.Sprintf("first count ahead of its input: %d at %d@%d stamped +%s, but input #%d of the key is stamped +%s",
+				o.value, o.partition, o.offset, rel(o.ts), o.value, rel(prefixMax[o.value-1]))
+		}
+	}
+	return ""
 }
 
 func (w *Watcher) onDeadLetter(r *kgo.Record) {
@@ -269,7 +315,12 @@ func (w *Watcher) onDeadLetter(r *kgo.Record) {
 		w.dlqOther = append(w.dlqOther, fmt.Sprintf("dead-letter %d@%d comes from topic %q, not the input %q", r.Partition, r.Offset, topic, w.in))
 		return
 	}
-	w.dead[Coord{int32(p), o}]++
+	c := Coord{int32(p), o}
+	w.dead[c]++
+	if w.deadAt == nil {
+		w.deadAt = map[Coord][]Coord{}
+	}
+	w.deadAt[c] = append(w.deadAt[c], Coord{r.Partition, r.Offset})
 }
 
 // Measure starts (true) or ends (false) the window in which a gap between
@@ -430,6 +481,9 @@ func (w *Watcher) Report(in InputLog) Report {
 			r.Duplicated += int(last) - n
 			r.KeysOver++
 			a.Kind = "duplicated"
+			if ks != nil && r.wantsExample(a.Kind) {
+				a.Note = aheadOfInput(ks.history, in.Times[k], w.start)
+			}
 			r.finalExample(a)
 		}
 	}
@@ -451,7 +505,7 @@ func (w *Watcher) Report(in InputLog) Report {
 			r.PoisonDuplicated += n - 1
 			r.PoisonDeadLettered++
 			if len(r.DeadLetterIssues) < maxExamples {
-				r.DeadLetterIssues = append(r.DeadLetterIssues, fmt.Sprintf("poison pill %s/%s dead-lettered %d times", inTopic, c, n))
+				r.DeadLetterIssues = append(r.DeadLetterIssues, fmt.Sprintf("poison pill %s/%s dead-lettered %d times (dead-letter records %v)", inTopic, c, n, w.deadAt[c]))
 			}
 		default:
 			r.PoisonDeadLettered++
@@ -477,6 +531,16 @@ func (w *Watcher) Report(in InputLog) Report {
 	}
 	sort.SliceStable(r.Examples, func(i, j int) bool { return r.Examples[i].Kind < r.Examples[j].Kind })
 	return r
+}
+
+func (r *Report) wantsExample(kind string) bool {
+	n := 0
+	for _, e := range r.Finals {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n < maxExamples
 }
 
 func (r *Report) finalExample(a Anomaly) {

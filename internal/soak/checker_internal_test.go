@@ -2,6 +2,7 @@ package soak
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,19 @@ func TestCompareInputSeparatesBrokerLossFromAmbiguousProduces(t *testing.T) {
 	missing, unacked := compareInput(p, log)
 	if missing != 1 || unacked != 2 {
 		t.Fatalf("acked but missing %d (want 1), in the log but unacknowledged %d (want 2)", missing, unacked)
+	}
+}
+
+func TestAheadOfInputPointsAtTheFirstRecordCountedTwice(t *testing.T) {
+	start := time.UnixMilli(0)
+	times := []int64{1000, 2000, 3000}
+	clean := []output{{1, 1000, 0, 0}, {2, 2000, 0, 1}, {3, 3000, 0, 2}}
+	if got := aheadOfInput(clean, times, start); got != "" {
+		t.Fatalf("clean history flagged: %s", got)
+	}
+	// Input #2 counted twice: the third count carries input #2's stamp.
+	twice := []output{{1, 1000, 0, 0}, {2, 2000, 0, 1}, {3, 2000, 0, 2}, {4, 3000, 0, 3}}
+	if got := aheadOfInput(twice, times, start); !strings.Contains(got, "3 at 0@2 stamped +2s, but input #3 of the key is stamped +3s") {
+		t.Fatalf("got %q", got)
 	}
 }
