@@ -26,8 +26,16 @@ type emitFunc func(key, value []byte, del bool) error
 // changelog positions the transaction just committed (from Flush), and
 // applies pending expiry. Call it only after the transaction committed; on
 // error the task must be restored before it processes again (its overlay is
-// kept, so a retry is possible).
-func (t *Task) Apply(offsets Offsets) error {
+// kept, so a retry is possible). The stores' recorded input position stays
+// as it was; see ApplyAt.
+func (t *Task) Apply(offsets Offsets) error { return t.ApplyAt(offsets, nil) }
+
+// ApplyAt is Apply that also records pos, the input position the committed
+// state reflects (the task's input offsets the transaction committed), as
+// the position of every store of the task, in the same atomic step as the
+// data and the offsets: what a Snapshot reports with the data. A nil pos
+// leaves the recorded position as it was.
+func (t *Task) ApplyAt(offsets Offsets, pos Position) error {
 	if t.closed {
 		return store.ErrClosed
 	}
@@ -48,6 +56,9 @@ func (t *Task) Apply(offsets Offsets) error {
 					return err
 				}
 			}
+		}
+		if pos != nil {
+			return t.emitPosition(pos, emit)
 		}
 		return nil
 	}

@@ -18,6 +18,9 @@ type liveTask struct {
 	// an abort rewinds the task's clocks to it, and the next commit's
 	// changelog positions start from it.
 	resume resumePoint
+	// position is the input position the commit being made reflects,
+	// recorded with the state by Apply (stagePositions, app_queryable.go).
+	position changelog.Position
 }
 
 func (lt *liveTask) Apply(context.Context) error {
