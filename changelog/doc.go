@@ -87,7 +87,7 @@
 //
 //	d <store> <partition> <suffix>        data
 //	i <store> <partition> <time> <suffix> time index of window and session stores
-//	m ...                                 offsets, expiry cuts, store registry, format, owner
+//	m ...                                 offsets, expiry cuts, input positions, store registry, format, owner
 //	s <epoch> <seq>                       staged entries of a large Apply
 //
 // The suffix is the raw key for key-value stores, esc(key)+start for windows
@@ -96,6 +96,11 @@
 // contract promises. The changelog record key is a one-byte kind tag followed
 // by the same suffix, so a changelog can be replayed without knowing the
 // topology, and compaction keeps exactly one record per stored entry.
+//
+// Snapshot reads the committed state of every store from outside the tasks
+// (interactive queries); ApplyAt records each task's input position with its
+// data, and Snapshot waits out a staged Apply between its mark and the end
+// of its copy.
 //
 // Window and session expiry is not logged: the changelog's compact,delete
 // retention drops old windows, and the expiry cut is persisted with Apply so

@@ -136,6 +136,12 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	if db.opts.ReadOnly {
 		return res, errors.New("changelog: restore into a read-only DB")
 	}
+	// A staged Apply whose copy failed in this process (not a crash: OpenDB
+	// would have finished it) left its marker and new offsets behind; the
+	// offsets are only true once the copy is done.
+	if err := db.recoverStaged(); err != nil {
+		return res, fmt.Errorf("changelog: restore: finish an interrupted apply: %w", err)
+	}
 	admCl, err := kgo.NewClient(opts.ClientOpts...)
 	if err != nil {
 		return res, fmt.Errorf("changelog: restore: new client: %w", err)
@@ -442,7 +448,12 @@ func (db *DB) wipe(id []byte) error {
 			return err
 		}
 	}
-	return db.bdb.Update(func(txn *badger.Txn) error { return txn.Delete(metaKey(metaCut, id)) })
+	return db.bdb.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(metaKey(metaCut, id)); err != nil {
+			return err
+		}
+		return txn.Delete(metaKey(metaPosition, id))
+	})
 }
 
 // consume reads the assigned partitions up to their end offsets into

@@ -30,8 +30,9 @@ import (
 // transactional session and the frontier controller: records are processed,
 // committed and applied in one order, so the commit protocol of package txn
 // needs no locks. HTTP handlers reach that state only through snapshots the
-// loop publishes and through query requests the loop serves between
-// batches.
+// loop publishes; interactive queries read committed state from Badger
+// snapshots in their own goroutines, for the tasks the loop publishes as
+// queryable (app_queryable.go).
 type App struct {
 	topo    *topology.Topology
 	cfg     Config
@@ -56,9 +57,9 @@ type App struct {
 	commitWatch commitWatch // loop goroutine only
 
 	ready    atomic.Bool
-	pub      published    // read by HTTP handlers
-	queries  chan *query  // served by the loop
-	httpAddr atomic.Value // string: the bound address
+	pub      published     // read by HTTP handlers
+	iq       queryRegistry // what queries may read; see app_queryable.go
+	httpAddr atomic.Value  // string: the bound address
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -79,7 +80,6 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("app", topo.Application()),
 		metrics: newAppMetrics(topo.Application()),
-		queries: make(chan *query),
 
 		poison:         map[recordKey]poisonEntry{},
 		rejectAttempts: map[recordKey]int{},

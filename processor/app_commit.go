@@ -55,6 +55,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		return nil
 	}
 	resume, meta := s.commitMetadata()
+	s.stagePositions()
 	st, err := s.committer.Commit(withOffsetMeta(ctx, meta))
 	s.open = false
 	end := s.now()

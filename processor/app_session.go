@@ -269,6 +269,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	if !changed {
 		return nil
 	}
+	s.queryAssigned(want)
 	for id, lt := range s.tasks {
 		if !want[id] {
 			if err := lt.close(); err != nil {
@@ -300,6 +301,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 			return err
 		}
 		s.tasks[id] = lt
+		s.queryPublish(ctx, id, lt)
 	}
 	s.index()
 	s.app.ready.Store(true)
@@ -342,6 +344,7 @@ func (s *session) resetTasks() error {
 }
 
 func (s *session) close() {
+	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
 	for id, lt := range s.tasks {
@@ -377,7 +380,6 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
-		s.serveQueries()
 		wait := time.Until(wake)
 		wait = min(max(wait, time.Millisecond), 50*time.Millisecond)
 		pctx, cancel := context.WithTimeout(ctx, wait)

@@ -24,7 +24,7 @@ type liveTask struct {
 }
 
 func (lt *liveTask) Apply(context.Context) error {
-	if err := lt.state.Apply(lt.flushed); err != nil {
+	if err := lt.state.ApplyAt(lt.flushed, lt.position); err != nil {
 		return fmt.Errorf("task %s: %w", lt.task.ID(), err)
 	}
 	lt.flushed = nil
