@@ -23,7 +23,6 @@ const (
 	hdrSourceTopic     = "tidemark.source.topic"
 	hdrSourcePartition = "tidemark.source.partition"
 	hdrSourceOffset    = "tidemark.source.offset"
-	hdrError           = "tidemark.error"
 )
 
 // barrierHeader marks the records the checker itself writes at the end of

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -49,6 +50,9 @@ type Options struct {
 	// Guarantee of the service: "" (exactly-once, its default), or
 	// "at_least_once" to check that the checker catches duplicates.
 	Guarantee string
+	// DeleteTopics deletes the scenario's topics (its own and the
+	// service's internal ones) after a pass: for a shared broker.
+	DeleteTopics bool
 	// Logf receives progress lines. Default: stderr.
 	Logf func(format string, args ...any)
 }
@@ -404,6 +408,11 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	r.mu.Unlock()
 	res.Elapsed = time.Since(r.start)
 	res.judge()
+	if o.DeleteTopics && res.Pass() {
+		if err := deleteTopics(ctx, b.Bootstrap(), base); err != nil {
+			r.Logf("delete topics: %v", err)
+		}
+	}
 	if !res.Pass() {
 		res.ServiceErrors = map[string][]string{}
 		for _, l := range res.Fleet.Logs {
@@ -514,6 +523,44 @@ func createTopics(ctx context.Context, brokers []string, topics map[string]int32
 		case <-ctx.Done():
 			return fmt.Errorf("soak: topics %v not served by the broker: %v", names, err)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// deleteTopics deletes every topic whose name starts with prefix+"-" and
+// waits until the broker no longer lists them.
+func deleteTopics(ctx context.Context, brokers []string, prefix string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		all, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, t := range all.Names() {
+			if strings.HasPrefix(t, prefix+"-") {
+				names = append(names, t)
+			}
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		resp, err := adm.DeleteTopics(ctx, names...)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("delete %v: %w", names, err)
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return fmt.Errorf("topics %v still listed", names)
 		}
 	}
 }

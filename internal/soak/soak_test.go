@@ -81,7 +81,7 @@ func runShort(t *testing.T, sc soak.Scenario) {
 
 	res, err := soak.RunScenario(ctx, sc, b, soak.Options{
 		Seed: seed, Short: true, Rate: 300, Keys: 500, Bin: exe, Dir: dir,
-		CatchUp: time.Minute, Logf: logf,
+		CatchUp: time.Minute, DeleteTopics: !sc.BrokerFaults, Logf: logf,
 	})
 	if err != nil {
 		t.Fatalf("scenario %s could not run (work directory %s): %v", sc.Name, dir, err)
