@@ -62,6 +62,7 @@ type Producer struct {
 	// delivered by Stop, not failed by Run's cancellation.
 	sendCtx    context.Context
 	cancelSend context.CancelFunc
+	stopOnce   sync.Once
 }
 
 func NewProducer(brokers []string, cfg ProducerConfig) (*Producer, error) {
@@ -172,13 +173,16 @@ func poisonValue(rng *rand.Rand, seq int) []byte {
 // returned), then closes the client. Records still unacknowledged then
 // fail with a context error and are not counted as produced; if the broker
 // wrote them anyway, the input log says so and the checker counts them.
+// Stopping again does nothing.
 func (p *Producer) Stop(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_ = p.cl.Flush(ctx)
-	p.cancelSend()
-	p.cl.Close() // fails whatever is left, calling its promise
-	p.inflight.Wait()
+	p.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_ = p.cl.Flush(ctx)
+		p.cancelSend()
+		p.cl.Close() // fails whatever is left, calling its promise
+		p.inflight.Wait()
+	})
 }
 
 // Produced is what the broker acknowledged.

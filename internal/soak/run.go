@@ -306,6 +306,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	pctx, pcancel := context.WithCancel(ctx)
 	pdone := make(chan struct{})
 	go func() { defer close(pdone); p.Run(pctx) }()
+	defer func() { pcancel(); <-pdone; p.Stop(0) }() // an aborted run
 	w.Measure(true)
 	r.Logf("producing %d records/s over %d keys into %s (4 partitions), %.2f%% poison pills", o.Rate, o.Keys, in, 100*o.PoisonFraction)
 
