@@ -48,7 +48,7 @@ func killCampaign(ctx context.Context, r *Run) error {
 		return err
 	}
 	for k := range kills {
-		if err := sleep(ctx, r.Between(1500*time.Millisecond, 5*time.Second)); err != nil {
+		if err := sleep(ctx, r.Between(1500*time.Millisecond, time.Duration(r.Pick(5, 6))*time.Second)); err != nil {
 			return err
 		}
 		running := r.Fleet.Running()
@@ -109,7 +109,7 @@ func brokerKills(ctx context.Context, r *Run) error {
 		if err := r.KillBroker(ctx, r.Between(500*time.Millisecond, 4*time.Second)); err != nil {
 			return err
 		}
-		if err := sleep(ctx, r.Between(time.Duration(r.Pick(6, 15))*time.Second, time.Duration(r.Pick(8, 25))*time.Second)); err != nil {
+		if err := sleep(ctx, r.Between(time.Duration(r.Pick(6, 20))*time.Second, time.Duration(r.Pick(8, 35))*time.Second)); err != nil {
 			return err
 		}
 	}
@@ -122,7 +122,7 @@ func rebalanceStorm(ctx context.Context, r *Run) error {
 	// Holds outlast the session timeout, so a killed member's partitions
 	// move while its transaction still hangs.
 	hold := func() error {
-		return sleep(ctx, r.Between(time.Duration(r.Pick(8, 10))*time.Second, time.Duration(r.Pick(10, 16))*time.Second))
+		return sleep(ctx, r.Between(time.Duration(r.Pick(8, 12))*time.Second, time.Duration(r.Pick(10, 20))*time.Second))
 	}
 	killed := map[string]bool{} // left by SIGKILL and not back yet
 	for c := range cycles {
@@ -204,12 +204,12 @@ func brokerPause(ctx context.Context, r *Run) error {
 			return err
 		}
 	}
-	if err := sleep(ctx, r.Between(time.Duration(r.Pick(5, 10))*time.Second, time.Duration(r.Pick(6, 12))*time.Second)); err != nil {
+	if err := sleep(ctx, r.Between(time.Duration(r.Pick(5, 15))*time.Second, time.Duration(r.Pick(6, 25))*time.Second)); err != nil {
 		return err
 	}
 	pause := time.Duration(r.Pick(8, 20)) * time.Second
 	if err := r.PauseBroker(ctx, pause); err != nil {
 		return err
 	}
-	return sleep(ctx, r.Between(time.Duration(r.Pick(8, 15))*time.Second, time.Duration(r.Pick(10, 20))*time.Second))
+	return sleep(ctx, r.Between(time.Duration(r.Pick(8, 25))*time.Second, time.Duration(r.Pick(10, 35))*time.Second))
 }
