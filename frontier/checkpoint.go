@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// CheckpointOptions configures a CheckpointScheduler. Zero fields take
-// their defaults in Validate.
+// CheckpointOptions configures a CheckpointScheduler. Zero fields stand for
+// their defaults, filled in by EnsureDefaults; Validate checks ranges, as
+// for Options.
 type CheckpointOptions struct {
 	// MeanTimeBetweenFailures is the prior of the hazard rate h.
 	// Default 24h. Range [1s, 10000h].
@@ -41,8 +42,8 @@ const (
 	DefaultCheckpointTimeConst   = 10 * time.Second
 )
 
-// Validate fills defaults and checks ranges.
-func (o *CheckpointOptions) Validate() error {
+// EnsureDefaults sets every zero field to its default and returns o.
+func (o *CheckpointOptions) EnsureDefaults() *CheckpointOptions {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -57,6 +58,18 @@ func (o *CheckpointOptions) Validate() error {
 	if o.RestoreRatePrior == 0 {
 		o.RestoreRatePrior = DefaultRestoreRatePrior
 	}
+	return o
+}
+
+// Validate checks every field's range as NewCheckpointScheduler would use
+// it, a zero field standing for its default, naming the field and the
+// accepted range. It does not modify o.
+func (o *CheckpointOptions) Validate() error {
+	c := *o
+	return c.EnsureDefaults().check()
+}
+
+func (o *CheckpointOptions) check() error {
 	for _, err := range []error{
 		durIn("MeanTimeBetweenFailures", o.MeanTimeBetweenFailures, time.Second, 10000*time.Hour),
 		durIn("RestoreTarget", o.RestoreTarget, 100*time.Millisecond, 24*time.Hour),
@@ -139,7 +152,7 @@ type CheckpointScheduler struct {
 
 // NewCheckpointScheduler validates opts and returns a scheduler.
 func NewCheckpointScheduler(opts CheckpointOptions) (*CheckpointScheduler, error) {
-	if err := opts.Validate(); err != nil {
+	if err := opts.EnsureDefaults().check(); err != nil {
 		return nil, err
 	}
 	return &CheckpointScheduler{

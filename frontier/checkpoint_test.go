@@ -121,6 +121,9 @@ func TestCheckpointOptionsValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.opts
 			err := o.Validate()
+			if o != tt.opts {
+				t.Fatalf("Validate modified the options: %+v", o)
+			}
 			if (err == nil) != (tt.field == "") {
 				t.Fatalf("Validate = %v, want error naming %q", err, tt.field)
 			}
@@ -128,5 +131,9 @@ func TestCheckpointOptionsValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want it to name %s and the range", err, tt.field)
 			}
 		})
+	}
+	var o CheckpointOptions
+	if o.EnsureDefaults(); o.RestoreTarget != DefaultRestoreTarget || o.RestoreRatePrior != DefaultRestoreRatePrior {
+		t.Fatalf("EnsureDefaults left %+v", o)
 	}
 }

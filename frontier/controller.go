@@ -71,9 +71,9 @@ type plan struct {
 	draining   bool // the persistent backlog takes longer than T to drain
 }
 
-// New validates opts (filling defaults) and returns a Controller.
+// New fills opts' defaults, validates them and returns a Controller.
 func New(opts Options) (*Controller, error) {
-	if err := opts.Validate(); err != nil {
+	if err := opts.EnsureDefaults().check(); err != nil {
 		return nil, err
 	}
 	c := &Controller{

@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -293,12 +294,12 @@ func TestOptionsValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.opts
 			err := o.Validate()
+			if !reflect.DeepEqual(o, tt.opts) {
+				t.Fatalf("Validate modified the options: %+v, was %+v", o, tt.opts)
+			}
 			if tt.field == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
-				}
-				if o.FixedInterval != DefaultFixedInterval || o.MinInterval != DefaultMinInterval || o.Policy != PolicyAdaptive {
-					t.Fatalf("defaults not filled: %+v", o)
 				}
 				return
 			}
@@ -306,6 +307,27 @@ func TestOptionsValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error naming %s and its range", err, tt.field)
 			}
 		})
+	}
+}
+
+func TestOptionsEnsureDefaults(t *testing.T) {
+	tenants := map[string]TenantOptions{"hot": {Rate: 100}}
+	o := Options{Policy: PolicyFixed, Tenants: tenants}
+	o.EnsureDefaults()
+	if o.FixedInterval != DefaultFixedInterval || o.MinInterval != DefaultMinInterval || o.Policy != PolicyFixed {
+		t.Fatalf("defaults not filled, or a set field overwritten: %+v", o)
+	}
+	if got := o.Tenants["hot"]; got.StalenessTarget != DefaultStalenessTarget || got.Burst != 10 {
+		t.Fatalf("tenant defaults %+v, want the application's staleness target and a tenth of a second of rate", got)
+	}
+	if tenants["hot"].Burst != 0 {
+		t.Fatal("EnsureDefaults modified the caller's Tenants map")
+	}
+	if d := DefaultOptions(); !reflect.DeepEqual(d, *new(Options).EnsureDefaults()) || d.Policy != PolicyAdaptive {
+		t.Fatalf("DefaultOptions() = %+v, want the zero Options filled in (adaptive)", d)
+	}
+	if d := DefaultOptions(); d.Validate() != nil {
+		t.Fatalf("DefaultOptions().Validate() = %v", d.Validate())
 	}
 }
 

@@ -3,6 +3,8 @@ package frontier
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -20,7 +22,10 @@ const (
 )
 
 // Options configures a Controller. The zero value of every field means its
-// default; call Validate (New does) to fill defaults and check ranges.
+// default, so the zero Options is the adaptive policy with every default
+// (DefaultOptions returns it filled in). EnsureDefaults fills the defaults
+// in, Validate checks ranges; New does both. Options suit files and flags:
+// a service config can hold one and validate it at the edge.
 type Options struct {
 	// Policy selects the commit policy. Default PolicyAdaptive.
 	Policy Policy
@@ -115,7 +120,7 @@ const (
 	DefaultMeanTimeBetweenFailures = 24 * time.Hour
 )
 
-// ErrInvalidOptions is wrapped by every Validate error.
+// ErrInvalidOptions is wrapped by every Validate error (and New's).
 var ErrInvalidOptions = errors.New("frontier: invalid options")
 
 func rangeErr(field string, v any, rng string) error {
@@ -129,9 +134,17 @@ func durIn(field string, v, lo, hi time.Duration) error {
 	return nil
 }
 
-// Validate fills zero fields with their defaults and checks every field's
-// range, returning an error that names the field and the accepted range.
-func (o *Options) Validate() error {
+// DefaultOptions returns the options a zero Options stands for, with every
+// default filled in: the adaptive policy.
+func DefaultOptions() Options {
+	var o Options
+	return *o.EnsureDefaults()
+}
+
+// EnsureDefaults sets every zero field to its default and returns o. It
+// checks nothing (see Validate) and does not modify the caller's Tenants
+// map: a tenant's defaults are filled in a copy.
+func (o *Options) EnsureDefaults() *Options {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -157,7 +170,32 @@ func (o *Options) Validate() error {
 	if o.MaxCommitShare == 0 {
 		o.MaxCommitShare = DefaultMaxCommitShare
 	}
+	if len(o.Tenants) > 0 {
+		ts := make(map[string]TenantOptions, len(o.Tenants))
+		for name, t := range o.Tenants {
+			if t.StalenessTarget == 0 {
+				t.StalenessTarget = o.StalenessTarget
+			}
+			if t.Rate > 0 && t.Burst == 0 {
+				t.Burst = max(1, t.Rate/10)
+			}
+			ts[name] = t
+		}
+		o.Tenants = ts
+	}
+	return o
+}
 
+// Validate checks every field's range as New would use it, a zero field
+// standing for its default, and returns an error that names the field and
+// the accepted range. It does not modify o.
+func (o *Options) Validate() error {
+	c := *o
+	return c.EnsureDefaults().check()
+}
+
+// check validates options whose defaults are filled in.
+func (o *Options) check() error {
 	switch o.Policy {
 	case PolicyAdaptive, PolicyFixed:
 	default:
@@ -187,28 +225,18 @@ func (o *Options) Validate() error {
 	if !(o.MaxCommitShare >= o.OverloadCommitShare && o.MaxCommitShare < 1) {
 		return rangeErr("MaxCommitShare", o.MaxCommitShare, fmt.Sprintf("[%v, 1)", o.OverloadCommitShare))
 	}
-	if len(o.Tenants) > 0 {
-		ts := make(map[string]TenantOptions, len(o.Tenants))
-		for name, t := range o.Tenants {
-			field := fmt.Sprintf("Tenants[%q]", name)
-			if t.StalenessTarget == 0 {
-				t.StalenessTarget = o.StalenessTarget
-			}
-			if err := durIn(field+".StalenessTarget", t.StalenessTarget, time.Millisecond, time.Hour); err != nil {
-				return err
-			}
-			if t.Rate < 0 {
-				return rangeErr(field+".Rate", t.Rate, "≥ 0")
-			}
-			if t.Burst < 0 {
-				return rangeErr(field+".Burst", t.Burst, "≥ 0")
-			}
-			if t.Rate > 0 && t.Burst == 0 {
-				t.Burst = max(1, t.Rate/10)
-			}
-			ts[name] = t
+	for _, name := range slices.Sorted(maps.Keys(o.Tenants)) {
+		t := o.Tenants[name]
+		field := fmt.Sprintf("Tenants[%q]", name)
+		if err := durIn(field+".StalenessTarget", t.StalenessTarget, time.Millisecond, time.Hour); err != nil {
+			return err
 		}
-		o.Tenants = ts // a copy: the caller's map is not modified
+		if t.Rate < 0 {
+			return rangeErr(field+".Rate", t.Rate, "≥ 0")
+		}
+		if t.Burst < 0 {
+			return rangeErr(field+".Burst", t.Burst, "≥ 0")
+		}
 	}
 	return nil
 }

@@ -239,13 +239,15 @@ func (c *Config) EnsureDefaults(app string) error {
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join("tidemark-state", app)
 	}
-	if c.Commit == nil {
-		c.Commit = &frontier.Options{}
+	commit := frontier.Options{}
+	if c.Commit != nil {
+		commit = *c.Commit
 	}
+	c.Commit = commit.EnsureDefaults()
 	if err := c.Commit.Validate(); err != nil {
 		return fmt.Errorf("config: Commit: %w", err)
 	}
-	if err := c.Checkpoint.Validate(); err != nil {
+	if err := c.Checkpoint.EnsureDefaults().Validate(); err != nil {
 		return fmt.Errorf("config: Checkpoint: %w", err)
 	}
 	if c.TransactionTimeout == 0 {
