@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
@@ -226,7 +227,7 @@ func (s *session) deadLetter(_ context.Context, r *kgo.Record, kind, operator st
 		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: "tidemark.operator", Value: []byte(operator)})
 	}
 	if n, err := s.app.layout.partitionCount(dl.Topic); err == nil {
-		dl.Partition = DefaultPartition(r.Key, n)
+		dl.Partition = task.DefaultPartition(r.Key, n)
 	}
 	s.txn.mu.Lock()
 	s.txn.deadLettered++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -19,7 +20,7 @@ import (
 // record as in Kafka Streams.
 const dropLogEvery = 10 * time.Second
 
-// droppedRecords exports the records the tasks dropped (Task.Metrics'
+// droppedRecords exports the records the tasks dropped (task.Task's
 // DroppedBy): the counter tidemark_dropped_records_total{task, node,
 // reason}, and a rate-limited warning per (task, node, reason) whenever the
 // count grows. Undecodable records a SkipUndecodable source dropped also
@@ -44,13 +45,13 @@ type droppedRecords struct {
 // dropSite is where, and why, records were dropped.
 type dropSite struct {
 	task topology.TaskID
-	DropKey
+	task.DropKey
 }
 
 type dropState struct {
-	from     *Task // the instance the last reading came from
-	read     int64 // its count at that reading
-	unlogged int64 // exported but not logged yet
+	from     *task.Task // the instance the last reading came from
+	read     int64      // its count at that reading
+	unlogged int64      // exported but not logged yet
 	logged   time.Time
 	seen     uint64 // the last round the site's task was read
 }
@@ -77,7 +78,7 @@ func newDroppedRecords(reg prometheus.Registerer, labels prometheus.Labels, deco
 // iteration: a pending log line goes out once its 10 s have passed even
 // when nothing more is dropped.
 func (s *session) exportDropped(d *droppedRecords, now time.Time) {
-	d.export(now, s.app.log, func(yield func(*Task) bool) {
+	d.export(now, s.app.log, func(yield func(*task.Task) bool) {
 		for _, lt := range s.tasks {
 			if !yield(lt.task) {
 				return
@@ -93,11 +94,11 @@ func (s *session) flushDropped(d *droppedRecords, now time.Time) { d.flush(now, 
 // export reads every task's drop counters, adds what grew to the Prometheus
 // counters, and logs each site whose last line is at least d.every old (or
 // that never had one) with the count since that line.
-func (d *droppedRecords) export(now time.Time, log *slog.Logger, tasks iter.Seq[*Task]) {
+func (d *droppedRecords) export(now time.Time, log *slog.Logger, tasks iter.Seq[*task.Task]) {
 	d.round++
 	for t := range tasks {
 		id := t.ID()
-		for k, n := range t.metrics.DroppedBy {
+		for k, n := range t.DroppedBy() {
 			site := dropSite{task: id, DropKey: k}
 			st := d.sites[site]
 			if st == nil {

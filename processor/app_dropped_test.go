@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -78,8 +79,8 @@ func (dt dropTest) sample(t *testing.T, series string) string {
 	return ""
 }
 
-func tasksOf(ts ...*Task) func(func(*Task) bool) {
-	return func(yield func(*Task) bool) {
+func tasksOf(ts ...*task.Task) func(func(*task.Task) bool) {
+	return func(yield func(*task.Task) bool) {
 		for _, t := range ts {
 			if !yield(t) {
 				return
@@ -88,15 +89,67 @@ func tasksOf(ts ...*Task) func(func(*Task) bool) {
 	}
 }
 
-func newTestTask(t *testing.T, topo *topology.Topology, partition int32) *Task {
+func newTestTask(t *testing.T, topo *topology.Topology, partition int32) *task.Task {
 	t.Helper()
-	task, err := NewTask(TaskConfig{Topology: topo, SubTopology: 0, Partition: partition, Stores: memstore.NewProvider(),
-		Output: CollectorFunc(func(topology.TaskID, *topology.OutputRecord) error { return nil })})
+	tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: partition, Stores: memstore.NewProvider(),
+		Output: task.CollectorFunc(func(topology.TaskID, *topology.OutputRecord) error { return nil })})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = task.Close() })
-	return task
+	t.Cleanup(func() { _ = tk.Close() })
+	return tk
+}
+
+// dropper is a task of partition 0 whose operator drops every record drop
+// gives it, as operators drop records (the task counts them through
+// topology.TaskEnv.Dropped): a windowed count named node drops records
+// behind its window's grace (reason late), a count named node records with
+// a null key (reason null-key).
+type dropper struct {
+	tk  *task.Task
+	rec topology.InputRecord // what drop pipes
+}
+
+func newDropper(t *testing.T, node string, reason topology.DropReason) *dropper {
+	t.Helper()
+	b := topology.NewBuilder("app")
+	g := b.Stream("in", serde.String(), serde.String()).GroupByKey()
+	d := &dropper{rec: topology.InputRecord{Topic: "in", Key: []byte("k"), Value: []byte("v")}}
+	switch reason {
+	case topology.DropLate:
+		topology.WindowedBy(g, topology.TumblingWindows(time.Second, 0)).Count(topology.Named(node))
+	case topology.DropNullKey:
+		g.Count(topology.Named(node))
+		d.rec.Key = nil
+	default:
+		t.Fatalf("dropper: no operator drops for reason %s", reason)
+	}
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.tk = newTestTask(t, topo, 0)
+	if reason == topology.DropLate {
+		// Move the window's clock on: the window of timestamp 0 is closed.
+		prime := topology.InputRecord{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: 10_000}
+		if err := d.tk.Process(&prime); err != nil {
+			t.Fatal(err)
+		}
+		d.rec.Offset = 1
+	}
+	return d
+}
+
+// drop has the task drop n records.
+func (d *dropper) drop(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		rec := d.rec
+		if err := d.tk.Process(&rec); err != nil {
+			t.Fatal(err)
+		}
+		d.rec.Offset++
+	}
 }
 
 // A count over a source that skips undecodable values: null keys and
@@ -110,7 +163,7 @@ func TestDroppedRecordsExportedByTaskNodeAndReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := newTestTask(t, topo, 1)
+	tk := newTestTask(t, topo, 1)
 	eight := []byte{0, 0, 0, 0, 0, 0, 0, 1}
 	for i, in := range []topology.InputRecord{
 		{Key: nil, Value: eight},               // null key: the count drops it
@@ -122,12 +175,12 @@ func TestDroppedRecordsExportedByTaskNodeAndReason(t *testing.T) {
 		{Key: nil, Value: nil, Timestamp: 100}, // null key and tombstone: the null key decides
 	} {
 		in.Topic, in.Partition, in.Offset = "in", 1, int64(i)
-		if err := task.Process(&in); err != nil {
+		if err := tk.Process(&in); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dt := newDropTest()
-	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{task.ID(): {task: task}}}
+	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
 	s.exportDropped(dt.d, time.Unix(1000, 0))
 
 	want := []string{
@@ -190,14 +243,12 @@ func TestDroppedRecordsLogRateLimit(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dt := newDropTest()
-			task := newTestTask(t, passThrough(t), 0)
+			d := newDropper(t, "late-op", topology.DropLate)
 			start := time.Unix(0, 0)
 			for i, s := range c.steps {
-				for range s.drops {
-					task.Dropped("late-op", topology.DropLate)
-				}
+				d.drop(t, s.drops)
 				*dt.lines = (*dt.lines)[:0]
-				dt.d.export(start.Add(s.at), dt.log, tasksOf(task))
+				dt.d.export(start.Add(s.at), dt.log, tasksOf(d.tk))
 				var want []string
 				for _, l := range s.lines {
 					want = append(want, "WARN dropped records task=0_0 node=late-op reason=late "+l)
@@ -213,33 +264,19 @@ func TestDroppedRecordsLogRateLimit(t *testing.T) {
 	}
 }
 
-func passThrough(t *testing.T) *topology.Topology {
-	t.Helper()
-	b := topology.NewBuilder("app")
-	b.Stream("in", serde.String(), serde.String()).To("out")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return topo
-}
-
 // A task recreated after an abort counts from zero again: the exported
 // counter keeps growing, the rate limit of the site carries over, and a
 // task that left has its pending count logged once it is due.
 func TestDroppedRecordsAcrossTaskInstances(t *testing.T) {
 	dt := newDropTest()
-	topo := passThrough(t)
 	start := time.Unix(0, 0)
-	first := newTestTask(t, topo, 0)
-	for range 3 {
-		first.Dropped("op", topology.DropNullKey)
-	}
-	dt.d.export(start, dt.log, tasksOf(first))
+	first := newDropper(t, "op", topology.DropNullKey)
+	first.drop(t, 3)
+	dt.d.export(start, dt.log, tasksOf(first.tk))
 
-	second := newTestTask(t, topo, 0) // the same task id, as resetTasks makes it
-	second.Dropped("op", topology.DropNullKey)
-	dt.d.export(start.Add(time.Second), dt.log, tasksOf(second))
+	second := newDropper(t, "op", topology.DropNullKey) // the same task id, as resetTasks makes it
+	second.drop(t, 1)
+	dt.d.export(start.Add(time.Second), dt.log, tasksOf(second.tk))
 	if got := dt.sample(t, `tidemark_dropped_records_total{app="test",node="op",reason="null-key",task="0_0"}`); got != "4" {
 		t.Errorf("counter after the task was recreated = %s, want 4 (3 + 1)", got)
 	}
@@ -260,13 +297,12 @@ func TestDroppedRecordsAcrossTaskInstances(t *testing.T) {
 
 func TestFlushDroppedLogsPendingCounts(t *testing.T) {
 	dt := newDropTest()
-	task := newTestTask(t, passThrough(t), 0)
-	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{task.ID(): {task: task}}}
+	d := newDropper(t, "op", topology.DropLate)
+	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{d.tk.ID(): {task: d.tk}}}
 	start := time.Unix(0, 0)
-	task.Dropped("op", topology.DropLate)
+	d.drop(t, 1)
 	s.exportDropped(dt.d, start)
-	task.Dropped("op", topology.DropLate)
-	task.Dropped("op", topology.DropLate)
+	d.drop(t, 2)
 	s.exportDropped(dt.d, start.Add(time.Second))
 	s.flushDropped(dt.d, start.Add(2*time.Second))
 	want := []string{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/frontier/watch"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -25,7 +26,7 @@ import (
 // (key "<sink>@<instance>", frontier.Record) to the compacted, single
 // partition "<app>-frontier" topic: the sink offsets it knows committed,
 // the tasks that feed the sink (sub-topology × task count), and a mark per
-// task it runs or ran: the task's output watermark (Task.OutputWatermarks,
+// task it runs or ran: the task's output watermark (task.Task.OutputWatermarks,
 // derived from the graph by topology.OutputBounds), with an idle flag. A
 // reader (frontier.View, frontier/watch, GET /frontier) takes per task the
 // greatest mark over all records and per sink the minimum over its tasks;
@@ -494,7 +495,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 	type taskWM struct {
 		task frontier.Task
 		lt   *liveTask
-		wm   OutputWatermark
+		wm   task.OutputWatermark
 	}
 	perSink := map[string][]taskWM{}
 	for _, id := range s.sortedTaskIDs() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/internal/retry"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -91,7 +92,7 @@ func decodeOffsetMeta(md string) (offsetMeta, bool) {
 // resumePoint is where a task resumes: its clocks, and the changelog
 // positions its restore must reach.
 type resumePoint struct {
-	clocks Clocks
+	clocks task.Clocks
 	logs   map[string]int64 // by store name
 }
 
@@ -167,7 +168,7 @@ func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]str
 // resumeState is where task id resumes, out of the committed metadata of
 // its input partitions: the largest of each clock and position.
 func (s *session) resumeState(meta map[topicPartition]string, id topology.TaskID) resumePoint {
-	rp := resumePoint{clocks: Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}, logs: map[string]int64{}}
+	rp := resumePoint{clocks: task.Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}, logs: map[string]int64{}}
 	for _, topic := range s.app.topo.SubTopologies()[id.SubTopology].SourceTopics {
 		m, ok := decodeOffsetMeta(meta[topicPartition{topic, id.Partition}])
 		if !ok {

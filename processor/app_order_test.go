@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -25,8 +26,8 @@ func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	task, err := NewTask(TaskConfig{Topology: topo, SubTopology: 0, Partition: 0, Stores: memstore.NewProvider(),
-		Output: CollectorFunc(func(_ topology.TaskID, r *topology.OutputRecord) error {
+	tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: 0, Stores: memstore.NewProvider(),
+		Output: task.CollectorFunc(func(_ topology.TaskID, r *topology.OutputRecord) error {
 			got = append(got, fmt.Sprintf("%s@%d", r.Value, r.Timestamp))
 			return nil
 		})})
@@ -38,7 +39,7 @@ func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
 	}
 	s := &session{app: &App{metrics: newAppMetrics("app")}}
 	s.txn.reset()
-	err = s.processTaskInputs(context.Background(), &liveTask{task: task}, [][]*kgo.Record{
+	err = s.processTaskInputs(context.Background(), &liveTask{task: tk}, [][]*kgo.Record{
 		{rec("carts", "c1", 10), rec("carts", "c2", 30), rec("carts", "c3", 20)},
 		{rec("payments", "p1", 15), rec("payments", "p2", 25)},
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -271,7 +272,7 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, info topology.Sto
 	defer done()
 	parts := v.queryable
 	if q.keyed {
-		res.Partition = DefaultPartition(q.key, v.partitions)
+		res.Partition = task.DefaultPartition(q.key, v.partitions)
 		switch {
 		case slices.Contains(v.queryable, res.Partition):
 			parts = []int32{res.Partition}

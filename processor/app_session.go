@@ -16,6 +16,7 @@ import (
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/retry"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -328,7 +329,7 @@ func (s *session) resetTasks() error {
 	for id, lt := range s.tasks {
 		lt.state.Discard()
 		_ = lt.task.Close()
-		t, err := NewTask(TaskConfig{
+		t, err := task.New(task.Params{
 			Topology: s.app.topo, SubTopology: id.SubTopology, Partition: id.Partition,
 			Stores: lt.state, Output: s, PartitionCount: s.app.layout.partitionCount,
 			WallClock: s.now().UnixMilli(), Resume: lt.resume.clocks,
@@ -632,8 +633,8 @@ func (s *session) poison(ectx ErrorContext, action ErrorAction, kind string, cau
 	return errReplay
 }
 
-func errorContextOf(task topology.TaskID, raw *kgo.Record, cause error, attempts int) ErrorContext {
-	ectx := ErrorContext{Task: task, Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset,
+func errorContextOf(id topology.TaskID, raw *kgo.Record, cause error, attempts int) ErrorContext {
+	ectx := ErrorContext{Task: id, Topic: raw.Topic, Partition: raw.Partition, Offset: raw.Offset,
 		Timestamp: raw.Timestamp, Key: raw.Key, Value: raw.Value, Headers: headersOf(raw), Attempts: attempts}
 	if oe, ok := errors.AsType[interface {
 		error
@@ -664,7 +665,7 @@ func headersOf(r *kgo.Record) []topology.Header {
 
 // Collect is the tasks' Collector: it produces a sink record into the open
 // transaction. The record's slices are copied (kgo keeps them until acked).
-func (s *session) Collect(task topology.TaskID, rec *topology.OutputRecord) error {
+func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -674,12 +675,12 @@ func (s *session) Collect(task topology.TaskID, rec *topology.OutputRecord) erro
 		if err != nil {
 			return err
 		}
-		p = DefaultPartition(rec.Key, n)
+		p = task.DefaultPartition(rec.Key, n)
 		if rec.Key == nil {
 			// A null key has no partition of its own: spread such records
 			// by task, as a producer spreads them, rather than all on
 			// partition 0; deterministic, so a redo writes the same.
-			p = task.Partition % n
+			p = id.Partition % n
 		}
 	}
 	r := &kgo.Record{Topic: rec.Topic, Partition: p, Timestamp: time.UnixMilli(rec.Timestamp)}

@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // liveTask is a Task in the service: the task core plus its stores' overlay
 // and changelog (changelog.Task). It is the transaction's Participant.
 type liveTask struct {
-	task    *Task
+	task    *task.Task
 	state   *changelog.Task
 	flushed changelog.Offsets // from the last Flush: what Apply records
 	// resume is what the last commit stored (or the task resumed from):
@@ -55,7 +56,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		Logger:    a.log.With("task", id.String()),
 	})
 	var res changelog.RestoreResult
-	t, err := NewTask(TaskConfig{
+	t, err := task.New(task.Params{
 		Topology:       a.topo,
 		SubTopology:    id.SubTopology,
 		Partition:      id.Partition,
@@ -66,7 +67,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		Resume:         resume.clocks,
 		// Restore between opening the stores and the processors' Init,
 		// so Init reads restored state.
-		Restore: func([]OpenStore) error {
+		Restore: func([]task.OpenStore) error {
 			var err error
 			res, err = state.Restore(ctx, s.restoreOptions(id, resume))
 			return err

@@ -1,45 +1,39 @@
-// Package processor executes built topologies.
+// Package processor runs a built topology as a Kafka consumer-group
+// service: the App. Start as many instances with the same application id as
+// you like; the group spreads the input partitions over them.
 //
-// The unit of execution is the Task: one sub-topology instance for one input
-// partition. A task is a deterministic core in the etcd raft style: it never
-// reads a clock, a socket or a goroutine it did not get. Its driver (the test
-// driver in tidemarktest today, the consumer-group service later) feeds it
-// input records with Process and wall-clock time with Punctuate, and
-// receives the records it produces through a Collector, synchronously and in
-// production order; the Collector must copy what it keeps.
+//	app, err := processor.NewApp(topo,
+//		processor.WithBrokers("127.0.0.1:9092"),
+//		processor.WithStateDir("/var/lib/tidemark/marketplace"),
+//	)
+//	err = app.Run(ctx) // until ctx is done: commits, closes its tasks, leaves the group
 //
-// Stream time is the largest event time the task has processed; the
-// watermark is the minimum over the task's inputs of (input stream time −
-// allowed lateness). Stream-time punctuators fire after the record that
-// advanced stream time past their due time, wall-clock punctuators in
-// Punctuate.
+// The App is the I/O around the deterministic task core (package task),
+// which the broker-free test driver (processor/tidemarktest) runs the same
+// way. An instance
 //
-// # Driving tasks (the seam the live runtime uses)
+//   - joins the group with a cooperative, sticky balancer that keeps
+//     partition p of co-partitioned topics on one member, and turns its
+//     assigned partitions into tasks (task.IDs);
+//   - opens each task's stores on the process's Badger DB and restores them
+//     from their changelog topics (package changelog) before the task's
+//     processors' Init, so Init reads restored state;
+//   - feeds the tasks the fetched records in timestamp order, and wall-clock
+//     time for punctuators, from one goroutine (Run's) that owns every task,
+//     the transactional session and the frontier controller;
+//   - commits their outputs, changelog records and input offsets in one
+//     Kafka transaction (package txn) when the frontier controller (package
+//     frontier) says so, and only then applies each task's overlay to
+//     Badger, with the changelog offsets it reflects;
+//   - publishes the output frontier (each sink's committed offsets and the
+//     watermark its committed outputs cover) with every commit;
+//   - serves /metrics, /healthz, /readyz, /frontier and interactive queries
+//     of committed state over HTTP.
 //
-//	topo, _ := builder.Build()
-//	// Subscribe to topo.SourceTopics(); create topo.RepartitionTopics() and
-//	// topo.ChangelogTopics(); then, with the cluster's partition counts:
-//	ids, err := processor.TaskIDs(topo, counts) // checks topo.CopartitionGroups() too
-//	// For each task id assigned to this member:
-//	task, err := processor.NewTask(processor.TaskConfig{
-//		Topology: topo, SubTopology: id.SubTopology, Partition: id.Partition,
-//		Stores:         provider,  // store.Provider: Badger + changelogs in the service
-//		Output:         collector, // buffers records for the transaction
-//		PartitionCount: countOf,   // for user partitioners
-//		WallClock:      nowMs,
-//	})
-//	// task.Stores() lists the opened stores with their store.Spec; the
-//	// changelog of each is topo.Store(name).Changelog, to restore first.
-//	// For each fetched record of task.Topics(), partition id.Partition:
-//	err = task.Process(&rec)
-//	// On each tick: err = task.Punctuate(nowMs)
-//	// Each collected OutputRecord carries InputTimestamp (the Kafka
-//	// timestamp of the record that triggered it, -1 from punctuators) and
-//	// StreamTime (the largest event time it can depend on).
-//	// At commit: everything Collected so far derives from inputs up to
-//	// task.StreamTime(); task.Watermark() bounds what can still arrive.
-//	// On revocation or shutdown: task.Close()
-//
-// A Process or Punctuate error means the task's outputs since the last
-// commit are suspect: the runtime aborts the transaction and rewinds.
+// Invariants: Badger holds a committed prefix of each task's state and the
+// changelog offsets it reflects, never more; an abort (an error, a
+// revocation, fencing) drops the overlays, recreates the task cores from the
+// clocks the last commit stored and rewinds the inputs to the committed
+// offsets; an EndTxn of unknown outcome is resolved from the group's stable
+// committed offsets before anything is applied.
 package processor

@@ -1,82 +1,91 @@
-package processor
+package task
 
 import (
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
-// The methods here implement topology.TaskEnv: what the instantiated
-// sub-topology calls back into.
-var _ topology.TaskEnv = (*Task)(nil)
+// env is the Task as its instantiated sub-topology sees it: it implements
+// topology.TaskEnv and its optional extensions. The callbacks live on this
+// unexported view rather than on Task so that a Task's API is what a
+// runtime calls (Process, Punctuate, Clocks, ...) and nothing a runtime must
+// not call (Emit, ObserveTimestamp, KeepClock, ...).
+type env Task
 
-func (t *Task) TaskID() topology.TaskID { return t.id }
+var (
+	_ topology.TaskEnv      = (*env)(nil)
+	_ topology.WindowCloser = (*env)(nil)
+	_ topology.ClockKeeper  = (*env)(nil)
+)
 
-func (t *Task) Store(name string) (store.Store, error) {
-	s, ok := t.storeByName[name]
+func (e *env) task() *Task { return (*Task)(e) }
+
+func (e *env) TaskID() topology.TaskID { return e.id }
+
+func (e *env) Store(name string) (store.Store, error) {
+	s, ok := e.storeByName[name]
 	if !ok {
-		return nil, errorf(t, "%w: %q", topology.ErrUnknownStore, name)
+		return nil, errorf(e.task(), "%w: %q", topology.ErrUnknownStore, name)
 	}
 	return s, nil
 }
 
-func (t *Task) ObserveTimestamp(ts int64) {
-	if t.cur != nil && ts > t.cur.time {
-		t.cur.time = ts
+func (e *env) ObserveTimestamp(ts int64) {
+	if e.cur != nil && ts > e.cur.time {
+		e.cur.time = ts
 	}
-	if ts > t.streamTime {
-		t.streamTime = ts
+	if ts > e.streamTime {
+		e.streamTime = ts
 	}
 }
 
-func (t *Task) WallClock() int64 { return t.wall }
+func (e *env) StreamTime() int64 { return e.streamTime }
 
-func (t *Task) Meta() (topology.RecordMeta, bool) {
-	if !t.inRecord {
+func (e *env) WallClock() int64 { return e.wall }
+
+func (e *env) Meta() (topology.RecordMeta, bool) {
+	if !e.inRecord {
 		return topology.RecordMeta{}, false
 	}
-	return t.meta, true
+	return e.meta, true
 }
 
-func (t *Task) Emit(rec *topology.OutputRecord) error {
-	t.metrics.Emitted++
-	rec.InputTimestamp, rec.StreamTime = -1, t.streamTime
-	if t.inRecord {
-		rec.InputTimestamp = t.inputTS
+func (e *env) Emit(rec *topology.OutputRecord) error {
+	e.metrics.Emitted++
+	rec.InputTimestamp, rec.StreamTime = -1, e.streamTime
+	if e.inRecord {
+		rec.InputTimestamp = e.inputTS
 	}
-	if err := t.cfg.Output.Collect(t.id, rec); err != nil {
-		return errorf(t, "collect output for %q: %w", rec.Topic, err)
+	if err := e.cfg.Output.Collect(e.id, rec); err != nil {
+		return errorf(e.task(), "collect output for %q: %w", rec.Topic, err)
 	}
 	return nil
 }
 
-func (t *Task) PartitionCount(topic string) (int32, error) {
-	if t.cfg.PartitionCount == nil {
+func (e *env) PartitionCount(topic string) (int32, error) {
+	if e.cfg.PartitionCount == nil {
 		return 1, nil
 	}
-	return t.cfg.PartitionCount(topic)
+	return e.cfg.PartitionCount(topic)
+}
+
+func (e *env) Dropped(node string, reason topology.DropReason) {
+	e.metrics.record(node, reason)
 }
 
 // WindowsClosed implements topology.WindowCloser.
-func (t *Task) WindowsClosed(n int) { t.metrics.WindowsClosed += int64(n) }
-
-var _ topology.WindowCloser = (*Task)(nil)
-
-func (t *Task) Dropped(node string, reason topology.DropReason) {
-	t.metrics.record(node, reason)
-}
-
-var _ topology.ClockKeeper = (*Task)(nil)
+func (e *env) WindowsClosed(n int) { e.metrics.WindowsClosed += int64(n) }
 
 // RestoredClock implements topology.ClockKeeper.
-func (t *Task) RestoredClock(name string) int64 {
-	if c, ok := t.cfg.Resume.Operators[name]; ok && c >= 0 {
+func (e *env) RestoredClock(name string) int64 {
+	if c, ok := e.cfg.Resume.Operators[name]; ok && c >= 0 {
 		return c
 	}
 	return -1
 }
 
 // KeepClock implements topology.ClockKeeper.
-func (t *Task) KeepClock(name string, clock func() int64) { t.clocks[name] = clock }
+func (e *env) KeepClock(name string, clock func() int64) { e.clocks[name] = clock }
 
 // Clocks snapshots the task's clocks (those still at -1 left out): what a
 // commit stores so that the next task for this partition resumes from it.

@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
-// TaskIDs lists the tasks a topology needs, by sub-topology then partition:
+// IDs lists the tasks a topology needs, by sub-topology then partition:
 // one per partition of each sub-topology's inputs. Inputs of one
 // sub-topology with different partition counts are allowed (the task count
 // is the largest), except where CheckCopartitioning forbids it, which this
 // checks first. The runtime assigns these tasks to group members; the test
 // driver creates all of them.
-func TaskIDs(topo *topology.Topology, partitions func(topic string) (int32, bool)) ([]topology.TaskID, error) {
+func IDs(topo *topology.Topology, partitions func(topic string) (int32, bool)) ([]topology.TaskID, error) {
 	if err := topo.CheckCopartitioning(partitions); err != nil {
 		return nil, err
 	}
@@ -22,7 +22,7 @@ func TaskIDs(topo *topology.Topology, partitions func(topic string) (int32, bool
 		for _, topic := range st.SourceTopics {
 			c, ok := partitions(topic)
 			if !ok {
-				return nil, fmt.Errorf("processor: partition count of %q (sub-topology %d) unknown", topic, st.ID)
+				return nil, fmt.Errorf("task: partition count of %q (sub-topology %d) unknown", topic, st.ID)
 			}
 			n = max(n, c)
 		}

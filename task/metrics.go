@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"maps"
@@ -9,8 +9,8 @@ import (
 // Metrics are a task's counters. Dropped records are never silent: every
 // record an operator drops (late beyond grace, invalid timestamp, skipped
 // tombstone, undecodable, null key) is counted by reason and by operator,
-// and the App exports the counts per task, operator and reason
-// (tidemark_dropped_records_total) and logs them, rate-limited.
+// and the service (processor.App) exports the counts per task, operator
+// and reason (tidemark_dropped_records_total) and logs them, rate-limited.
 type Metrics struct {
 	Processed    int64
 	Emitted      int64

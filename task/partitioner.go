@@ -1,4 +1,4 @@
-package processor
+package task
 
 // DefaultPartition is the partition Kafka's Java client (and franz-go's
 // default partitioner) choose for a record with key bytes key: murmur2 of

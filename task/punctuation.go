@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"time"
@@ -29,20 +29,21 @@ func (s *schedule) advance(now int64) {
 	s.next = next
 }
 
-func (t *Task) Schedule(interval time.Duration, typ topology.PunctuationType, fn topology.Punctuator) (topology.Cancellable, error) {
+// Schedule implements topology.TaskEnv.
+func (e *env) Schedule(interval time.Duration, typ topology.PunctuationType, fn topology.Punctuator) (topology.Cancellable, error) {
 	if interval < time.Millisecond {
-		return nil, errorf(t, "schedule: interval %v below 1ms", interval)
+		return nil, errorf(e.task(), "schedule: interval %v below 1ms", interval)
 	}
 	s := &schedule{interval: interval.Milliseconds(), typ: typ, fn: fn}
 	switch typ {
 	case topology.StreamTime:
 		s.next = 0
 	case topology.WallClockTime:
-		s.next = t.wall + s.interval
+		s.next = e.wall + s.interval
 	default:
-		return nil, errorf(t, "schedule: unknown punctuation type %d", int(typ))
+		return nil, errorf(e.task(), "schedule: unknown punctuation type %d", int(typ))
 	}
-	t.schedules = append(t.schedules, s)
+	e.schedules = append(e.schedules, s)
 	return s, nil
 }
 

@@ -1,8 +1,10 @@
-package processor
+package task
 
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
 
 	"github.com/tidemark-streams/tidemark/store"
@@ -12,11 +14,11 @@ import (
 // Sentinel errors of the task core.
 var (
 	// ErrUnknownTopic: a record for a topic the task does not read.
-	ErrUnknownTopic = errors.New("processor: topic not read by task")
+	ErrUnknownTopic = errors.New("task: topic not read by task")
 	// ErrWrongPartition: a record of another partition than the task's.
-	ErrWrongPartition = errors.New("processor: record of another partition")
-	// ErrTaskClosed: the task was closed.
-	ErrTaskClosed = errors.New("processor: task closed")
+	ErrWrongPartition = errors.New("task: record of another partition")
+	// ErrClosed: the task was closed.
+	ErrClosed = errors.New("task: task closed")
 )
 
 // Collector receives the records a task produces, in production order. rec
@@ -33,8 +35,10 @@ func (f CollectorFunc) Collect(task topology.TaskID, rec *topology.OutputRecord)
 	return f(task, rec)
 }
 
-// TaskConfig is what a task needs from its runtime.
-type TaskConfig struct {
+// Params are what a task is built from: which sub-topology and partition it
+// runs, and what it needs from its runtime. They are not called Config
+// because processor.Config configures the service.
+type Params struct {
 	Topology    *topology.Topology
 	SubTopology int
 	Partition   int32
@@ -57,12 +61,14 @@ type TaskConfig struct {
 	// processors' Init runs (the service restores them from their
 	// changelogs here), so a processor that reads its store in Init sees
 	// restored state, as it does in the test driver. An error fails
-	// NewTask.
+	// New.
 	Restore func(stores []OpenStore) error
 }
 
 // Clocks are a task's notions of time that outlive it: each input's stream
 // time and each windowed operator's clock (topology.ClockKeeper), in ms.
+// The service stores them with every commit and passes them back as
+// Params.Resume.
 type Clocks struct {
 	Inputs    map[string]int64 // by input topic
 	Operators map[string]int64 // by operator clock name
@@ -85,7 +91,7 @@ type input struct {
 // concurrent use: its runtime calls it from one goroutine.
 type Task struct {
 	id          topology.TaskID
-	cfg         TaskConfig
+	cfg         Params
 	inst        *topology.Instance
 	stores      []OpenStore
 	storeByName map[string]store.Store
@@ -105,14 +111,15 @@ type Task struct {
 	closed      bool
 }
 
-// NewTask opens the task's stores and instantiates its sub-topology.
-func NewTask(cfg TaskConfig) (*Task, error) {
+// New opens the task's stores, restores them (Params.Restore) and
+// instantiates its sub-topology, whose processors' Init then runs.
+func New(cfg Params) (*Task, error) {
 	if cfg.Topology == nil || cfg.Stores == nil || cfg.Output == nil {
-		return nil, fmt.Errorf("processor: new task %d_%d: Topology, Stores and Output are required", cfg.SubTopology, cfg.Partition)
+		return nil, fmt.Errorf("task: new task %d_%d: Topology, Stores and Output are required", cfg.SubTopology, cfg.Partition)
 	}
 	subs := cfg.Topology.SubTopologies()
 	if cfg.SubTopology < 0 || cfg.SubTopology >= len(subs) {
-		return nil, fmt.Errorf("processor: new task %d_%d: topology has %d sub-topologies", cfg.SubTopology, cfg.Partition, len(subs))
+		return nil, fmt.Errorf("task: new task %d_%d: topology has %d sub-topologies", cfg.SubTopology, cfg.Partition, len(subs))
 	}
 	t := &Task{
 		id:          topology.TaskID{SubTopology: cfg.SubTopology, Partition: cfg.Partition},
@@ -140,7 +147,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 			return nil, err
 		}
 	}
-	inst, err := cfg.Topology.Instantiate(cfg.SubTopology, t)
+	inst, err := cfg.Topology.Instantiate(cfg.SubTopology, (*env)(t))
 	if err != nil {
 		t.closeStores()
 		return nil, err
@@ -179,7 +186,7 @@ func (t *Task) Stores() []OpenStore { return append([]OpenStore(nil), t.stores..
 // Process returns.
 func (t *Task) Process(rec *topology.InputRecord) error {
 	if t.closed {
-		return ErrTaskClosed
+		return ErrClosed
 	}
 	in := t.inputs[rec.Topic]
 	if in == nil {
@@ -205,7 +212,7 @@ func (t *Task) Process(rec *topology.InputRecord) error {
 // fires the wall-clock punctuators that are due.
 func (t *Task) Punctuate(now int64) error {
 	if t.closed {
-		return ErrTaskClosed
+		return ErrClosed
 	}
 	if now > t.wall {
 		t.wall = now
@@ -246,6 +253,12 @@ func (t *Task) InputStreamTime(topic string) int64 {
 
 // Metrics returns a snapshot of the task's counters.
 func (t *Task) Metrics() Metrics { return t.metrics.clone() }
+
+// DroppedBy yields the task's dropped-record counts by operator and reason
+// as they stand, without the copy Metrics makes: the service exports them
+// on every iteration of its record loop. Do not call the task while
+// iterating.
+func (t *Task) DroppedBy() iter.Seq2[DropKey, int64] { return maps.All(t.metrics.DroppedBy) }
 
 // Close closes the processors, then the stores, and returns every error.
 func (t *Task) Close() error {

@@ -1,4 +1,4 @@
-package processor_test
+package task_test
 
 import (
 	"errors"
@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // collected is a Collector keeping copies, as the service's producer will.
 type collected struct{ recs []string }
 
-func (c *collected) Collect(task topology.TaskID, r *topology.OutputRecord) error {
-	c.recs = append(c.recs, fmt.Sprintf("%s %s p%d %x=%x @%d in@%d st@%d", task, r.Topic, r.Partition, r.Key, r.Value, r.Timestamp, r.InputTimestamp, r.StreamTime))
+func (c *collected) Collect(id topology.TaskID, r *topology.OutputRecord) error {
+	c.recs = append(c.recs, fmt.Sprintf("%s %s p%d %x=%x @%d in@%d st@%d", id, r.Topic, r.Partition, r.Key, r.Value, r.Timestamp, r.InputTimestamp, r.StreamTime))
 	return nil
 }
 
@@ -81,48 +81,48 @@ func record(topic string, p int32, off int64, k, v string, ts int64) *topology.I
 func TestTaskSeam(t *testing.T) {
 	topo := windowedTopology(t)
 	out := &collected{}
-	task, err := processor.NewTask(processor.TaskConfig{Topology: topo, SubTopology: 0, Partition: 2, Stores: memstore.NewProvider(), Output: out})
+	tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: 2, Stores: memstore.NewProvider(), Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer task.Close()
-	if task.ID().String() != "0_2" || !slices.Equal(task.Topics(), []string{"clicks"}) {
-		t.Errorf("task %s reads %v, want 0_2 reading clicks", task.ID(), task.Topics())
+	defer tk.Close()
+	if tk.ID().String() != "0_2" || !slices.Equal(tk.Topics(), []string{"clicks"}) {
+		t.Errorf("task %s reads %v, want 0_2 reading clicks", tk.ID(), tk.Topics())
 	}
 	var specs []string
-	for _, s := range task.Stores() {
+	for _, s := range tk.Stores() {
 		specs = append(specs, fmt.Sprintf("%s %s logged=%v size=%d", s.Spec.Name, s.Spec.Kind, s.Spec.Logged, s.Spec.WindowSize))
 	}
 	if want := []string{"per-window window logged=true size=10000", "per-window-EMIT-CURSOR key-value logged=true size=0"}; !slices.Equal(specs, want) {
 		t.Errorf("stores = %v, want %v", specs, want)
 	}
 
-	if err := task.Process(record("other", 2, 0, "k", "v", 1)); !errors.Is(err, processor.ErrUnknownTopic) {
+	if err := tk.Process(record("other", 2, 0, "k", "v", 1)); !errors.Is(err, task.ErrUnknownTopic) {
 		t.Errorf("record of an unknown topic: err = %v, want ErrUnknownTopic", err)
 	}
-	if err := task.Process(record("clicks", 1, 0, "k", "v", 1)); !errors.Is(err, processor.ErrWrongPartition) {
+	if err := tk.Process(record("clicks", 1, 0, "k", "v", 1)); !errors.Is(err, task.ErrWrongPartition) {
 		t.Errorf("record of another partition: err = %v, want ErrWrongPartition", err)
 	}
 	for i, ts := range []int64{1000, 9000, 10000} {
-		if err := task.Process(record("clicks", 2, int64(i), "k", "v", ts)); err != nil {
+		if err := tk.Process(record("clicks", 2, int64(i), "k", "v", ts)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if task.StreamTime() != 10000 || task.InputStreamTime("clicks") != 10000 {
-		t.Errorf("stream time %d, input stream time %d, want 10000", task.StreamTime(), task.InputStreamTime("clicks"))
+	if tk.StreamTime() != 10000 || tk.InputStreamTime("clicks") != 10000 {
+		t.Errorf("stream time %d, input stream time %d, want 10000", tk.StreamTime(), tk.InputStreamTime("clicks"))
 	}
 	// Window [0,10000) closed at stream time 10000: one final result, with
 	// the default partitioner (-1) left to the producer.
 	if want := []string{"0_2 counts p-1 6b00000000000000000000000000002710=0000000000000002 @9000 in@10000 st@10000"}; !slices.Equal(out.recs, want) {
 		t.Errorf("outputs %v, want %v", out.recs, want)
 	}
-	if m := task.Metrics(); m.Processed != 3 || m.Emitted != 1 {
+	if m := tk.Metrics(); m.Processed != 3 || m.Emitted != 1 {
 		t.Errorf("metrics %+v, want 3 processed, 1 emitted", m)
 	}
-	if err := task.Close(); err != nil {
+	if err := tk.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := task.Process(record("clicks", 2, 3, "k", "v", 1)); !errors.Is(err, processor.ErrTaskClosed) {
+	if err := tk.Process(record("clicks", 2, 3, "k", "v", 1)); !errors.Is(err, task.ErrClosed) {
 		t.Errorf("after Close: err = %v, want ErrTaskClosed", err)
 	}
 }
@@ -132,13 +132,13 @@ func TestEmitFinalDoesNotRepeatResultsAfterRestart(t *testing.T) {
 	provider := &durable{stores: map[string]store.Store{}}
 	run := func(records ...*topology.InputRecord) []string {
 		out := &collected{}
-		task, err := processor.NewTask(processor.TaskConfig{Topology: topo, SubTopology: 0, Stores: provider, Output: out})
+		tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Stores: provider, Output: out})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer task.Close()
+		defer tk.Close()
 		for _, r := range records {
-			if err := task.Process(r); err != nil {
+			if err := tk.Process(r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -166,13 +166,13 @@ func TestWallClockPunctuationNeverGoesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := processor.NewTask(processor.TaskConfig{Topology: topo, Stores: memstore.NewProvider(), Output: &collected{}, WallClock: 1000})
+	tk, err := task.New(task.Params{Topology: topo, Stores: memstore.NewProvider(), Output: &collected{}, WallClock: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer task.Close()
+	defer tk.Close()
 	for _, now := range []int64{1500, 2000, 1000, 2999, 6500} {
-		if err := task.Punctuate(now); err != nil {
+		if err := tk.Punctuate(now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,25 +202,25 @@ func (p *ticker) Close() error                                  { return nil }
 func TestTaskResumesStreamTime(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		resume  processor.Clocks
+		resume  task.Clocks
 		outputs int
-	}{{"from -1", processor.Clocks{}, 1}, {"resumed", processor.Clocks{
+	}{{"from -1", task.Clocks{}, 1}, {"resumed", task.Clocks{
 		Inputs: map[string]int64{"clicks": 100_000}, Operators: map[string]int64{"per-window": 100_000}}, 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := &collected{}
-			task, err := processor.NewTask(processor.TaskConfig{Topology: windowedTopology(t), SubTopology: 0, Partition: 0,
+			tk, err := task.New(task.Params{Topology: windowedTopology(t), SubTopology: 0, Partition: 0,
 				Stores: memstore.NewProvider(), Output: out, Resume: c.resume})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer task.Close()
-			if want, ok := c.resume.Inputs["clicks"]; ok && (task.StreamTime() != want || task.InputStreamTime("clicks") != want) {
-				t.Fatalf("stream time %d / %d, want %d", task.StreamTime(), task.InputStreamTime("clicks"), want)
+			defer tk.Close()
+			if want, ok := c.resume.Inputs["clicks"]; ok && (tk.StreamTime() != want || tk.InputStreamTime("clicks") != want) {
+				t.Fatalf("stream time %d / %d, want %d", tk.StreamTime(), tk.InputStreamTime("clicks"), want)
 			}
 			// 1 s and then 10 s: window [0,10s) closes at 10 s and emits
 			// its count unless 1 s was already late.
 			for i, ts := range []int64{1000, 110_000} {
-				if err := task.Process(record("clicks", 0, int64(i), "k", "v", ts)); err != nil {
+				if err := tk.Process(record("clicks", 0, int64(i), "k", "v", ts)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -234,7 +234,7 @@ func TestTaskResumesStreamTime(t *testing.T) {
 				t.Fatalf("window [0,10s) emitted %d results, want %d: %v", n, c.outputs, out.recs)
 			}
 			// What the next commit stores for the task after this one.
-			got := task.Clocks()
+			got := tk.Clocks()
 			if got.Inputs["clicks"] != 110_000 || got.Operators["per-window"] != 110_000 {
 				t.Fatalf("clocks %+v, want input clicks and operator per-window at 110000", got)
 			}

@@ -1,4 +1,4 @@
-package processor_test
+package task_test
 
 import (
 	"fmt"
@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -19,7 +19,7 @@ const none = math.MinInt64 // no watermark
 // output bounds of that sub-topology.
 type wmTask struct {
 	t      *testing.T
-	task   *processor.Task
+	tk     *task.Task
 	bounds topology.SubTopologyBounds
 	out    *collected
 	idle   map[string]bool
@@ -28,28 +28,28 @@ type wmTask struct {
 func newWMTask(t *testing.T, topo *topology.Topology) *wmTask {
 	t.Helper()
 	out := &collected{}
-	task, err := processor.NewTask(processor.TaskConfig{Topology: topo, SubTopology: 0, Stores: memstore.NewProvider(), Output: out})
+	tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Stores: memstore.NewProvider(), Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = task.Close() })
+	t.Cleanup(func() { _ = tk.Close() })
 	b, err := topo.OutputBounds(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wmTask{t: t, task: task, bounds: b, out: out, idle: map[string]bool{}}
+	return &wmTask{t: t, tk: tk, bounds: b, out: out, idle: map[string]bool{}}
 }
 
 func (w *wmTask) process(topic, key, value string, ts int64) {
 	w.t.Helper()
-	if err := w.task.Process(record(topic, 0, 0, key, value, ts)); err != nil {
+	if err := w.tk.Process(record(topic, 0, 0, key, value, ts)); err != nil {
 		w.t.Fatal(err)
 	}
 }
 
-func (w *wmTask) wm(sink string) processor.OutputWatermark {
+func (w *wmTask) wm(sink string) task.OutputWatermark {
 	w.t.Helper()
-	wms, err := w.task.OutputWatermarks(w.bounds, func(topic string) bool { return w.idle[topic] })
+	wms, err := w.tk.OutputWatermarks(w.bounds, func(topic string) bool { return w.idle[topic] })
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTumblingWindowCoversExactlyWhenFinal(t *testing.T) {
 			if got := w.wm("out"); got.Ms >= 9999 {
 				t.Fatalf("at stream time 12 000 the watermark is %d: it covers 9 999 before [0, 10 000) is final", got.Ms)
 			}
-			if old := w.task.Watermark(); old < 9999 {
+			if old := w.tk.Watermark(); old < 9999 {
 				t.Fatalf("Task.Watermark() = %d; the old frontier's input watermark was expected to claim 9 999 here", old)
 			}
 			for _, ts := range []int64{13000, 14000, 14999, 15000, 15001, 19999} {
@@ -315,7 +315,7 @@ func TestOutputWatermarksRejectAnUnknownClock(t *testing.T) {
 	topo := windowCount(t, topology.TumblingWindows(10*time.Second, 0))
 	w := newWMTask(t, topo)
 	w.process("in", "k", "v", 1000)
-	_, err := w.task.OutputWatermarks(topology.SubTopologyBounds{Sinks: w.bounds.Sinks}, nil)
+	_, err := w.tk.OutputWatermarks(topology.SubTopologyBounds{Sinks: w.bounds.Sinks}, nil)
 	if err == nil || !strings.Contains(err.Error(), "win") {
 		t.Fatalf("bounds without the window's clock: err = %v, want one naming the clock", err)
 	}
@@ -340,7 +340,7 @@ func TestLeftJoinCoversUnjoinedRecordsOnlyOnceEmitted(t *testing.T) {
 	for _, topic := range []string{"left", "right"} {
 		tomb := record(topic, 0, 0, "x", "", 10000)
 		tomb.Value = nil
-		if err := w.task.Process(tomb); err != nil {
+		if err := w.tk.Process(tomb); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,12 +3,14 @@
 // into a validated logical graph of sources, processors, stores and sinks,
 // split into sub-topologies at repartition topics.
 //
-// The package builds; it does not run. package processor executes a built
-// Topology: it creates one task per sub-topology and input partition, feeds
-// it records, tracks stream time and watermarks, fires punctuators and opens
-// stores. The seam between the two is Topology.Instantiate and the TaskEnv
-// interface: the task supplies time, stores and an output sink, the
-// instantiated sub-topology supplies typed, allocation-light processing.
+// The package builds; it does not run. Package task executes a built
+// Topology, one task per sub-topology and input partition: it feeds the
+// task records, tracks stream time and watermarks, fires punctuators and
+// opens stores; package processor runs those tasks as a consumer-group
+// service, processor/tidemarktest in memory. The seam between this package
+// and the task is Topology.Instantiate and the TaskEnv interface: the task
+// supplies time, stores and an output sink, the instantiated sub-topology
+// supplies typed, allocation-light processing.
 //
 // Functions given to DSL operators (predicates, mappers, aggregators,
 // joiners) are shared by every task of the topology and may be called from

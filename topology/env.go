@@ -79,8 +79,10 @@ type TaskID struct {
 func (id TaskID) String() string { return fmt.Sprintf("%d_%d", id.SubTopology, id.Partition) }
 
 // TaskEnv is what an instantiated sub-topology needs from the task that runs
-// it. package processor implements it; nothing here reads a clock or does
-// I/O, so tasks stay deterministic.
+// it: the seam between this package and the task core. Package task
+// implements it (with WindowCloser and ClockKeeper) on an unexported view of
+// its Task, so these callbacks are for operators, not for a task's runtime;
+// nothing here reads a clock or does I/O, so tasks stay deterministic.
 type TaskEnv interface {
 	TaskID() TaskID
 	// Store returns the task's open instance of the named store.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
-	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/schemas"
+	"github.com/tidemark-streams/tidemark/task"
 )
 
 // reference is what the pipelines must output for a stream of generated
@@ -118,7 +118,7 @@ func flushMarkers(ref reference, cfg pipelines.Config, partitions int32) []schem
 	covered := map[int32]bool{}
 	for i := 0; int32(len(covered)) < partitions; i++ {
 		id := fmt.Sprintf("%s%d", markerPrefix, i)
-		p := processor.DefaultPartition([]byte(id), partitions)
+		p := task.DefaultPartition([]byte(id), partitions)
 		if covered[p] {
 			continue
 		}

@@ -250,16 +250,16 @@ func TestWatermarkIsMinOverInputsMinusLateness(t *testing.T) {
 	payments := b.Stream("payments", serde.String(), serde.String())
 	orders.Join(payments, func(_, o, p string) string { return o + p }, topology.JoinWindowsOf(time.Minute, 0)).To("out")
 	d := newDriver(t, b)
-	task := d.Tasks()[0]
-	if wm := task.Watermark(); wm >= 0 {
+	tk := d.Tasks()[0]
+	if wm := tk.Watermark(); wm >= 0 {
 		t.Errorf("watermark before any record = %d, want below zero", wm)
 	}
 	must(t, tidemarktest.Input(d, "orders", serde.String(), serde.String()).Pipe("k", "o", 10000))
 	must(t, tidemarktest.Input(d, "payments", serde.String(), serde.String()).Pipe("k", "p", 4000))
-	if task.StreamTime() != 10000 {
-		t.Errorf("stream time = %d, want 10000", task.StreamTime())
+	if tk.StreamTime() != 10000 {
+		t.Errorf("stream time = %d, want 10000", tk.StreamTime())
 	}
-	if wm := task.Watermark(); wm != 2000 {
+	if wm := tk.Watermark(); wm != 2000 {
 		t.Errorf("watermark = %d, want min(10000, 4000) - 2000 = 2000", wm)
 	}
 }

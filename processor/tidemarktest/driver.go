@@ -1,5 +1,6 @@
 // Package tidemarktest runs a topology in memory, deterministically and
-// without a broker, through the same processor.Task code the service runs.
+// without a broker, through the same task.Task code the service (package
+// processor) runs.
 // It is modelled on Kafka Streams' TopologyTestDriver: pipe records with
 // timestamps into input topics, read what the topology wrote to output
 // topics, inspect stores, and advance the wall clock to fire punctuators.
@@ -7,7 +8,7 @@
 // Records written to topics the topology also reads (repartition topics and
 // user topics read back) are looped back in memory, breadth-first, before
 // Pipe returns. Every topic has one partition unless WithPartitions says
-// otherwise; records are partitioned with processor.DefaultPartition, like
+// otherwise; records are partitioned with task.DefaultPartition, like
 // the Java client, so co-partitioning behaves as it would on Kafka. Null
 // keys and values are kept apart from empty ones all the way: pipe a record
 // with Record.NullKey (PipeNullKey, PipeRecordTo to choose its partition as
@@ -20,9 +21,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -56,8 +57,8 @@ func WithStoreProvider(p store.Provider) Option { return func(c *config) { c.pro
 type Driver struct {
 	topo     *topology.Topology
 	cfg      config
-	tasks    map[topology.TaskID]*processor.Task
-	order    []*processor.Task
+	tasks    map[topology.TaskID]*task.Task
+	order    []*task.Task
 	logs     map[string]*topicLog
 	topics   map[string]*topicState
 	loop     topicLog // records queued for loop-back
@@ -69,7 +70,7 @@ type Driver struct {
 }
 
 type queued struct {
-	task *processor.Task
+	task *task.Task
 	rec  int // index into loop.recs
 }
 
@@ -84,7 +85,7 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 	d := &Driver{
 		topo:   topo,
 		cfg:    cfg,
-		tasks:  map[topology.TaskID]*processor.Task{},
+		tasks:  map[topology.TaskID]*task.Task{},
 		logs:   map[string]*topicLog{},
 		topics: map[string]*topicState{},
 		wall:   cfg.wall.UnixMilli(),
@@ -108,17 +109,17 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			}
 		}
 	}
-	ids, err := processor.TaskIDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
+	ids, err := task.IDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
 	if err != nil {
 		return nil, fmt.Errorf("tidemarktest: %w", err)
 	}
 	for _, id := range ids {
-		t, err := processor.NewTask(processor.TaskConfig{
+		t, err := task.New(task.Params{
 			Topology:    topo,
 			SubTopology: id.SubTopology,
 			Partition:   id.Partition,
 			Stores:      cfg.provider,
-			Output:      processor.CollectorFunc(d.collect),
+			Output:      task.CollectorFunc(d.collect),
 			PartitionCount: func(topic string) (int32, error) {
 				return d.partitionCount(topic), nil
 			},
@@ -147,8 +148,8 @@ type topicState struct {
 	partitions int32
 	offsets    []int64
 	repart     bool
-	log        *topicLog         // nil for repartition topics
-	tasks      []*processor.Task // per partition; nil when no task reads it
+	log        *topicLog    // nil for repartition topics
+	tasks      []*task.Task // per partition; nil when no task reads it
 }
 
 func (d *Driver) topic(name string) *topicState {
@@ -162,7 +163,7 @@ func (d *Driver) topic(name string) *topicState {
 		d.logs[name] = ts.log
 	}
 	if sub, ok := d.topo.SubTopologyOf(name); ok {
-		ts.tasks = make([]*processor.Task, ts.partitions)
+		ts.tasks = make([]*task.Task, ts.partitions)
 		for p := range ts.tasks {
 			ts.tasks[p] = d.tasks[topology.TaskID{SubTopology: sub, Partition: int32(p)}]
 		}
@@ -178,7 +179,7 @@ func (d *Driver) collect(_ topology.TaskID, rec *topology.OutputRecord) error {
 	ts := d.topic(rec.Topic)
 	p := rec.Partition
 	if p < 0 {
-		p = processor.DefaultPartition(rec.Key, ts.partitions)
+		p = task.DefaultPartition(rec.Key, ts.partitions)
 	}
 	if p >= ts.partitions {
 		return fmt.Errorf("tidemarktest: partition %d of %q, which has %d", p, rec.Topic, ts.partitions)
@@ -230,7 +231,7 @@ func (d *Driver) pipe(topic string, p int32, key, value []byte, ts0 int64, heade
 		return fmt.Errorf("tidemarktest: topology does not read topic %q", topic)
 	}
 	if p < 0 {
-		p = processor.DefaultPartition(key, ts.partitions)
+		p = task.DefaultPartition(key, ts.partitions)
 	} else if p >= ts.partitions {
 		return fmt.Errorf("tidemarktest: partition %d of %q, which has %d", p, topic, ts.partitions)
 	}
@@ -263,11 +264,11 @@ func (d *Driver) AdvanceWallClock(by time.Duration) error {
 func (d *Driver) WallClock() time.Time { return time.UnixMilli(d.wall) }
 
 // Tasks are the driver's tasks, by sub-topology then partition.
-func (d *Driver) Tasks() []*processor.Task { return append([]*processor.Task(nil), d.order...) }
+func (d *Driver) Tasks() []*task.Task { return append([]*task.Task(nil), d.order...) }
 
 // Metrics sums the counters of every task, including dropped records.
-func (d *Driver) Metrics() processor.Metrics {
-	var m processor.Metrics
+func (d *Driver) Metrics() task.Metrics {
+	var m task.Metrics
 	for _, t := range d.order {
 		m = m.Add(t.Metrics())
 	}

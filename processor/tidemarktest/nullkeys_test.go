@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -443,10 +443,10 @@ func TestCountKeepsNullAndEmptyKeysApartAcrossPartitions(t *testing.T) {
 	}
 	d := runNullKeyCase(t, c, tidemarktest.WithDefaultPartitions(2))
 	want := map[int32]int64{0: 1, 1: 2} // the null-keyed records each task read
-	for _, task := range d.Tasks() {
-		p := task.ID().Partition
-		if got := task.Metrics().DroppedBy[processor.DropKey{Node: "counts", Reason: topology.DropNullKey}]; got != want[p] {
-			t.Errorf("task %s dropped %d null-keyed records, want %d", task.ID(), got, want[p])
+	for _, tk := range d.Tasks() {
+		p := tk.ID().Partition
+		if got := tk.Metrics().DroppedBy[task.DropKey{Node: "counts", Reason: topology.DropNullKey}]; got != want[p] {
+			t.Errorf("task %s dropped %d null-keyed records, want %d", tk.ID(), got, want[p])
 		}
 	}
 	rows, err := tidemarktest.ReadStore(d, "counts", serde.String(), serde.Int64())
@@ -457,8 +457,8 @@ func TestCountKeepsNullAndEmptyKeysApartAcrossPartitions(t *testing.T) {
 	}
 	slices.Sort(got)
 	wantRows := []string{
-		fmt.Sprintf("p%d %q=2", processor.DefaultPartition([]byte{}, 2), ""),
-		fmt.Sprintf("p%d %q=1", processor.DefaultPartition([]byte("x"), 2), "x"),
+		fmt.Sprintf("p%d %q=2", task.DefaultPartition([]byte{}, 2), ""),
+		fmt.Sprintf("p%d %q=1", task.DefaultPartition([]byte("x"), 2), "x"),
 	}
 	slices.Sort(wantRows)
 	if !slices.Equal(got, wantRows) {

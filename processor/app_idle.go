@@ -1,0 +1,100 @@
+package processor
+
+import (
+	"fmt"
+	"time"
+)
+
+// idleTracker decides which input partitions are idle, like Kafka Streams'
+// max.task.idle.ms: a partition is idle once it has delivered no record for
+// the timeout while the consumer kept polling, and it is caught up: either
+// the consumer's position has reached its last stable offset (LSO), or the
+// LSO stood still for a timeout with nothing delivered (transaction
+// markers and aborted records sit between the last record and the LSO of a
+// transactionally written partition, and a position never reaches it). A
+// partition that never had a record is not idle before that either: it
+// holds its task back for one timeout after it was assigned.
+//
+// It is a deterministic core: the runtime feeds it positions and end
+// offsets with the time it saw them, and asks.
+type idleTracker struct {
+	timeout time.Duration // ≤ 0: nothing is ever idle
+	parts   map[topicPartition]*idleState
+}
+
+type idleState struct {
+	pos      int64     // the consumer's position, -1 unknown
+	active   time.Time // when pos last changed (or tracking began)
+	lso      int64     // last stable offset seen since, -1 none
+	lsoSince time.Time // when lso was first seen at its value
+}
+
+func newIdleTracker(timeout time.Duration) *idleTracker {
+	return &idleTracker{timeout: timeout, parts: map[topicPartition]*idleState{}}
+}
+
+// observePosition records the consumer's position of tp (-1: unknown). A
+// change is activity: the partition is busy again and its end offsets must
+// be observed afresh.
+func (it *idleTracker) observePosition(tp topicPartition, pos int64, now time.Time) {
+	st := it.parts[tp]
+	if st == nil {
+		it.parts[tp] = &idleState{pos: pos, active: now, lso: -1}
+		return
+	}
+	if pos != st.pos {
+		st.pos, st.active, st.lso = pos, now, -1
+	}
+}
+
+// observeEnd records tp's last stable offset as of at. Offsets observed
+// before the last activity say nothing about the partition since.
+func (it *idleTracker) observeEnd(tp topicPartition, lso int64, at time.Time) {
+	st := it.parts[tp]
+	if st == nil || at.Before(st.active) {
+		return
+	}
+	if lso != st.lso {
+		st.lso, st.lsoSince = lso, at
+	}
+}
+
+// retain forgets every partition not in keep (revoked ones).
+func (it *idleTracker) retain(keep func(topicPartition) bool) {
+	for tp := range it.parts {
+		if !keep(tp) {
+			delete(it.parts, tp)
+		}
+	}
+}
+
+// wantEnds lists the partitions whose end offsets decide their idleness
+// soon: quiet for half a timeout.
+func (it *idleTracker) wantEnds(now time.Time) []topicPartition {
+	if it.timeout <= 0 {
+		return nil
+	}
+	var out []topicPartition
+	for tp, st := range it.parts {
+		if now.Sub(st.active) >= it.timeout/2 {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// idle reports whether tp is idle at now.
+func (it *idleTracker) idle(tp topicPartition, now time.Time) bool {
+	st := it.parts[tp]
+	if it.timeout <= 0 || st == nil || now.Sub(st.active) < it.timeout || st.lso < 0 {
+		return false
+	}
+	if st.pos >= st.lso || (st.pos < 0 && st.lso == 0) {
+		return true
+	}
+	return now.Sub(st.lsoSince) >= it.timeout
+}
+
+func (it *idleTracker) String() string {
+	return fmt.Sprintf("idleTracker{timeout %v, %d partitions}", it.timeout, len(it.parts))
+}
