@@ -68,11 +68,11 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	if topo == nil {
 		return nil, errors.New("processor: NewApp: nil topology")
 	}
-	var cfg Config
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := newConfig(opts)
+	if err == nil {
+		err = cfg.EnsureDefaults(topo.Application()).Validate()
 	}
-	if err := cfg.EnsureDefaults(topo.Application()); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("processor: app %q: %w", topo.Application(), err)
 	}
 	a := &App{

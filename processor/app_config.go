@@ -63,13 +63,19 @@ const (
 	DeadLetterOnDeserializationError
 )
 
-// Config configures an App. Zero fields take the defaults documented on
-// each; EnsureDefaults validates.
+// Config configures an App. Zero fields stand for the defaults documented
+// on each. NewApp takes functional options (WithBrokers, WithStateDir, ...);
+// a Config loaded from a file or flags enters through WithConfig, first.
+// EnsureDefaults fills the defaults in and Validate checks the result,
+// naming the field at fault; NewApp does both.
 type Config struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string
-	// StateDir holds the Badger state of this instance. Default
-	// ./tidemark-state/<application>.
+	// StateDir is this instance's state directory (Badger, the instance
+	// id), used as given: it is not a parent directory. Each instance of
+	// an application needs its own. Default tidemark-state/<application>,
+	// relative to the working directory; `tidemark run --state-dir D` uses
+	// D/<application>, so both default to the same place.
 	StateDir string
 	// InstanceID names this process in the group, in its transactional id
 	// and in query redirects. It must be stable across restarts of the same
@@ -78,9 +84,12 @@ type Config struct {
 	// blocking read_committed consumers until the transaction times out.
 	// Default: read from (or created in) StateDir/instance-id.
 	InstanceID string
-	Guarantee  Guarantee
+	// Guarantee is the processing guarantee. Default ExactlyOnce.
+	Guarantee Guarantee
 	// Commit configures the frontier controller that picks the commit
-	// cadence. Default frontier.DefaultOptions() (adaptive).
+	// cadence. Nil means a zero frontier.Options: the adaptive policy with
+	// frontier's defaults (frontier.DefaultOptions() spells them out).
+	// Zero fields of a non-nil Commit take those defaults too.
 	Commit *frontier.Options
 	// Checkpoint configures the checkpoint scheduler (Young's rule with a
 	// restore-time cap). Zero fields take frontier's defaults.
@@ -130,14 +139,19 @@ type Config struct {
 	// output is redone (with growing pauses) before OnProductionError
 	// decides. Default 3.
 	ProductionRetries int
-	// State sizes the Badger DB. Default changelog.Options{}.
+	// State sizes the Badger DB. The zero value takes changelog's defaults
+	// (a 128 MiB memory budget).
 	State changelog.Options
 	// PollRecords caps the records taken per poll. Default 10000.
 	PollRecords int
 	// PublishFrontier writes the output frontier to the compacted
 	// "<application>-frontier" topic in every transaction. Default on.
 	PublishFrontier *bool
-	Logger          *slog.Logger
+	// Logger receives the App's structured logs: start-up, assignments,
+	// restores, rebuilds, fenced sessions, slow commits, dropped records
+	// (rate-limited), with the task and partition as attributes. Default
+	// slog.Default().
+	Logger *slog.Logger
 	// FaultHook is called at each step of every commit (txn.Point); crash
 	// tests kill the process there. Nil in production.
 	FaultHook func(txn.Point)
@@ -145,9 +159,15 @@ type Config struct {
 	ClientOpts []kgo.Opt
 
 	persistedID bool // InstanceID lives in StateDir/instance-id
+
+	// Set while NewApp applies options: the option's index, and an option's
+	// error (WithConfig after another option).
+	optionIndex int
+	optionErr   error
 }
 
-// Option sets a Config field: processor.NewApp(topo, processor.WithBrokers(...)).
+// Option sets Config fields: processor.NewApp(topo, processor.WithBrokers(...)).
+// Options apply in order; WithConfig, when used, must come first.
 type Option func(*Config)
 
 func WithBrokers(brokers ...string) Option  { return func(c *Config) { c.Brokers = brokers } }
@@ -175,8 +195,37 @@ func WithDeadLetterTopic(topic string) Option {
 // WithFaultHook installs Config.FaultHook.
 func WithFaultHook(fn func(txn.Point)) Option { return func(c *Config) { c.FaultHook = fn } }
 
-// WithConfig replaces the whole Config, for configs loaded from files.
-func WithConfig(cfg Config) Option { return func(c *Config) { *c = cfg } }
+// WithAdvertisedHTTP sets Config.AdvertisedHTTP.
+func WithAdvertisedHTTP(addr string) Option { return func(c *Config) { c.AdvertisedHTTP = addr } }
+
+// WithConfig starts from cfg, for configs loaded from files and flags; the
+// options after it override its fields. It must be the first option: after
+// another one NewApp fails, rather than let cfg silently replace what that
+// option set.
+func WithConfig(cfg Config) Option {
+	return func(c *Config) {
+		if c.optionIndex > 0 {
+			c.optionErr = fmt.Errorf("WithConfig is option %d: it must be the first option, or it would replace what the options before it set", c.optionIndex+1)
+			return
+		}
+		cfg.persistedID, cfg.optionIndex, cfg.optionErr = false, c.optionIndex, nil
+		*c = cfg
+	}
+}
+
+// newConfig applies opts to a zero Config, in order.
+func newConfig(opts []Option) (Config, error) {
+	var c Config
+	for i, o := range opts {
+		c.optionIndex = i
+		o(&c)
+		if c.optionErr != nil {
+			return Config{}, c.optionErr
+		}
+	}
+	c.optionIndex = 0
+	return c, nil
+}
 
 // instanceID returns the configured id, or the one persisted in the state
 // directory, creating it on first start.
@@ -231,11 +280,11 @@ func validInstanceID(id string) error {
 	return nil
 }
 
-// EnsureDefaults fills defaults and validates, naming the field at fault.
-func (c *Config) EnsureDefaults(app string) error {
-	if len(c.Brokers) == 0 {
-		return errors.New("config: Brokers is required")
-	}
+// EnsureDefaults sets every zero field to its documented default and
+// returns c; app is the application id, which names the default StateDir.
+// It checks nothing (see Validate), and copies Commit rather than fill in
+// the caller's frontier.Options.
+func (c *Config) EnsureDefaults(app string) *Config {
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join("tidemark-state", app)
 	}
@@ -244,12 +293,7 @@ func (c *Config) EnsureDefaults(app string) error {
 		commit = *c.Commit
 	}
 	c.Commit = commit.EnsureDefaults()
-	if err := c.Commit.Validate(); err != nil {
-		return fmt.Errorf("config: Commit: %w", err)
-	}
-	if err := c.Checkpoint.EnsureDefaults().Validate(); err != nil {
-		return fmt.Errorf("config: Checkpoint: %w", err)
-	}
+	c.Checkpoint.EnsureDefaults()
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
 	}
@@ -268,9 +312,6 @@ func (c *Config) EnsureDefaults(app string) error {
 	if c.ProductionRetries == 0 {
 		c.ProductionRetries = 3
 	}
-	if c.ProductionRetries < 1 {
-		return fmt.Errorf("config: ProductionRetries %d must be ≥ 1", c.ProductionRetries)
-	}
 	if c.PollRecords == 0 {
 		c.PollRecords = 10_000
 	}
@@ -284,22 +325,43 @@ func (c *Config) EnsureDefaults(app string) error {
 	if c.AdvertisedHTTP == "" {
 		c.AdvertisedHTTP = c.HTTPAddr
 	}
+	return c
+}
+
+// Validate checks c as NewApp would use it, zero fields standing for their
+// defaults, and names the field at fault and what it accepts. It does not
+// modify c.
+func (c *Config) Validate() error {
+	d := *c
+	d.EnsureDefaults("app")
+	if len(d.Brokers) == 0 {
+		return errors.New("config: Brokers is required")
+	}
+	if err := d.Commit.Validate(); err != nil {
+		return fmt.Errorf("config: Commit: %w", err)
+	}
+	if err := d.Checkpoint.Validate(); err != nil {
+		return fmt.Errorf("config: Checkpoint: %w", err)
+	}
+	if d.ProductionRetries < 1 {
+		return fmt.Errorf("config: ProductionRetries %d must be ≥ 1", d.ProductionRetries)
+	}
 	// The broker aborts a transaction open longer than its timeout; the
 	// longest interval the controller may choose plus a slow commit must
 	// fit, or every long interval would end in a fenced producer.
-	if longest := c.Commit.MaxInterval + 5*time.Second; c.Guarantee == ExactlyOnce && c.TransactionTimeout < longest {
-		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 5s", c.TransactionTimeout, c.Commit.MaxInterval)
+	if longest := d.Commit.MaxInterval + 5*time.Second; d.Guarantee == ExactlyOnce && d.TransactionTimeout < longest {
+		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 5s", d.TransactionTimeout, d.Commit.MaxInterval)
 	}
-	if c.InstanceID != "" {
-		if err := validInstanceID(c.InstanceID); err != nil {
+	if d.InstanceID != "" {
+		if err := validInstanceID(d.InstanceID); err != nil {
 			return fmt.Errorf("config: InstanceID: %w", err)
 		}
 	}
-	if c.OnDeserializationError == DeadLetterOnDeserializationError && c.DeadLetterTopic == "" {
+	if d.OnDeserializationError == DeadLetterOnDeserializationError && d.DeadLetterTopic == "" {
 		return errors.New("config: DeadLetterTopic is required when OnDeserializationError is dead-letter")
 	}
-	if c.PollRecords < 1 {
-		return fmt.Errorf("config: PollRecords %d must be ≥ 1", c.PollRecords)
+	if d.PollRecords < 1 {
+		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
 	}
 	return nil
 }

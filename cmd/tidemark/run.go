@@ -148,7 +148,7 @@ func (s *service) app(logw io.Writer) (*processor.App, error) {
 		opts = append(opts, processor.WithDeadLetterTopic(s.cfg.DeadLetterTopic))
 	}
 	if adv := s.cfg.AdvertisedHTTP; adv != "" {
-		opts = append(opts, func(c *processor.Config) { c.AdvertisedHTTP = adv })
+		opts = append(opts, processor.WithAdvertisedHTTP(adv))
 	}
 	return processor.NewApp(topo, opts...)
 }

@@ -1,0 +1,98 @@
+package processor_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+func configTopology(t *testing.T) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder("config-test")
+	b.Stream("in", serde.String(), serde.String()).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func TestWithConfigOrder(t *testing.T) {
+	topo := configTopology(t)
+	file := processor.Config{Brokers: []string{"file:9092"}, HTTPAddr: ":1", Guarantee: processor.AtLeastOnce}
+	tests := []struct {
+		name    string
+		opts    []processor.Option
+		brokers string // "" means NewApp fails
+		errPart string
+	}{
+		{"WithConfig first, later options override its fields",
+			[]processor.Option{processor.WithConfig(file), processor.WithBrokers("flag:9092")}, "flag:9092", ""},
+		{"WithConfig alone keeps every field",
+			[]processor.Option{processor.WithConfig(file)}, "file:9092", ""},
+		{"WithConfig after another option is an error, not a silent overwrite",
+			[]processor.Option{processor.WithBrokers("flag:9092"), processor.WithConfig(file)}, "", "WithConfig is option 2: it must be the first option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app, err := processor.NewApp(topo, append(tt.opts, processor.WithStateDir(t.TempDir()))...)
+			if tt.brokers == "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errPart) {
+					t.Fatalf("NewApp = %v, want an error containing %q", err, tt.errPart)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := app.Config()
+			if got := strings.Join(cfg.Brokers, ","); got != tt.brokers {
+				t.Fatalf("Brokers = %s, want %s", got, tt.brokers)
+			}
+			if cfg.HTTPAddr != ":1" || cfg.Guarantee != processor.AtLeastOnce {
+				t.Fatalf("WithConfig's other fields lost: %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
+	commit := frontier.Options{Policy: frontier.PolicyFixed}
+	c := processor.Config{Brokers: []string{"b:9092"}, Commit: &commit}
+	before := c
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+	if !reflect.DeepEqual(c, before) || !reflect.DeepEqual(commit, frontier.Options{Policy: frontier.PolicyFixed}) {
+		t.Fatalf("Validate modified the config: %+v", c)
+	}
+	c.EnsureDefaults("shop")
+	if c.StateDir != "tidemark-state/shop" || c.TransactionTimeout != 10*time.Second || c.Commit.FixedInterval != frontier.DefaultFixedInterval || c.Logger == nil {
+		t.Fatalf("defaults not filled: %+v", c)
+	}
+	if commit.FixedInterval != 0 {
+		t.Fatal("EnsureDefaults filled in the caller's frontier.Options")
+	}
+	for _, tt := range []struct {
+		name  string
+		cfg   processor.Config
+		field string
+	}{
+		{"brokers are required", processor.Config{}, "Brokers"},
+		{"a commit interval longer than the transaction timeout allows is rejected",
+			processor.Config{Brokers: []string{"b"}, Commit: &frontier.Options{MaxInterval: time.Minute}}, "TransactionTimeout"},
+		{"bad frontier options name the Commit field", processor.Config{Brokers: []string{"b"}, Commit: &frontier.Options{Policy: "cron"}}, "Commit: frontier: invalid options: Policy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), "config: "+tt.field) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
