@@ -9,7 +9,7 @@ import (
 // controller: report a millisecond of arrivals, processing and outputs, then
 // Tick, acking each commit 10ms after it starts.
 func BenchmarkTick(b *testing.B) {
-	c, err := New(Options{})
+	c, err := NewController(Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func BenchmarkTick(b *testing.B) {
 
 // BenchmarkTickReplan is the worst case: every Tick re-solves the model.
 func BenchmarkTickReplan(b *testing.B) {
-	c, err := New(Options{Tenants: map[string]TenantOptions{"a": {StalenessTarget: 100 * time.Millisecond}, "b": {}}})
+	c, err := NewController(Options{Tenants: map[string]TenantOptions{"a": {StalenessTarget: 100 * time.Millisecond}, "b": {}}})
 	if err != nil {
 		b.Fatal(err)
 	}

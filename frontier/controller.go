@@ -71,8 +71,8 @@ type plan struct {
 	draining   bool // the persistent backlog takes longer than T to drain
 }
 
-// New fills opts' defaults, validates them and returns a Controller.
-func New(opts Options) (*Controller, error) {
+// NewController fills opts' defaults, validates them and returns a Controller.
+func NewController(opts Options) (*Controller, error) {
 	if err := opts.EnsureDefaults().check(); err != nil {
 		return nil, err
 	}

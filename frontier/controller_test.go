@@ -92,7 +92,7 @@ func TestIntervalNeverBelowTminOrAboveTmax(t *testing.T) {
 // with every early trigger firing all the time.
 func TestCommitSpacing(t *testing.T) {
 	o := Options{MinInterval: 15 * time.Millisecond, StalenessTarget: time.Millisecond + testLat}
-	c, err := New(o)
+	c, err := NewController(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestEarlyCommits(t *testing.T) {
 
 func TestTickStateRules(t *testing.T) {
 	t.Run("nothing processed or produced does not commit", func(t *testing.T) {
-		c, _ := New(Options{})
+		c, _ := NewController(Options{})
 		for i := 0; i < 100; i++ {
 			now := t0.Add(time.Duration(i) * 50 * time.Millisecond)
 			c.ObserveArrivals(now, 0)
@@ -204,7 +204,7 @@ func TestTickStateRules(t *testing.T) {
 		}
 	})
 	t.Run("a commit in flight blocks the next", func(t *testing.T) {
-		c, _ := New(Options{Policy: PolicyFixed})
+		c, _ := NewController(Options{Policy: PolicyFixed})
 		c.ObserveProcessed(t0, 1, time.Millisecond)
 		c.ObserveCommitStarted(t0)
 		c.ObserveProcessed(t0.Add(time.Millisecond), 1, time.Millisecond)
@@ -218,7 +218,7 @@ func TestTickStateRules(t *testing.T) {
 		}
 	})
 	t.Run("an aborted commit's outputs stay stale from their input time", func(t *testing.T) {
-		c, _ := New(Options{})
+		c, _ := NewController(Options{})
 		c.ObserveOutput(t0, "", t0, 10)
 		c.ObserveCommitStarted(t0.Add(10 * time.Millisecond))
 		c.ObserveCommitAborted(t0.Add(20 * time.Millisecond))
@@ -232,7 +232,7 @@ func TestTickStateRules(t *testing.T) {
 		}
 	})
 	t.Run("the tightest target among tenants with pending output applies", func(t *testing.T) {
-		c, _ := New(Options{Tenants: map[string]TenantOptions{
+		c, _ := NewController(Options{Tenants: map[string]TenantOptions{
 			"fast": {StalenessTarget: 50 * time.Millisecond},
 			"slow": {StalenessTarget: 5 * time.Second},
 		}})
@@ -254,7 +254,7 @@ func TestTickStateRules(t *testing.T) {
 }
 
 func TestObservedStalenessFromAcks(t *testing.T) {
-	c, _ := New(Options{})
+	c, _ := NewController(Options{})
 	// Outputs from inputs at 0, 5 and 10ms, committed 20ms..30ms.
 	c.ObserveOutput(t0, "", t0, 1)
 	c.ObserveOutput(t0, "", t0.Add(5*time.Millisecond), 2)
@@ -332,7 +332,7 @@ func TestOptionsEnsureDefaults(t *testing.T) {
 }
 
 func TestAdmitRateLimitsPerTenant(t *testing.T) {
-	c, err := New(Options{Tenants: map[string]TenantOptions{"hot": {Rate: 100, Burst: 10}}})
+	c, err := NewController(Options{Tenants: map[string]TenantOptions{"hot": {Rate: 100, Burst: 10}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,18 +8,18 @@
 // measurements stamped with the time it observed them and applies the
 // decisions it returns:
 //
-//	c, _ := frontier.New(opts)          // one per transactional session
-//	c.ObserveArrivals(now, n)           // records appended to the inputs
-//	c.ObserveProcessed(now, n, busy)    // records processed, CPU/wall busy time
-//	c.ObserveOutput(now, tenant, in, n) // outputs produced, with their input time
-//	c.ObserveWatermark(now, wm, closes) // a watermark advance closed windows
-//	d := c.Tick(now)                    // at least every Decision.Wake
+//	c, _ := frontier.NewController(opts) // one per transactional session
+//	c.ObserveArrivals(now, n)            // records appended to the inputs
+//	c.ObserveProcessed(now, n, busy)     // records processed, CPU/wall busy time
+//	c.ObserveOutput(now, tenant, in, n)  // outputs produced, with their input time
+//	c.ObserveWatermark(now, wm, closes)  // a watermark advance closed windows
+//	d := c.Tick(now)                     // at least every Decision.Wake
 //	if d.Commit {
 //		c.ObserveCommitStarted(now)
 //		... flush, AddOffsets, EndTxn ...
 //		c.ObserveCommitFinished(now, frontier.CommitAck{Cost: blocked})
 //	}
-//	m := c.Snapshot()                   // chosen T, predicted S, observed S
+//	m := c.Snapshot()                    // chosen T, predicted S, observed S
 //
 // The same inputs in the same order always produce the same decisions, so
 // the policies are tested with tables, replayed from traces (testdata/) and

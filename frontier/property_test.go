@@ -20,7 +20,7 @@ func TestInvariantsUnderRandomObservations(t *testing.T) {
 		if seed%4 == 0 {
 			o.Policy = PolicyFixed
 		}
-		c, err := New(o)
+		c, err := NewController(o)
 		if err != nil {
 			t.Fatal(err)
 		}

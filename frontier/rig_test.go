@@ -25,7 +25,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newRig(t *testing.T, o Options, lat, svc time.Duration) *rig {
 	t.Helper()
-	c, err := New(o)
+	c, err := NewController(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ type txnState struct {
 }
 
 func (a *App) newSession(ctx context.Context) (*session, error) {
-	ctrl, err := frontier.New(*a.cfg.Commit)
+	ctrl, err := frontier.NewController(*a.cfg.Commit)
 	if err != nil {
 		return nil, err
 	}

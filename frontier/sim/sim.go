@@ -79,7 +79,7 @@ func Run(profile Profile, policies ...Policy) Report {
 
 func runOne(p Profile, pol Policy) Result {
 	res := Result{Policy: pol.Name}
-	ctl, err := frontier.New(pol.Options)
+	ctl, err := frontier.NewController(pol.Options)
 	if err != nil {
 		res.Err = err
 		return res
