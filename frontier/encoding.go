@@ -167,7 +167,7 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(r.Tasks)))
 	for _, m := range r.Tasks {
 		if m.SubTopology < 0 || m.Partition < 0 {
-			return nil, fmt.Errorf("frontier record %q: task %s out of range", r.Sink, m.Task)
+			return nil, fmt.Errorf("frontier record %q: task %s out of range", r.Sink, m.TaskRef)
 		}
 		b = binary.AppendUvarint(b, uint64(m.SubTopology))
 		b = binary.AppendUvarint(b, uint64(m.Partition))
@@ -240,7 +240,7 @@ func (r *Record) UnmarshalBinary(b []byte) error {
 			if d.err == nil && flags&^flagIdle != 0 {
 				d.err = fmt.Errorf("mark flags %#x", flags)
 			}
-			out.Tasks[i] = TaskMark{Task: Task{SubTopology: int32(sub), Partition: int32(p)}, WatermarkMs: wm, Idle: flags&flagIdle != 0}
+			out.Tasks[i] = TaskMark{TaskRef: TaskRef{SubTopology: int32(sub), Partition: int32(p)}, WatermarkMs: wm, Idle: flags&flagIdle != 0}
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

@@ -12,9 +12,9 @@ func TestRecordEncoding(t *testing.T) {
 		Offsets: []int64{120, NoOffset, 0},
 		Feeds:   []Feed{{SubTopology: 0, Tasks: 3}, {SubTopology: 4, Tasks: 12}},
 		Tasks: []TaskMark{
-			{Task: Task{0, 0}, WatermarkMs: 1_777_000_000_000},
-			{Task: Task{0, 2}, WatermarkMs: NoWatermark, Idle: true},
-			{Task: Task{4, 11}, WatermarkMs: -1},
+			{TaskRef: TaskRef{0, 0}, WatermarkMs: 1_777_000_000_000},
+			{TaskRef: TaskRef{0, 2}, WatermarkMs: NoWatermark, Idle: true},
+			{TaskRef: TaskRef{4, 11}, WatermarkMs: -1},
 		},
 	}
 	b, err := r.MarshalBinary()
@@ -71,7 +71,7 @@ func TestRecordReadsVersionOne(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	r := Record{Sink: "s", Offsets: []int64{1, -1}, Feeds: []Feed{{1, 2}}, Tasks: []TaskMark{{Task{1, 0}, 99, true}, {Task{1, 1}, NoWatermark, false}}}
+	r := Record{Sink: "s", Offsets: []int64{1, -1}, Feeds: []Feed{{1, 2}}, Tasks: []TaskMark{{TaskRef{1, 0}, 99, true}, {TaskRef{1, 1}, NoWatermark, false}}}
 	b, _ := r.MarshalBinary()
 	f.Add(b)
 	v1, _ := NewFrontier("s", 2).MarshalBinary()

@@ -103,17 +103,17 @@ func (f Frontier) WatermarkMs() int64 {
 // watermark of 10ms does not claim to cover 10.5ms.
 func (f Frontier) Covers(t time.Time) bool { return coversMs(f.WatermarkMs(), t) }
 
-// Task names a task on the frontier topic: a sub-topology and the input
+// TaskRef names a task on the frontier topic: a sub-topology and the input
 // partition it processes (topology.TaskID, without importing topology, so
 // that downstream readers need only this package).
-type Task struct {
+type TaskRef struct {
 	SubTopology int32 `json:"sub_topology"`
 	Partition   int32 `json:"partition"`
 }
 
-func (t Task) String() string { return fmt.Sprintf("%d_%d", t.SubTopology, t.Partition) }
+func (t TaskRef) String() string { return fmt.Sprintf("%d_%d", t.SubTopology, t.Partition) }
 
-func (t Task) less(o Task) bool {
+func (t TaskRef) less(o TaskRef) bool {
 	if t.SubTopology != o.SubTopology {
 		return t.SubTopology < o.SubTopology
 	}
@@ -129,7 +129,7 @@ func (t Task) less(o Task) bool {
 // Readers take the minimum over tasks whatever the flag; publishers use it
 // to pick which tasks an idle task follows.
 type TaskMark struct {
-	Task
+	TaskRef
 	WatermarkMs int64 `json:"watermark_ms"`
 	Idle        bool  `json:"idle,omitempty"`
 }
@@ -142,7 +142,7 @@ type TaskMark struct {
 // publishers in any order.
 func (m TaskMark) Join(o TaskMark) TaskMark {
 	if o.WatermarkMs > m.WatermarkMs || (o.WatermarkMs == m.WatermarkMs && o.Idle && !m.Idle) {
-		return TaskMark{Task: m.Task, WatermarkMs: o.WatermarkMs, Idle: o.Idle}
+		return TaskMark{TaskRef: m.TaskRef, WatermarkMs: o.WatermarkMs, Idle: o.Idle}
 	}
 	return m
 }
@@ -177,9 +177,9 @@ type Record struct {
 }
 
 // Mark returns the publisher's mark for task.
-func (r Record) Mark(task Task) (TaskMark, bool) {
-	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].Task.less(task) })
-	if i < len(r.Tasks) && r.Tasks[i].Task == task {
+func (r Record) Mark(task TaskRef) (TaskMark, bool) {
+	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].TaskRef.less(task) })
+	if i < len(r.Tasks) && r.Tasks[i].TaskRef == task {
 		return r.Tasks[i], true
 	}
 	return TaskMark{}, false
@@ -188,10 +188,10 @@ func (r Record) Mark(task Task) (TaskMark, bool) {
 // WithMark returns r with m joined into its marks, keeping them sorted. r's
 // Tasks are not modified in place.
 func (r Record) WithMark(m TaskMark) Record {
-	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].Task.less(m.Task) })
+	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].TaskRef.less(m.TaskRef) })
 	tasks := make([]TaskMark, 0, len(r.Tasks)+1)
 	tasks = append(tasks, r.Tasks[:i]...)
-	if i < len(r.Tasks) && r.Tasks[i].Task == m.Task {
+	if i < len(r.Tasks) && r.Tasks[i].TaskRef == m.TaskRef {
 		tasks = append(tasks, r.Tasks[i].Join(m))
 		i++
 	} else {
@@ -205,11 +205,11 @@ func (r Record) WithMark(m TaskMark) Record {
 // publisher's own task: its idleness is current, not joined). r's Tasks are
 // not modified in place.
 func (r Record) SetMark(m TaskMark) Record {
-	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].Task.less(m.Task) })
+	i := sort.Search(len(r.Tasks), func(i int) bool { return !r.Tasks[i].TaskRef.less(m.TaskRef) })
 	tasks := make([]TaskMark, 0, len(r.Tasks)+1)
 	tasks = append(tasks, r.Tasks[:i]...)
 	tasks = append(tasks, m)
-	if i < len(r.Tasks) && r.Tasks[i].Task == m.Task {
+	if i < len(r.Tasks) && r.Tasks[i].TaskRef == m.TaskRef {
 		i++
 	}
 	r.Tasks = append(tasks, r.Tasks[i:]...)
@@ -337,8 +337,8 @@ type SinkStatus struct {
 	Tasks []TaskMark `json:"tasks"`
 	// Uncovered lists (up to 64 of) the UncoveredCount feeding tasks that no
 	// record has a mark for: while there are any, nothing is covered.
-	Uncovered      []Task `json:"uncovered,omitempty"`
-	UncoveredCount int    `json:"uncovered_count,omitempty"`
+	Uncovered      []TaskRef `json:"uncovered,omitempty"`
+	UncoveredCount int       `json:"uncovered_count,omitempty"`
 	// Keys are the records the status derives from, sorted.
 	Keys []string `json:"keys"`
 }
@@ -358,7 +358,7 @@ func (v *View) Sink(sink string) (SinkStatus, bool) {
 	st := SinkStatus{Sink: sink, WatermarkMs: NoWatermark}
 	var feeds []Feed
 	var feedSeq uint64
-	marks := map[Task]TaskMark{}
+	marks := map[TaskRef]TaskMark{}
 	var offsets []int64
 	for key, vr := range v.recs {
 		r := vr.rec
@@ -379,10 +379,10 @@ func (v *View) Sink(sink string) (SinkStatus, bool) {
 			feeds, feedSeq = r.Feeds, vr.seq
 		}
 		for _, m := range r.Tasks {
-			if old, ok := marks[m.Task]; ok {
+			if old, ok := marks[m.TaskRef]; ok {
 				m = old.Join(m)
 			}
-			marks[m.Task] = m
+			marks[m.TaskRef] = m
 		}
 	}
 	if len(st.Keys) == 0 {
@@ -392,7 +392,7 @@ func (v *View) Sink(sink string) (SinkStatus, bool) {
 	wm := int64(math.MaxInt64)
 	for _, f := range feeds {
 		for p := int32(0); p < f.Tasks; p++ {
-			task := Task{SubTopology: f.SubTopology, Partition: p}
+			task := TaskRef{SubTopology: f.SubTopology, Partition: p}
 			m, ok := marks[task]
 			if !ok {
 				st.UncoveredCount++

@@ -162,9 +162,9 @@ func FuzzDecodeFrontier(f *testing.F) {
 }
 
 func TestViewRules(t *testing.T) {
-	task := func(sub, p int32) Task { return Task{SubTopology: sub, Partition: p} }
+	task := func(sub, p int32) TaskRef { return TaskRef{SubTopology: sub, Partition: p} }
 	mark := func(sub, p int32, wm int64, idle bool) TaskMark {
-		return TaskMark{Task: task(sub, p), WatermarkMs: wm, Idle: idle}
+		return TaskMark{TaskRef: task(sub, p), WatermarkMs: wm, Idle: idle}
 	}
 	feeds := []Feed{{SubTopology: 0, Tasks: 2}, {SubTopology: 2, Tasks: 1}}
 	rec := func(offs []int64, marks ...TaskMark) Record {
@@ -249,7 +249,7 @@ func TestViewRules(t *testing.T) {
 func TestTaskMarkJoinIsASemilattice(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	gen := func() TaskMark {
-		return TaskMark{Task: Task{1, 2}, WatermarkMs: r.Int64N(4), Idle: r.IntN(2) == 0}
+		return TaskMark{TaskRef: TaskRef{1, 2}, WatermarkMs: r.Int64N(4), Idle: r.IntN(2) == 0}
 	}
 	for range 500 {
 		a, b, c := gen(), gen(), gen()
@@ -264,7 +264,7 @@ func TestTaskMarkJoinIsASemilattice(t *testing.T) {
 
 func TestRecordMarksAndAbsorb(t *testing.T) {
 	m := func(p int32, wm int64, idle bool) TaskMark {
-		return TaskMark{Task: Task{0, p}, WatermarkMs: wm, Idle: idle}
+		return TaskMark{TaskRef: TaskRef{0, p}, WatermarkMs: wm, Idle: idle}
 	}
 	r := Record{Sink: "out", Offsets: []int64{3}}
 	r = r.SetMark(m(2, 10, false)).SetMark(m(0, 5, false)).SetMark(m(1, 7, true))
@@ -272,7 +272,7 @@ func TestRecordMarksAndAbsorb(t *testing.T) {
 	if want := []TaskMark{m(0, 5, false), m(1, 7, true), m(2, 10, true)}; !reflect.DeepEqual(r.Tasks, want) {
 		t.Fatalf("marks %v, want %v", r.Tasks, want)
 	}
-	if got, ok := r.Mark(Task{0, 1}); !ok || got != m(1, 7, true) {
+	if got, ok := r.Mark(TaskRef{0, 1}); !ok || got != m(1, 7, true) {
 		t.Fatalf("Mark = %v %v", got, ok)
 	}
 	o := Record{Sink: "out", Offsets: []int64{1, 9}, Tasks: []TaskMark{m(0, 2, false), m(3, 4, false)}}

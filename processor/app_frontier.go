@@ -493,7 +493,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 	}
 	// Every task's watermarks, per sink.
 	type taskWM struct {
-		task frontier.Task
+		task frontier.TaskRef
 		lt   *liveTask
 		wm   task.OutputWatermark
 	}
@@ -512,7 +512,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 			continue
 		}
 		for sink, wm := range wms {
-			perSink[sink] = append(perSink[sink], taskWM{task: frontier.Task{SubTopology: int32(id.SubTopology), Partition: id.Partition}, lt: lt, wm: wm})
+			perSink[sink] = append(perSink[sink], taskWM{task: frontier.TaskRef{SubTopology: int32(id.SubTopology), Partition: id.Partition}, lt: lt, wm: wm})
 		}
 	}
 	s.txn.mu.Lock()
@@ -549,24 +549,24 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 		}
 		rec.Offsets = offs
 		// The greatest mark published for each task, by anyone.
-		published := map[frontier.Task]frontier.TaskMark{}
+		published := map[frontier.TaskRef]frontier.TaskMark{}
 		for _, m := range st.Tasks {
-			published[m.Task] = m
+			published[m.TaskRef] = m
 		}
 		for _, m := range rec.Tasks {
-			if p, ok := published[m.Task]; ok {
+			if p, ok := published[m.TaskRef]; ok {
 				m = p.Join(m)
 			}
-			published[m.Task] = m
+			published[m.TaskRef] = m
 		}
-		fresh := map[frontier.Task]frontier.TaskMark{}
+		fresh := map[frontier.TaskRef]frontier.TaskMark{}
 		var idle []taskWM
 		for _, tw := range perSink[sink] {
 			if tw.wm.Idle {
 				idle = append(idle, tw)
 				continue
 			}
-			m := frontier.TaskMark{Task: tw.task, WatermarkMs: tw.wm.Ms}
+			m := frontier.TaskMark{TaskRef: tw.task, WatermarkMs: tw.wm.Ms}
 			if p, ok := published[tw.task]; ok {
 				m.WatermarkMs = max(m.WatermarkMs, p.WatermarkMs)
 			}
@@ -575,7 +575,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 		// Idle tasks follow the active ones: first mark them all idle, so
 		// that none follows another's stale active mark.
 		for _, tw := range idle {
-			m := frontier.TaskMark{Task: tw.task, WatermarkMs: tw.wm.Ms, Idle: true}
+			m := frontier.TaskMark{TaskRef: tw.task, WatermarkMs: tw.wm.Ms, Idle: true}
 			if p, ok := published[tw.task]; ok {
 				m.WatermarkMs = max(m.WatermarkMs, p.WatermarkMs)
 			}
@@ -601,11 +601,11 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 // else the greatest published ones. A task without any mark holds it at
 // nothing; false when every other task is idle (the task then stays where
 // its own inputs left it).
-func followTarget(feeds []frontier.Feed, self frontier.Task, fresh, published map[frontier.Task]frontier.TaskMark) (int64, bool) {
+func followTarget(feeds []frontier.Feed, self frontier.TaskRef, fresh, published map[frontier.TaskRef]frontier.TaskMark) (int64, bool) {
 	s, any := int64(math.MaxInt64), false
 	for _, f := range feeds {
 		for p := int32(0); p < f.Tasks; p++ {
-			t := frontier.Task{SubTopology: f.SubTopology, Partition: p}
+			t := frontier.TaskRef{SubTopology: f.SubTopology, Partition: p}
 			if t == self {
 				continue
 			}

@@ -209,8 +209,8 @@ func checkMonotone(t *testing.T, hist []*kgo.Record, sink string) frontier.SinkS
 			_ = rec.UnmarshalBinary(r.Value)
 			if prev, ok := byKey[string(r.Key)]; ok {
 				for _, m := range prev.Tasks {
-					if now, ok := rec.Mark(m.Task); !ok || now.WatermarkMs < m.WatermarkMs {
-						t.Fatalf("offset %d: key %s: task %s's mark went from %d to %+v", r.Offset, r.Key, m.Task, m.WatermarkMs, now)
+					if now, ok := rec.Mark(m.TaskRef); !ok || now.WatermarkMs < m.WatermarkMs {
+						t.Fatalf("offset %d: key %s: task %s's mark went from %d to %+v", r.Offset, r.Key, m.TaskRef, m.WatermarkMs, now)
 					}
 				}
 				for p, off := range prev.Offsets {
@@ -228,13 +228,13 @@ func checkMonotone(t *testing.T, hist []*kgo.Record, sink string) frontier.SinkS
 		if st.WatermarkMs < last.WatermarkMs {
 			t.Fatalf("offset %d (%s): the sink watermark went back from %d to %d", r.Offset, r.Key, last.WatermarkMs, st.WatermarkMs)
 		}
-		marks := map[frontier.Task]int64{}
+		marks := map[frontier.TaskRef]int64{}
 		for _, m := range st.Tasks {
-			marks[m.Task] = m.WatermarkMs
+			marks[m.TaskRef] = m.WatermarkMs
 		}
 		for _, m := range last.Tasks {
-			if marks[m.Task] < m.WatermarkMs {
-				t.Fatalf("offset %d (%s): task %s went back from %d to %d", r.Offset, r.Key, m.Task, m.WatermarkMs, marks[m.Task])
+			if marks[m.TaskRef] < m.WatermarkMs {
+				t.Fatalf("offset %d (%s): task %s went back from %d to %d", r.Offset, r.Key, m.TaskRef, m.WatermarkMs, marks[m.TaskRef])
 			}
 		}
 		for p, m := range last.Partitions {
@@ -316,7 +316,7 @@ func TestFrontierNeverGoesBackAcrossRestarts(t *testing.T) {
 		}
 	}()
 	firstKey, secondKey := out+"@first", out+"@second"
-	task00 := frontier.Task{SubTopology: 0, Partition: 0}
+	task00 := frontier.TaskRef{SubTopology: 0, Partition: 0}
 	followed, cleaned := false, false
 	before := frontierHistory(t, appID, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
@@ -381,7 +381,7 @@ func TestFrontierNeverGoesBackAcrossRestarts(t *testing.T) {
 		}
 	}
 	for _, m := range firstLast.Tasks {
-		if got, ok := secondAt.Mark(m.Task); !ok || got.WatermarkMs < m.WatermarkMs {
+		if got, ok := secondAt.Mark(m.TaskRef); !ok || got.WatermarkMs < m.WatermarkMs {
 			t.Fatalf("first's mark %+v was deleted without second covering it (second has %+v)", m, got)
 		}
 	}

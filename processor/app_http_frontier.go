@@ -47,7 +47,7 @@ type sinkFrontierJSON struct {
 	WatermarkMs    int64               `json:"watermark_ms"`
 	Covers         *bool               `json:"covers,omitempty"`
 	Tasks          []frontier.TaskMark `json:"tasks"`
-	Uncovered      []frontier.Task     `json:"uncovered,omitempty"`
+	Uncovered      []frontier.TaskRef  `json:"uncovered,omitempty"`
 	UncoveredCount int                 `json:"uncovered_count,omitempty"`
 	Publishers     []string            `json:"publishers"`
 	Own            *ownFrontierJSON    `json:"own,omitempty"`

@@ -100,9 +100,9 @@ func TestIdleTrackerRules(t *testing.T) {
 }
 
 func TestFollowTarget(t *testing.T) {
-	task := func(p int32) frontier.Task { return frontier.Task{SubTopology: 0, Partition: p} }
+	ref := func(p int32) frontier.TaskRef { return frontier.TaskRef{SubTopology: 0, Partition: p} }
 	mark := func(p int32, wm int64, idle bool) frontier.TaskMark {
-		return frontier.TaskMark{Task: task(p), WatermarkMs: wm, Idle: idle}
+		return frontier.TaskMark{TaskRef: ref(p), WatermarkMs: wm, Idle: idle}
 	}
 	feeds := []frontier.Feed{{SubTopology: 0, Tasks: 3}}
 	tests := []struct {
@@ -119,14 +119,14 @@ func TestFollowTarget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fresh, published := map[frontier.Task]frontier.TaskMark{}, map[frontier.Task]frontier.TaskMark{}
+			fresh, published := map[frontier.TaskRef]frontier.TaskMark{}, map[frontier.TaskRef]frontier.TaskMark{}
 			for _, m := range tt.fresh {
-				fresh[m.Task] = m
+				fresh[m.TaskRef] = m
 			}
 			for _, m := range tt.published {
-				published[m.Task] = m
+				published[m.TaskRef] = m
 			}
-			got, ok := followTarget(feeds, task(0), fresh, published)
+			got, ok := followTarget(feeds, ref(0), fresh, published)
 			if ok != tt.wantOK || (ok && got != tt.want) {
 				t.Fatalf("followTarget = %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
 			}

@@ -150,7 +150,7 @@ func TestMetricsReadinessAndFrontierReportWhatWasCommitted(t *testing.T) {
 	}
 	for _, m := range last.Tasks {
 		if m.WatermarkMs < wm {
-			t.Fatalf("task %s's mark %d is below the sink watermark %d the endpoint reported", m.Task, m.WatermarkMs, wm)
+			t.Fatalf("task %s's mark %d is below the sink watermark %d the endpoint reported", m.TaskRef, m.WatermarkMs, wm)
 		}
 	}
 }

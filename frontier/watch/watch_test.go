@@ -59,7 +59,7 @@ func TestWatcherFollowsCommittedRecords(t *testing.T) {
 	p := newPublisher(t, topic)
 	rec := func(wm int64, offset int64) frontier.Record {
 		return frontier.Record{Sink: sink, Offsets: []int64{offset}, Feeds: []frontier.Feed{{SubTopology: 0, Tasks: 1}},
-			Tasks: []frontier.TaskMark{{Task: frontier.Task{SubTopology: 0, Partition: 0}, WatermarkMs: wm}}}
+			Tasks: []frontier.TaskMark{{TaskRef: frontier.TaskRef{SubTopology: 0, Partition: 0}, WatermarkMs: wm}}}
 	}
 	out := func(ts int64) *kgo.Record {
 		return &kgo.Record{Topic: sink, Partition: 0, Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(ts)}
