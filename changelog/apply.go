@@ -28,14 +28,14 @@ type emitFunc func(key, value []byte, del bool) error
 // error the task must be restored before it processes again (its overlay is
 // kept, so a retry is possible). The stores' recorded input position stays
 // as it was; see ApplyAt.
-func (t *Task) Apply(offsets Offsets) error { return t.ApplyAt(offsets, nil) }
+func (t *TaskState) Apply(offsets Offsets) error { return t.ApplyAt(offsets, nil) }
 
 // ApplyAt is Apply that also records pos, the input position the committed
 // state reflects (the task's input offsets the transaction committed), as
 // the position of every store of the task, in the same atomic step as the
 // data and the offsets: what a Snapshot reports with the data. A nil pos
 // leaves the recorded position as it was.
-func (t *Task) ApplyAt(offsets Offsets, pos Position) error {
+func (t *TaskState) ApplyAt(offsets Offsets, pos Position) error {
 	if t.closed {
 		return store.ErrClosed
 	}
@@ -83,7 +83,7 @@ func (t *Task) ApplyAt(offsets Offsets, pos Position) error {
 }
 
 // topicID is the id Restore learned for a changelog topic of the task.
-func (t *Task) topicID(topic string) [16]byte {
+func (t *TaskState) topicID(topic string) [16]byte {
 	for _, st := range t.stores {
 		if st.topic == topic {
 			return st.topicID
@@ -92,7 +92,7 @@ func (t *Task) topicID(topic string) [16]byte {
 	return [16]byte{}
 }
 
-func (t *Task) hasLogged() bool {
+func (t *TaskState) hasLogged() bool {
 	found := false
 	t.pending.Ascend(func(e *entry) bool { found = e.st.spec.Logged; return !found })
 	return found
@@ -100,7 +100,7 @@ func (t *Task) hasLogged() bool {
 
 // applyInTxn is the common case: one Badger transaction holds the overlay,
 // the expiry deletes and the offsets.
-func (t *Task) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
+func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 	limit := t.db.opts.applyTxnLimit
 	if limit > 0 && t.pending.Len() > limit {
 		return errTooBig
@@ -131,7 +131,7 @@ func (t *Task) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 // applyStaged handles an overlay too big for one transaction: stage, mark
 // (the commit point, with the offsets), copy into place, clean up. Each
 // step is idempotent, and OpenDB redoes the last two for a marked epoch.
-func (t *Task) applyStaged(meta func(emitFunc) error, bytes *int64) error {
+func (t *TaskState) applyStaged(meta func(emitFunc) error, bytes *int64) error {
 	db := t.db
 	epoch := db.epoch.Add(1)
 	wb := db.bdb.NewWriteBatch()
@@ -219,7 +219,7 @@ func (db *DB) hook(step string) error {
 
 // dataOps emits the overlay's writes, their time-index entries, and the
 // deletes of windows and sessions below a raised expiry cut.
-func (t *Task) dataOps(emit emitFunc) error {
+func (t *TaskState) dataOps(emit emitFunc) error {
 	var err error
 	t.pending.Ascend(func(e *entry) bool {
 		st := e.st
@@ -258,7 +258,7 @@ func (t *Task) dataOps(emit emitFunc) error {
 // expire emits deletes for st's Badger entries whose indexed time is below
 // its new cut. Keys are collected first: emit may write to a transaction
 // that must not be iterated while it is written.
-func (t *Task) expire(st *storeState, emit emitFunc) error {
+func (t *TaskState) expire(st *storeState, emit emitFunc) error {
 	ip := withNS(nsIndex, st.id)
 	hi := putTime(append([]byte(nil), ip...), st.newCut)
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})

@@ -79,7 +79,7 @@ func mustPut(t *testing.T, kv store.KeyValue, kvs ...string) {
 func TestFlushProducesLatestValuePerKeyAndApplyRecordsOffsets(t *testing.T) {
 	db := openTestDB(t, Options{})
 	p := &fakeProducer{}
-	task := db.NewTask(TaskConfig{AppID: "shop", Partition: 1, Producer: p})
+	task := db.NewTaskState(TaskStateConfig{AppID: "shop", Partition: 1, Producer: p})
 	s, err := task.Open(store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestFlushProducesLatestValuePerKeyAndApplyRecordsOffsets(t *testing.T) {
 
 func TestApplyRefusesLoggedWritesThatWereNotFlushed(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
 	mustPut(t, s.(store.KeyValue), "k", "v")
 	if err := task.Apply(nil); !errors.Is(err, ErrNotFlushed) {
@@ -133,7 +133,7 @@ func TestApplyRefusesLoggedWritesThatWereNotFlushed(t *testing.T) {
 
 func TestDiscardDropsTheOverlay(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
 	kv := s.(store.KeyValue)
 	mustPut(t, kv, "a", "1")
@@ -162,7 +162,7 @@ func TestFlushFailsOnAWrongPartitionOrAProduceError(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := openTestDB(t, Options{})
-			task := db.NewTask(TaskConfig{AppID: "a", Partition: 3, Producer: c.p})
+			task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 3, Producer: c.p})
 			s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 3)
 			mustPut(t, s.(store.KeyValue), "k", "v")
 			if _, err := task.Flush(context.Background()); !errors.Is(err, c.want) {
@@ -202,7 +202,7 @@ func TestStagedApplyCrashLeavesOldOrNewStateNeverAMix(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := &fakeProducer{}
-			task := db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: p})
+			task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: p})
 			s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
 			kv := s.(store.KeyValue)
 			mustPut(t, kv, "a", "1", "b", "1", "c", "1")
@@ -230,7 +230,7 @@ func TestStagedApplyCrashLeavesOldOrNewStateNeverAMix(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			task = db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: p})
+			task = db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: p})
 			s, _ = task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
 			equalMaps(t, "state after reopen", contents(t, s.(store.KeyValue)), c.want)
 			a, _, err := db.AppliedOffset(tp)
@@ -264,7 +264,7 @@ func TestWindowExpiryIsAppliedThroughTheIndexAndPersists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0})
 	spec := store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 10, Retention: 100}
 	s, _ := task.Open(spec, 0)
 	w := s.(store.Window)
@@ -295,7 +295,7 @@ func TestWindowExpiryIsAppliedThroughTheIndexAndPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	task = db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	task = db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0})
 	s, _ = task.Open(spec, 0)
 	if err := s.(store.Window).Put([]byte("k"), 40, []byte("late")); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestOpenDBMovesACorruptDirectoryAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue}, 0)
 	mustPut(t, s.(store.KeyValue), "k", "v")
 	if err := task.Apply(nil); err != nil {
@@ -340,7 +340,7 @@ func TestOpenDBMovesACorruptDirectoryAside(t *testing.T) {
 
 func TestCheckpointReportsWhatItMadeDurable(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue}, 0)
 	for i := range 100 {
 		mustPut(t, s.(store.KeyValue), fmt.Sprintf("key-%03d", i), "0123456789")
@@ -362,7 +362,7 @@ func TestCheckpointReportsWhatItMadeDurable(t *testing.T) {
 
 func TestParticipantAppliesTheOffsetsOfItsPrepare(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
 	p := task.Participant()
 	mustPut(t, s.(store.KeyValue), "k", "1", "j", "2")
@@ -390,7 +390,7 @@ func TestVerifyChecksumsFindsADamagedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "a", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue}, 0)
 	for i := range 2000 {
 		mustPut(t, s.(store.KeyValue), fmt.Sprintf("key-%05d", i), "some value bytes")

@@ -157,7 +157,7 @@ func BenchmarkApply(b *testing.B) {
 	}{{"one transaction/2k entries", 2_000, false}, {"staged/10k entries", 10_000, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			db := openTestDB(b, Options{Logger: quietLog})
-			task := db.NewTask(TaskConfig{AppID: "bench", Partition: 0})
+			task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
 			s, err := task.Open(store.Spec{Name: "kv", Kind: store.KindKeyValue}, 0)
 			if err != nil {
 				b.Fatal(err)

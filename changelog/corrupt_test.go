@@ -152,7 +152,7 @@ func writeTestState(t *testing.T, dir string, opts Options, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, win, ses := openTestStores(t, task)
 	for i := range n {
 		k := fmt.Appendf(nil, "key-%05d", i)
@@ -180,7 +180,7 @@ func writeTestState(t *testing.T, dir string, opts Options, n int) {
 	}
 }
 
-func openTestStores(t *testing.T, task *Task) (store.KeyValue, store.Window, store.Session) {
+func openTestStores(t *testing.T, task *TaskState) (store.KeyValue, store.Window, store.Session) {
 	t.Helper()
 	kv, err := task.Open(store.Spec{Name: testStoreKV, Kind: store.KindKeyValue}, testPartition)
 	if err != nil {
@@ -330,7 +330,7 @@ func TestOpenDBWithATruncatedManifestHoldsACommittedPrefix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+			task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 			kv, _, _ := openTestStores(t, task)
 			for i := range 100 {
 				mustPut(t, kv, fmt.Sprintf("key-%03d", i), fmt.Sprintf("commit %d", c))
@@ -364,7 +364,7 @@ func TestOpenDBWithATruncatedManifestHoldsACommittedPrefix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+			task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 			kv, _, _ := openTestStores(t, task)
 			got := contents(t, kv)
 			want := map[string]string{}
@@ -392,7 +392,7 @@ func TestPanicsInBadgerReadsAreErrCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	defer task.Close()
 	kv, win, ses := openTestStores(t, task)
 	key := []byte("key-01500")
@@ -434,7 +434,7 @@ func TestPanicsInBadgerReadsAreErrCorrupt(t *testing.T) {
 // ErrCorrupt (which would make the runtime rebuild state over a bug).
 func TestPanicsInCallbacksAreNotErrCorrupt(t *testing.T) {
 	db := openTestDB(t, Options{Logger: quietLog})
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, win, _ := openTestStores(t, task)
 	mustPut(t, kv, "a", "1", "b", "2")
 	if err := win.Put([]byte("a"), 0, []byte("1")); err != nil {
@@ -473,7 +473,7 @@ func TestReadsOfAClosedDBAreNotErrCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ := openTestStores(t, task)
 	mustPut(t, kv, "a", "1")
 	if err := task.Apply(nil); err != nil {
@@ -531,7 +531,7 @@ func TestADamagedValueInTheValueLogIsErrCorrupt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+			task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 			kv, _, _ := openTestStores(t, task)
 			big := strings.Repeat("a value too large for the LSM tree ", 100)
 			const n = 800 // ~2.8 MB: three value log files
@@ -567,7 +567,7 @@ func TestADamagedValueInTheValueLogIsErrCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			task = db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+			task = db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 			kv, _, _ = openTestStores(t, task)
 			var corrupt int
 			for i := range n {

@@ -35,14 +35,14 @@ func TestPropertyApplyIsAtomicAcrossCrashes(t *testing.T) {
 	}}
 	spec := store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}
 	var db *DB
-	var task *Task
+	var task *TaskState
 	var kv store.KeyValue
 	open := func() {
 		var err error
 		if db, err = OpenDB(dir, opts); err != nil {
 			t.Fatal(err)
 		}
-		task = db.NewTask(TaskConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
+		task = db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
 		s, err := task.Open(spec, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 // DB is the one Badger database of a process. Every task's stores live in
 // it under their own key prefixes. It is safe for concurrent use by the
-// tasks; each Task is used from its own goroutine.
+// tasks; each TaskState is used from its own goroutine.
 type DB struct {
 	bdb  *badger.DB
 	dir  string

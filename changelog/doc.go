@@ -26,21 +26,21 @@
 // # Usage
 //
 // One DB per process (or per application, when a process hosts several),
-// one Task per task:
+// one TaskState per task (its stores and their overlay):
 //
 //	db, err := changelog.OpenDB(dir, changelog.Options{MemoryBudget: 128 << 20})
 //	err = changelog.EnsureTopics(ctx, adm, changelog.TopicFor(appID, spec, partitions)) // at startup
-//	task := db.NewTask(changelog.TaskConfig{AppID: appID, Partition: p, Producer: session})
-//	st, err := task.Open(spec, p)            // Task is a store.Provider
-//	_, err = task.Restore(ctx, changelog.RestoreOptions{ClientOpts: seeds})
+//	state := db.NewTaskState(changelog.TaskStateConfig{AppID: appID, Partition: p, Producer: session})
+//	st, err := state.Open(spec, p)           // TaskState is a store.Provider
+//	_, err = state.Restore(ctx, changelog.RestoreOptions{ClientOpts: seeds})
 //	// process records: writes go to the overlay, reads see them
-//	offs, err := task.Flush(ctx)             // changelog records into the open transaction
+//	offs, err := state.Flush(ctx)            // changelog records into the open transaction
 //	// EndTransaction(commit) succeeded:
-//	err = task.Apply(offs)                   // or task.Discard() after an abort
+//	err = state.Apply(offs)                  // or state.Discard() after an abort
 //	cost, err := db.Checkpoint(ctx)          // when the checkpoint scheduler says so
 //
-// Task.Participant wraps Flush/Apply/Discard for a commit loop that keeps
-// no offsets itself.
+// TaskState.Participant wraps Flush/Apply/Discard for a commit loop that
+// keeps no offsets itself.
 //
 // # Ownership
 //

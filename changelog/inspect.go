@@ -122,7 +122,7 @@ func decodeEntry(kind store.Kind, suffix []byte) (Entry, error) {
 	return Entry{}, fmt.Errorf("%w: kind %d", errBadKey, int(kind))
 }
 
-// Register records a store partition in the DB's registry, as Task.Open
+// Register records a store partition in the DB's registry, as TaskState.Open
 // does; replay uses it for stores it rebuilt without a topology.
 func (db *DB) Register(info StoreInfo) error {
 	if _, ok := tagKind(kindTag(info.Kind)); !ok || info.Kind == 0 {

@@ -170,7 +170,7 @@ func TestKafkaWindowStoreRestoresWithItsIndex(t *testing.T) {
 	}
 }
 
-func (st *storeState) fetchAll(t *Task, fn func(k []byte, start int64, v []byte)) error {
+func (st *storeState) fetchAll(t *TaskState, fn func(k []byte, start int64, v []byte)) error {
 	w := &windowStore{t: t, st: st}
 	return w.FetchAll(math.MinInt64, math.MaxInt64, func(k []byte, start int64, v []byte) bool { fn(k, start, v); return true })
 }

@@ -66,7 +66,7 @@ type node struct {
 	dir  string
 	db   *DB
 	prod *kgo.Client
-	task *Task
+	task *TaskState
 	kv   store.KeyValue
 	res  RestoreResult
 }
@@ -83,7 +83,7 @@ func (e *kafkaEnv) start(dir string) *node {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	n.task = n.db.NewTask(TaskConfig{AppID: e.app, Partition: 0, Producer: n.prod})
+	n.task = n.db.NewTaskState(TaskStateConfig{AppID: e.app, Partition: 0, Producer: n.prod})
 	s, err := n.task.Open(e.spec, 0)
 	if err != nil {
 		e.t.Fatal(err)

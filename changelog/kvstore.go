@@ -7,7 +7,7 @@ import (
 // kvStore is a store.KeyValue over a task's overlay and Badger. Its suffix
 // is the raw key, so Badger's order is the contract's order.
 type kvStore struct {
-	t  *Task
+	t  *TaskState
 	st *storeState
 }
 

@@ -176,7 +176,7 @@ func (db *DB) Stores() (out []StoreInfo, err error) {
 	return out, nil
 }
 
-func (t *Task) wrap(st *storeState, op string, err error) error {
+func (t *TaskState) wrap(st *storeState, op string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -112,7 +112,7 @@ func TestOwnerIsRecordedAndChecked(t *testing.T) {
 				if !strings.Contains(log.String(), "topology changed") {
 					t.Fatalf("the log does not say why the state was wiped:\n%s", log.String())
 				}
-				task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+				task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 				kv, _, _ := openTestStores(t, task)
 				if got := contents(t, kv); len(got) != 0 {
 					t.Fatalf("wiped store still holds %d entries", len(got))
@@ -133,7 +133,7 @@ func TestStateWrittenAfterATopologyChangeIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ := openTestStores(t, task)
 	mustPut(t, kv, "new", "state")
 	if err := task.Apply(nil); err != nil {
@@ -146,7 +146,7 @@ func TestStateWrittenAfterATopologyChangeIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	task = db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task = db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ = openTestStores(t, task)
 	equalMaps(t, "after reopening with the new fingerprint", contents(t, kv), map[string]string{"new": "state"})
 }
@@ -187,7 +187,7 @@ func TestAnotherApplicationsStateAfterACrashIsRefusedAndKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ := openTestStores(t, task)
 	mustPut(t, kv, "a", "1", "b", "2")
 	if err := task.Apply(Offsets{{TopicName("app", testStoreKV), testPartition}: 7}); err != nil {
@@ -208,7 +208,7 @@ func TestAnotherApplicationsStateAfterACrashIsRefusedAndKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	task = db.NewTask(TaskConfig{AppID: "app", Partition: testPartition})
+	task = db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ = openTestStores(t, task)
 	equalMaps(t, "the first application's state", contents(t, kv), map[string]string{"a": "1", "b": "2"})
 	if a, ok, _ := db.AppliedOffset(TopicPartition{TopicName("app", testStoreKV), testPartition}); !ok || a.Offset != 7 {

@@ -4,20 +4,20 @@ import (
 	"context"
 )
 
-// Participant adapts a Task to a commit loop that drives participants
+// Participant adapts a TaskState to a commit loop that drives participants
 // without passing offsets around (txn.Participant's shape): Prepare before
 // the transaction ends, then Apply after it committed or Discard after it
 // aborted. It remembers the offsets Prepare's Flush returned.
 type Participant struct {
-	t    *Task
+	t    *TaskState
 	offs Offsets
 }
 
 // Participant returns the task's commit-loop adapter.
-func (t *Task) Participant() *Participant { return &Participant{t: t} }
+func (t *TaskState) Participant() *Participant { return &Participant{t: t} }
 
 // Prepare produces the overlay's changelog records into the open
-// transaction (Task.Flush). Call it for every task before ending the
+// transaction (TaskState.Flush). Call it for every task before ending the
 // transaction.
 func (p *Participant) Prepare(ctx context.Context) error {
 	offs, err := p.t.Flush(ctx)

@@ -53,7 +53,7 @@ type RestoreOptions struct {
 	// is stable, for a changelog's last stable offset to reach its high
 	// watermark (see endOffsets). Default 1s; negative: do not wait.
 	PendingTxnWait time.Duration
-	// MinOffsets are Task.Restore's floors: each changelog partition's
+	// MinOffsets are TaskState.Restore's floors: each changelog partition's
 	// RestoreTarget.MinOffset. DB.Restore reads them from the targets.
 	MinOffsets Offsets
 	// Unblock is called while a changelog's last stable offset is below
@@ -690,7 +690,7 @@ func (sl *slab) entry(key, value []byte) *badger.Entry {
 // Restore brings every logged store of the task up to date; see
 // DB.Restore. Call it after opening the stores and before processing, with
 // an empty overlay.
-func (t *Task) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult, error) {
+func (t *TaskState) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult, error) {
 	if t.pending.Len() > 0 || t.flushed {
 		return RestoreResult{}, fmt.Errorf("changelog: restore partition %d: overlay is not empty", t.cfg.Partition)
 	}

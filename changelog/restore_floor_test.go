@@ -40,13 +40,13 @@ func TestKafkaRestoreNeverEndsBelowTheCommittedPosition(t *testing.T) {
 	}
 	committed := offs[TopicPartition{e.topic, 0}]
 
-	restore := func(ctx context.Context, unblock func(context.Context) error) (*Task, store.KeyValue, error) {
+	restore := func(ctx context.Context, unblock func(context.Context) error) (*TaskState, store.KeyValue, error) {
 		db, err := OpenDB(t.TempDir(), Options{Logger: quietLog})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
-		task := db.NewTask(TaskConfig{AppID: e.app, Partition: 0, Producer: next.prod})
+		task := db.NewTaskState(TaskStateConfig{AppID: e.app, Partition: 0, Producer: next.prod})
 		s, err := task.Open(e.spec, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 // suffix is esc(key) + end + start: FindSessions seeks to the earliest end
 // and reads in end, start order.
 type sessionStore struct {
-	t   *Task
+	t   *TaskState
 	st  *storeState
 	buf []byte
 }

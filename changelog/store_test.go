@@ -23,7 +23,7 @@ func openTestDB(t testing.TB, opts Options) *DB {
 // Badger: never applied, always applied, and in between.
 type applier struct {
 	t     testing.TB
-	task  *Task
+	task  *TaskState
 	every int // 0: never; 1: after every write; n: with probability 1/n
 	r     *rand.Rand
 }
@@ -82,7 +82,7 @@ var applyModes = []struct {
 
 func openUnlogged(t *testing.T, kind store.Kind, every int, opts Options) (store.Store, *applier) {
 	db := openTestDB(t, opts)
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 2})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 2})
 	s, err := task.Open(store.Spec{Name: "s", Kind: kind, WindowSize: 10}, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,8 @@ import (
 // committed, so applying them would put Badger ahead of Kafka.
 var ErrFlushed = errors.New("changelog: write after Flush before Apply or Discard")
 
-// TaskConfig identifies a task to its stores.
-type TaskConfig struct {
+// TaskStateConfig identifies a task to its stores.
+type TaskStateConfig struct {
 	// AppID names the changelog topics: "<AppID>-<store>-changelog".
 	AppID string
 	// Partition of the task; every store of the task is opened on it and
@@ -33,15 +33,15 @@ type TaskConfig struct {
 	Logger *slog.Logger
 }
 
-// Task holds the stores of one task (one partition of one sub-topology)
+// TaskState holds the stores of one task (one partition of one sub-topology)
 // and their uncommitted writes, the overlay. It implements store.Provider.
-// A Task is used from its task's goroutine only.
+// A TaskState is used from its task's goroutine only.
 //
 // Lifecycle per commit: writes → Flush (changelog records into the
 // transaction) → commit → Apply(offsets), or Discard on abort.
-type Task struct {
+type TaskState struct {
 	db  *DB
-	cfg TaskConfig
+	cfg TaskStateConfig
 	log *slog.Logger
 
 	stores  map[string]*storeState
@@ -64,7 +64,7 @@ type entry struct {
 
 func lessEntry(a, b *entry) bool { return bytes.Compare(a.key, b.key) < 0 }
 
-// storeState is what a Task knows of one of its stores.
+// storeState is what a TaskState knows of one of its stores.
 type storeState struct {
 	spec    store.Spec
 	id      []byte // storeID(name, partition)
@@ -76,14 +76,14 @@ type storeState struct {
 	closed  bool
 }
 
-// NewTask returns a task on db. Open its stores, then Restore them before
-// processing.
-func (db *DB) NewTask(cfg TaskConfig) *Task {
+// NewTaskState returns a task's state on db. Open its stores, then Restore
+// them before processing.
+func (db *DB) NewTaskState(cfg TaskStateConfig) *TaskState {
 	l := cfg.Logger
 	if l == nil {
 		l = db.log.With("app", cfg.AppID, "partition", cfg.Partition)
 	}
-	return &Task{
+	return &TaskState{
 		db:      db,
 		cfg:     cfg,
 		log:     l,
@@ -95,12 +95,12 @@ func (db *DB) NewTask(cfg TaskConfig) *Task {
 // TopicName is the changelog topic of a store.
 func TopicName(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
 
-var _ store.Provider = (*Task)(nil)
+var _ store.Provider = (*TaskState)(nil)
 
 // Open returns the task's store for spec; partition must be the task's. The
 // store is registered in the DB (so tidemark state can list it) and its
 // persisted expiry cut is loaded.
-func (t *Task) Open(spec store.Spec, partition int32) (store.Store, error) {
+func (t *TaskState) Open(spec store.Spec, partition int32) (store.Store, error) {
 	if t.closed {
 		return nil, store.ErrClosed
 	}
@@ -144,10 +144,10 @@ func (t *Task) Open(spec store.Spec, partition int32) (store.Store, error) {
 }
 
 // Pending returns the number of uncommitted writes.
-func (t *Task) Pending() int { return t.pending.Len() }
+func (t *TaskState) Pending() int { return t.pending.Len() }
 
 // Discard drops the overlay: the transaction it belonged to aborted.
-func (t *Task) Discard() {
+func (t *TaskState) Discard() {
 	t.pending.Clear(false)
 	for _, st := range t.stores {
 		st.newCut = st.cut
@@ -157,7 +157,7 @@ func (t *Task) Discard() {
 
 // Close discards the overlay and releases the read snapshot. It does not
 // close the DB.
-func (t *Task) Close() error {
+func (t *TaskState) Close() error {
 	t.Discard()
 	t.closed = true
 	for _, st := range t.stores {
@@ -167,21 +167,21 @@ func (t *Task) Close() error {
 	return nil
 }
 
-func (t *Task) snapshot() *badger.Txn {
+func (t *TaskState) snapshot() *badger.Txn {
 	if t.rtxn == nil {
 		t.rtxn = t.db.bdb.NewTransaction(false)
 	}
 	return t.rtxn
 }
 
-func (t *Task) resetSnapshot() {
+func (t *TaskState) resetSnapshot() {
 	if t.rtxn != nil {
 		t.rtxn.Discard()
 		t.rtxn = nil
 	}
 }
 
-func (t *Task) check(st *storeState, write bool) error {
+func (t *TaskState) check(st *storeState, write bool) error {
 	if t.closed || st.closed {
 		return store.ErrClosed
 	}
@@ -192,13 +192,13 @@ func (t *Task) check(st *storeState, write bool) error {
 }
 
 // key returns st's full data key for suffix in the task's scratch buffer.
-func (t *Task) key(st *storeState, suffix []byte) []byte {
+func (t *TaskState) key(st *storeState, suffix []byte) []byte {
 	t.kbuf = append(append(t.kbuf[:0], st.dprefix...), suffix...)
 	return t.kbuf
 }
 
 // get reads a full data key through the overlay.
-func (t *Task) get(key []byte) (_ []byte, _ bool, err error) {
+func (t *TaskState) get(key []byte) (_ []byte, _ bool, err error) {
 	t.probe.key = key
 	e, ok := t.pending.Get(&t.probe)
 	t.probe.key = nil
@@ -229,7 +229,7 @@ func (t *Task) get(key []byte) (_ []byte, _ bool, err error) {
 // recoverRead is recoverRead (corrupt.go) for the task's reads; after a
 // panic inside Badger it also drops the read snapshot, whose state is
 // unknown.
-func (t *Task) recoverRead(err *error, inFn *bool) {
+func (t *TaskState) recoverRead(err *error, inFn *bool) {
 	r := recover()
 	if r == nil {
 		return
@@ -249,7 +249,7 @@ func (t *Task) recoverRead(err *error, inFn *bool) {
 }
 
 // set records a put (value != nil) or delete of a full data key.
-func (t *Task) set(st *storeState, key, value []byte) {
+func (t *TaskState) set(st *storeState, key, value []byte) {
 	t.probe.key = key
 	e, ok := t.pending.Get(&t.probe)
 	t.probe.key = nil
@@ -268,7 +268,7 @@ func (t *Task) set(st *storeState, key, value []byte) {
 // scan calls fn for the live entries with full keys in [lo, hi), the
 // overlay merged over the snapshot, in key order. fn must not write to the
 // task's stores.
-func (t *Task) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bool) (err error) {
+func (t *TaskState) scan(st *storeState, lo, hi []byte, fn func(key, value []byte) bool) (err error) {
 	if hi != nil && bytes.Compare(lo, hi) >= 0 {
 		return nil
 	}

@@ -40,7 +40,7 @@ func randomValue(r *rand.Rand, v []byte) []byte {
 // order, applied in commits of 2k entries (one Badger transaction each).
 func writeKV(b *testing.B, db *DB, keys int) {
 	b.Helper()
-	task := db.NewTask(TaskConfig{AppID: "bench", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
 	s, err := task.Open(store.Spec{Name: "kv", Kind: store.KindKeyValue}, 0)
 	if err != nil {
 		b.Fatal(err)

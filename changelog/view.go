@@ -172,7 +172,7 @@ func decodePosition(b []byte) (Position, error) {
 }
 
 // emitPosition writes pos as the position of every store of the task.
-func (t *Task) emitPosition(pos Position, emit emitFunc) error {
+func (t *TaskState) emitPosition(pos Position, emit emitFunc) error {
 	v := encodePosition(pos)
 	for _, st := range t.stores {
 		if err := emit(metaKey(metaPosition, st.id), v, false); err != nil {
@@ -188,7 +188,7 @@ func (t *Task) emitPosition(pos Position, emit emitFunc) error {
 // changelog records a restore reads up to reflect). A nil pos deletes the
 // recorded position: unknown until the next ApplyAt. Apply and ApplyAt
 // record positions together with the data they reflect.
-func (t *Task) RecordPosition(pos Position) error {
+func (t *TaskState) RecordPosition(pos Position) error {
 	if t.closed {
 		return store.ErrClosed
 	}
@@ -223,7 +223,7 @@ var ErrReadOnly = errors.New("changelog: the stores of a snapshot are read-only"
 type Snapshot struct {
 	db    *DB
 	txn   *badger.Txn
-	tasks map[int32]*Task // read-only tasks over txn, one per partition read
+	tasks map[int32]*TaskState // read-only tasks over txn, one per partition read
 }
 
 // snapshotPoll bounds the pause between Snapshot's looks for a staged
@@ -241,7 +241,7 @@ func (db *DB) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, fmt.Errorf("changelog: snapshot of %s: %w", db.dir, err)
 		}
 		if !busy {
-			return &Snapshot{db: db, txn: txn, tasks: map[int32]*Task{}}, nil
+			return &Snapshot{db: db, txn: txn, tasks: map[int32]*TaskState{}}, nil
 		}
 		txn.Discard()
 		select {
@@ -362,7 +362,7 @@ func (s *Snapshot) meta(key []byte, decode func(v []byte) error) (found bool, er
 
 // open returns the read-only task of partition and the state of its store
 // name, with the expiry cut the snapshot holds.
-func (s *Snapshot) open(name string, partition int32, kind store.Kind) (*Task, *storeState, error) {
+func (s *Snapshot) open(name string, partition int32, kind store.Kind) (*TaskState, *storeState, error) {
 	if name == "" {
 		return nil, nil, fmt.Errorf("changelog: snapshot: open store partition %d: no name", partition)
 	}
@@ -383,9 +383,9 @@ func (s *Snapshot) open(name string, partition int32, kind store.Kind) (*Task, *
 	st.newCut = st.cut
 	t := s.tasks[partition]
 	if t == nil {
-		t = &Task{
+		t = &TaskState{
 			db:      s.db,
-			cfg:     TaskConfig{Partition: partition},
+			cfg:     TaskStateConfig{Partition: partition},
 			log:     s.db.log,
 			stores:  map[string]*storeState{},
 			pending: btree.NewG(2, lessEntry), // stays empty: a snapshot has no overlay

@@ -51,7 +51,7 @@ func snapshotPosition(t *testing.T, snap *Snapshot, name string, partition int32
 }
 
 // openKV opens a key-value store of task.
-func openKV(t *testing.T, task *Task, name string, logged bool) store.KeyValue {
+func openKV(t *testing.T, task *TaskState, name string, logged bool) store.KeyValue {
 	t.Helper()
 	s, err := task.Open(store.Spec{Name: name, Kind: store.KindKeyValue, Logged: logged}, task.cfg.Partition)
 	if err != nil {
@@ -62,7 +62,7 @@ func openKV(t *testing.T, task *Task, name string, logged bool) store.KeyValue {
 
 func TestSnapshotReadsTheCommittedStateOnly(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "shop", Partition: 1, Producer: &fakeProducer{}})
+	task := db.NewTaskState(TaskStateConfig{AppID: "shop", Partition: 1, Producer: &fakeProducer{}})
 	kv := openKV(t, task, "stock", true)
 	tp := TopicPartition{"shop-stock-changelog", 1}
 
@@ -190,7 +190,7 @@ type sessKey struct {
 
 func checkSnapshotModel(t *testing.T, r *rand.Rand, txnLimit int) {
 	db := openTestDB(t, Options{applyTxnLimit: txnLimit})
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 2})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 2})
 	ws, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 10}, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +359,7 @@ func TestStagedApplyNeverShowsAReaderAPositionAheadOfItsData(t *testing.T) {
 		}
 		return nil
 	}})
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 0})
 	kv := openKV(t, task, "kv", false)
 	const keys, rounds = 24, 40
 	ctx, cancel := context.WithCancel(context.Background())
@@ -450,7 +450,7 @@ func TestSnapshotWaitsOutAStagedApplyLeftUnfinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 0})
 	kv := openKV(t, task, "kv", false)
 	mustPut(t, kv, "a", "1", "b", "1")
 	if err := task.ApplyAt(nil, pos("in", 0, 1)); err != nil {

@@ -15,7 +15,7 @@ import (
 // suffix is esc(key) + start, so one key's windows are contiguous and in
 // start order.
 type windowStore struct {
-	t   *Task
+	t   *TaskState
 	st  *storeState
 	buf []byte
 }

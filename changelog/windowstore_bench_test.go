@@ -16,7 +16,7 @@ func BenchmarkWindowFetchAllNarrow(b *testing.B) {
 	for _, n := range []int{10_000, 200_000} {
 		b.Run(fmt.Sprintf("windows=%d", n), func(b *testing.B) {
 			db := openTestDB(b, Options{Logger: quietLog})
-			task := db.NewTask(TaskConfig{AppID: "bench", Partition: 0})
+			task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
 			s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 1000}, 0)
 			if err != nil {
 				b.Fatal(err)

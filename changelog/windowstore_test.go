@@ -51,7 +51,7 @@ func TestPropertyWindowFetchAllMatchesAModel(t *testing.T) {
 func checkWindowFetchAllModel(t *testing.T, seed uint64, applyEvery, txnLimit int) {
 	r := rand.New(rand.NewPCG(seed, uint64(applyEvery)))
 	db := openTestDB(t, Options{applyTxnLimit: txnLimit})
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 1})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 1})
 	s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 10}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func checkWindowFetchAllModel(t *testing.T, seed uint64, applyEvery, txnLimit in
 // long gaps between the entries it reads.
 func TestWindowFetchAllSparseMatchesAcrossManyKeys(t *testing.T) {
 	db := openTestDB(t, Options{})
-	task := db.NewTask(TaskConfig{AppID: "app", Partition: 0})
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 0})
 	s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 10}, 0)
 	if err != nil {
 		t.Fatal(err)

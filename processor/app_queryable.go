@@ -25,7 +25,7 @@ import (
 // nothing: Badger never saw the aborted writes.
 //
 // Each commit records every task's input position (the input offsets it
-// commits) with its state (changelog.Task.ApplyAt), so every answer says
+// commits) with its state (changelog.TaskState.ApplyAt), so every answer says
 // which inputs it reflects, and a caller can ask for at least a position.
 
 // queryRegistry is what the loop publishes to queries: the DB, the tasks

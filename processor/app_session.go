@@ -323,7 +323,7 @@ func (s *session) index() {
 // resetTasks recreates the task cores after an abort: the inputs rewind to
 // the committed offsets, so in-memory processor state must rewind too:
 // the clocks to what the last commit stored, punctuation schedules afresh.
-// Stores stay open on their changelog.Task, whose Badger state is exactly
+// Stores stay open on their changelog.TaskState, whose Badger state is exactly
 // the committed one.
 func (s *session) resetTasks() error {
 	for id, lt := range s.tasks {

@@ -10,10 +10,10 @@ import (
 )
 
 // liveTask is a Task in the service: the task core plus its stores' overlay
-// and changelog (changelog.Task). It is the transaction's Participant.
+// and changelog (changelog.TaskState). It is the transaction's Participant.
 type liveTask struct {
 	task    *task.Task
-	state   *changelog.Task
+	state   *changelog.TaskState
 	flushed changelog.Offsets // from the last Flush: what Apply records
 	// resume is what the last commit stored (or the task resumed from):
 	// an abort rewinds the task's clocks to it, and the next commit's
@@ -49,7 +49,7 @@ func (lt *liveTask) close() error {
 // stores on the shared DB and restoring them from their changelogs.
 func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint) (*liveTask, error) {
 	a := s.app
-	state := a.db.NewTask(changelog.TaskConfig{
+	state := a.db.NewTaskState(changelog.TaskStateConfig{
 		AppID:     a.topo.Application(),
 		Partition: id.Partition,
 		Producer:  s.producer,

@@ -52,7 +52,7 @@ func writeApp(t *testing.T) string {
 	}
 	defer db.Close()
 	for p := int32(0); p < 2; p++ {
-		task := db.NewTask(changelog.TaskConfig{AppID: app, Partition: p, Producer: prod})
+		task := db.NewTaskState(changelog.TaskStateConfig{AppID: app, Partition: p, Producer: prod})
 		s, err := task.Open(inv, p)
 		if err != nil {
 			t.Fatal(err)
