@@ -61,11 +61,11 @@ func (w *wmTask) wm(sink string) task.OutputWatermark {
 }
 
 // windowCount is in → GroupByKey → windows → count → out.
-func windowCount(t *testing.T, w topology.TimeWindows, opts ...topology.Option) *topology.Topology {
+func windowCount(t *testing.T, w topology.TimeWindows, opts ...topology.WindowOption) *topology.Topology {
 	t.Helper()
 	b := topology.NewBuilder("app")
 	g := b.Stream("in", serde.String(), serde.String()).GroupByKey()
-	topology.WindowedBy(g, w).Count(append([]topology.Option{topology.Named("win")}, opts...)...).ToStream().To("out")
+	topology.WindowedBy(g, w).Count(append([]topology.WindowOption{topology.Named("win")}, opts...)...).ToStream().To("out")
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func windowCount(t *testing.T, w topology.TimeWindows, opts ...topology.Option) 
 func TestTumblingWindowCoversExactlyWhenFinal(t *testing.T) {
 	for _, final := range []bool{true, false} {
 		name := "emit-final"
-		var opts []topology.Option
+		var opts []topology.WindowOption
 		if final {
 			opts = append(opts, topology.EmitFinal())
 		} else {

@@ -67,9 +67,9 @@ func NewBuilder(app string, opts ...BuilderOption) *Builder {
 
 func (b *Builder) fail(err error) { b.errs = append(b.errs, err) }
 
-// addNode creates a node under parents. allowed lists the option keys the
-// operator accepts (see opConfig.used).
-func (b *Builder) addNode(kind NodeKind, op string, parents []*node, cfg *opConfig, impl nodeImpl, allowed ...string) *node {
+// addNode creates a node under parents. Which options an operator accepts
+// is settled by its option type (options.go), not here.
+func (b *Builder) addNode(kind NodeKind, op string, parents []*node, cfg *opConfig, impl nodeImpl) *node {
 	n := &node{kind: kind, op: op, impl: impl, seq: len(b.nodes)}
 	for _, p := range parents {
 		if p == nil {
@@ -79,11 +79,6 @@ func (b *Builder) addNode(kind NodeKind, op string, parents []*node, cfg *opConf
 		p.children = append(p.children, n)
 	}
 	n.name, n.chain, n.pos = b.nodeName(op, n.parents, cfg.name)
-	for k := range cfg.used {
-		if !slices.Contains(allowed, k) {
-			b.fail(errorf(n.name, "%w: option %s does not apply to %s", ErrInvalidTopology, k, op))
-		}
-	}
 	if _, dup := b.names[n.name]; dup {
 		b.fail(errorf(n.name, "%w: operator name already used", ErrDuplicateName))
 	}

@@ -16,10 +16,10 @@ type GroupedStream[K, V any] struct {
 // "<app>-<name>-repartition", named by Named or generated. Records with a
 // null key are dropped and counted (DropNullKey): by the repartition, or by
 // the aggregation when there is none.
-func (s Stream[K, V]) GroupByKey(opts ...Option) GroupedStream[K, V] {
+func (s Stream[K, V]) GroupByKey(opts ...RepartitionOption) GroupedStream[K, V] {
 	if s.rekeyed {
 		s = s.repartition("REPARTITION", newOpConfig(opts))
-	} else if cfg := newOpConfig(opts); len(cfg.used) > 0 {
+	} else if cfg := newOpConfig(opts); cfg.repartitions() {
 		s.b.fail(errorf(s.n.name, "%w: GroupByKey options apply only when a repartition is needed", ErrInvalidTopology))
 	}
 	return GroupedStream[K, V]{s: s}
@@ -29,7 +29,7 @@ func (s Stream[K, V]) GroupByKey(opts ...Option) GroupedStream[K, V] {
 // keys is the serde of the new key (nil keeps the stream's, when K2 is K).
 // A record f maps to a nil pointer, interface, slice or map is a record
 // with a null key: the repartition drops it (DropNullKey).
-func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opts ...Option) GroupedStream[K2, V] {
+func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opts ...RepartitionOption) GroupedStream[K2, V] {
 	rk := s.selectKey[K2]("GROUPBY", f, nil)
 	if keys != nil {
 		rk.ks = keys
@@ -39,26 +39,26 @@ func (s Stream[K, V]) GroupBy[K2 any](f func(K, V) K2, keys serde.Serde[K2], opt
 
 // Count counts records per key. Tombstones are skipped and null keys
 // dropped, each counted (DropSkipped, DropNullKey).
-func (g GroupedStream[K, V]) Count(opts ...Option) Table[K, int64] {
+func (g GroupedStream[K, V]) Count(opts ...StoreOption) Table[K, int64] {
 	return aggregateKV(g, "COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
 }
 
 // Reduce combines each key's values with f, the first value being the
 // initial aggregate. It needs the stream's value serde for its store.
-func (g GroupedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[K, V] {
+func (g GroupedStream[K, V]) Reduce(f func(agg, v V) V, opts ...StoreOption) Table[K, V] {
 	return aggregateKV(g, "REDUCE", nil, func(_ K, v V, agg V) V { return f(agg, v) }, g.s.vs, opts)
 }
 
 // Aggregate folds each key's records into an aggregate, starting from
 // init(). The output timestamp of each update is the maximum timestamp of
 // the records aggregated so far, as in Kafka Streams.
-func (g GroupedStream[K, V]) Aggregate[VA any](init func() VA, add func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[K, VA] {
+func (g GroupedStream[K, V]) Aggregate[VA any](init func() VA, add func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...StoreOption) Table[K, VA] {
 	return aggregateKV(g, "AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
 // aggregateKV adds a key-value aggregation. A nil init means reduce: the
 // first value is the aggregate.
-func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[K, VA] {
+func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []StoreOption) Table[K, VA] {
 	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, v V, old VA, found bool) VA {
 		return fold(init, add, k, v, old, found)
 	})
@@ -72,9 +72,9 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 // (DropNullKey) and tombstones skipped (DropSkipped), as Kafka Streams'
 // KStreamAggregate and KStreamReduce do; a grouped table's deltas are never
 // tombstones (their encoding is never empty) and never have null keys.
-func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []Option, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
+func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []StoreOption, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name := s.b.addStore(n, cfg, "", kvSpec(), true)
 	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	n.impl = opFunc[K, V, K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, V], error) {

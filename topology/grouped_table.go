@@ -45,10 +45,10 @@ func (s tableDeltaSerde[V]) Decode(b []byte) (tableDelta[V], error) {
 // new key and value for that topic. A row f maps to a null key (a nil
 // pointer, interface, slice or map) joins no group: it is dropped and
 // counted (DropNullKey), where Kafka Streams' KTableRepartitionMap skips it.
-func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde[K2], values serde.Serde[V2], opts ...Option) GroupedTable[K2, V2] {
+func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde[K2], values serde.Serde[V2], opts ...RepartitionOption) GroupedTable[K2, V2] {
 	cfg := newOpConfig(opts)
 	null := keyNull[K2]()
-	n := t.b.addNode(KindProcessor, "TABLE-GROUPBY", []*node{t.n}, &opConfig{used: map[string]bool{}},
+	n := t.b.addNode(KindProcessor, "TABLE-GROUPBY", []*node{t.n}, &opConfig{},
 		opFunc[K, change[V], K2, tableDelta[V2]](func(env *opEnv, next forwarder[K2, tableDelta[V2]]) (receiver[K, change[V]], error) {
 			send := func(r Record[K, change[V]], k2 K2, d tableDelta[V2]) error {
 				if isNull(null, k2) {
@@ -85,18 +85,18 @@ func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde
 }
 
 // Count counts the rows in each group.
-func (g GroupedTable[K, V]) Count(opts ...Option) Table[K, int64] {
+func (g GroupedTable[K, V]) Count(opts ...StoreOption) Table[K, int64] {
 	return aggregateTable(g, "TABLE-COUNT", func() int64 { return 0 },
 		func(_ K, _ V, n int64) int64 { return n + 1 }, func(_ K, _ V, n int64) int64 { return n - 1 }, serde.Int64(), opts)
 }
 
 // Aggregate keeps one aggregate per group: add folds a row's new value in,
 // subtract takes a row's old value out.
-func (g GroupedTable[K, V]) Aggregate[VA any](init func() VA, add, subtract func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[K, VA] {
+func (g GroupedTable[K, V]) Aggregate[VA any](init func() VA, add, subtract func(key K, value V, agg VA) VA, aggSerde serde.Serde[VA], opts ...StoreOption) Table[K, VA] {
 	return aggregateTable(g, "TABLE-AGGREGATE", zeroInit(init), add, subtract, aggSerde, opts)
 }
 
-func aggregateTable[K, V, VA any](g GroupedTable[K, V], op string, init func() VA, add, subtract func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[K, VA] {
+func aggregateTable[K, V, VA any](g GroupedTable[K, V], op string, init func() VA, add, subtract func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []StoreOption) Table[K, VA] {
 	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, d tableDelta[V], old VA, found bool) VA {
 		if !found {
 			old = init()

@@ -25,7 +25,7 @@ func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTE
 // in Kafka Streams. Inputs whose key may have changed are repartitioned
 // first; the two inputs must be co-partitioned (recorded in
 // CopartitionGroups).
-func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, w, opts)
 }
 
@@ -36,27 +36,27 @@ func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, l
 // results for records that are joined later. A left record with a null key
 // can join nothing: it is emitted at once, unjoined, keeping its null key
 // (KIP-962); a right record with a null key is dropped (DropNullKey).
-func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, leftJoin, func(k K, l V, _ bool, r V2, rok bool) VR { return joiner(k, l, r, rok) }, w, opts)
 }
 
 // OuterJoin is LeftJoin that also emits unjoined right records once their
 // window has closed, and right records with a null key at once.
-func (s Stream[K, V]) OuterJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, leftFound bool, right V2, rightFound bool) VR, w JoinWindows, opts ...Option) Stream[K, VR] {
+func (s Stream[K, V]) OuterJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, leftFound bool, right V2, rightFound bool) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, outerJoin, joiner, w, opts)
 }
 
 // sideNames derives the names of a multi-node operator's parts: explicit
 // ones from the user's name, generated ones from the usual rule.
 func sideCfg(cfg *opConfig, suffix string) *opConfig {
-	c := &opConfig{used: map[string]bool{}, notLogged: cfg.notLogged, changelogConf: cfg.changelogConf}
+	c := &opConfig{notLogged: cfg.notLogged, changelogConf: cfg.changelogConf}
 	if cfg.name != "" {
 		c.name = cfg.name + suffix
 	}
 	return c
 }
 
-func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joinKind, joiner func(K, V, bool, V2, bool) VR, w JoinWindows, opts []Option) Stream[K, VR] {
+func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joinKind, joiner func(K, V, bool, V2, bool) VR, w JoinWindows, opts []StoreOption) Stream[K, VR] {
 	b := s.b
 	cfg := newOpConfig(opts)
 	if s.rekeyed {
@@ -72,7 +72,7 @@ func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joi
 	merge := b.addNode(KindProcessor, kind.String(), []*node{this, that}, cfg,
 		opFunc[K, VR, K, VR](func(_ *opEnv, next forwarder[K, VR]) (receiver[K, VR], error) {
 			return receiverFunc[K, VR](next.forward), nil
-		}), "logging")
+		}))
 	core.name = merge.name
 	// Both inputs' repartitions keep null keys for a left or outer join, as
 	// Kafka Streams labels the whole join node (the join side then drops a

@@ -47,9 +47,9 @@ type ProcessorContext[K, V any] interface {
 // Process runs a user processor on each record. The result is marked for
 // repartitioning, since the processor may change keys. WithStores connects
 // stores declared with Builder.AddStore.
-func (s Stream[K, V]) Process[K2, V2 any](supplier func() Processor[K, V, K2, V2], opts ...Option) Stream[K2, V2] {
+func (s Stream[K, V]) Process[K2, V2 any](supplier func() Processor[K, V, K2, V2], opts ...ProcessOption) Stream[K2, V2] {
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, "PROCESSOR", []*node{s.n}, cfg, nil, "stores")
+	n := s.b.addNode(KindProcessor, "PROCESSOR", []*node{s.n}, cfg, nil)
 	for _, name := range cfg.stores {
 		s.b.connect(n, name)
 	}

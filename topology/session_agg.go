@@ -21,14 +21,14 @@ func SessionWindowedBy[K, V any](g GroupedStream[K, V], w SessionWindows) Sessio
 }
 
 // Count counts records per session.
-func (ss SessionWindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], int64] {
+func (ss SessionWindowedStream[K, V]) Count(opts ...WindowOption) Table[Windowed[K], int64] {
 	return aggregateSession(ss, "SESSION-COUNT", func() int64 { return 0 },
 		func(_ K, _ V, n int64) int64 { return n + 1 }, func(_ K, a, b int64) int64 { return a + b }, serde.Int64(), opts)
 }
 
 // Reduce combines the values of each session; merging sessions combines
 // their aggregates with f too.
-func (ss SessionWindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[Windowed[K], V] {
+func (ss SessionWindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...WindowOption) Table[Windowed[K], V] {
 	return aggregateSession(ss, "SESSION-REDUCE", nil,
 		func(_ K, v V, agg V) V { return f(agg, v) }, func(_ K, a, b V) V { return f(a, b) }, ss.g.s.vs, opts)
 }
@@ -38,14 +38,14 @@ func (ss SessionWindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option)
 // order) before the record is added. Every change is emitted: the sessions
 // a merge replaced are emitted as tombstones, then the merged session. A
 // session's output timestamp is its end, the largest timestamp in it.
-func (ss SessionWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, merge func(k K, a, b VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
+func (ss SessionWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, merge func(k K, a, b VA) VA, aggSerde serde.Serde[VA], opts ...WindowOption) Table[Windowed[K], VA] {
 	return aggregateSession(ss, "SESSION-AGGREGATE", zeroInit(init), add, merge, aggSerde, opts)
 }
 
-func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, merge func(K, VA, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
+func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, merge func(K, VA, VA) VA, aggSerde serde.Serde[VA], opts []WindowOption) Table[Windowed[K], VA] {
 	s, w := ss.g.s, ss.w
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "retention", "emitFinal")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}

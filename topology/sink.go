@@ -10,9 +10,9 @@ import (
 // written with a null Kafka key, never the encoding of the zero K (the
 // default partitioner puts it in partition 0; a partitioner sees the zero
 // K).
-func (s Stream[K, V]) To(topic string, opts ...Option) {
+func (s Stream[K, V]) To(topic string, opts ...SinkOption) {
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindSink, "SINK", []*node{s.n}, cfg, nil, "partitioner")
+	n := s.b.addNode(KindSink, "SINK", []*node{s.n}, cfg, nil)
 	n.topics = []string{topic}
 	n.impl = s.sinkOp(n, cfg)
 }
@@ -118,18 +118,12 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 // with a null key cannot be partitioned by it: unless a left or outer join
 // is downstream (which emits them unjoined), the repartition drops them,
 // counted as DropNullKey, as Kafka Streams does (without counting).
-func (s Stream[K, V]) Repartition(opts ...Option) Stream[K, V] {
+func (s Stream[K, V]) Repartition(opts ...RepartitionOption) Stream[K, V] {
 	return s.repartition("REPARTITION", newOpConfig(opts))
 }
 
 func (s Stream[K, V]) repartition(op string, cfg *opConfig) Stream[K, V] {
-	sinkCfg := &opConfig{name: cfg.name, used: map[string]bool{}}
-	sink := s.b.addNode(KindSink, op, []*node{s.n}, sinkCfg, nil)
-	for k := range cfg.used {
-		if k != "partitions" && k != "partitioner" {
-			s.b.fail(errorf(sink.name, "%w: option %s does not apply to %s", ErrInvalidTopology, k, op))
-		}
-	}
+	sink := s.b.addNode(KindSink, op, []*node{s.n}, &opConfig{name: cfg.name}, nil)
 	if cfg.name == "" && s.b.strict {
 		s.b.fail(errorf(sink.name, "%w: repartition topic has a generated name; name the operator with Named (RequireNamedState)", ErrInvalidTopology))
 	}
@@ -145,7 +139,7 @@ func (s Stream[K, V]) repartition(op string, cfg *opConfig) Stream[K, V] {
 		Partitions: cfg.partitions,
 		Config:     map[string]string{"cleanup.policy": "delete", "retention.ms": "-1"},
 	})
-	src := newSource(s.b, []string{topic}, s.ks, s.vs, &opConfig{name: sink.name + "-source", used: map[string]bool{}}, true)
+	src := newSource(s.b, []string{topic}, s.ks, s.vs, &opConfig{name: sink.name + "-source"}, true)
 	src.chain, src.pos = sink.chain, sink.pos+1
 	return Stream[K, V]{b: s.b, n: src, ks: s.ks, vs: s.vs}
 }

@@ -28,23 +28,23 @@ func SlidingWindowedBy[K, V any](g GroupedStream[K, V], w SlidingWindows) Slidin
 }
 
 // Count counts records per key and sliding window.
-func (ss SlidingWindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], int64] {
+func (ss SlidingWindowedStream[K, V]) Count(opts ...SlidingWindowOption) Table[Windowed[K], int64] {
 	return aggregateSliding(ss, "SLIDING-COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
 }
 
 // Aggregate folds the records of each sliding window, in timestamp order,
 // starting from init().
-func (ss SlidingWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
+func (ss SlidingWindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...SlidingWindowOption) Table[Windowed[K], VA] {
 	return aggregateSliding(ss, "SLIDING-AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
 // aggregateSliding keeps the raw records of the last d+grace in a window
 // store (one list of values per key and timestamp) and recomputes each
 // window a record touches from them, so aggregations need no subtractor.
-func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
+func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []SlidingWindowOption) Table[Windowed[K], VA] {
 	s, w := ss.g.s, ss.w
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "emitFinal")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}

@@ -15,7 +15,7 @@ func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], value
 	if !explicit {
 		cfg.name = sourceName(topics)
 	}
-	n := b.addNode(KindSource, "SOURCE", nil, cfg, op, "extractor", "skipUndecodable")
+	n := b.addNode(KindSource, "SOURCE", nil, cfg, op)
 	n.topics = topics
 	n.internal = internal
 	if !explicit {

@@ -24,12 +24,12 @@ type Stream[K, V any] struct {
 }
 
 // Stream reads topic as a stream of K, V records.
-func (b *Builder) Stream[K, V any](topic string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) Stream[K, V] {
+func (b *Builder) Stream[K, V any](topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	return b.StreamOf([]string{topic}, keys, values, opts...)
 }
 
 // StreamOf reads several topics as one stream.
-func (b *Builder) StreamOf[K, V any](topics []string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) Stream[K, V] {
+func (b *Builder) StreamOf[K, V any](topics []string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	n := newSource(b, topics, keys, values, newOpConfig(opts), false)
 	return Stream[K, V]{b: b, n: n, ks: keys, vs: values}
 }

@@ -67,8 +67,8 @@ func (f getterFunc[K, V]) get(k K) (V, int64, bool, error) { return f(k) }
 // as Kafka Streams' KTableSource does; an empty key is a key like any other.
 // The table is materialized in a store named by Named (else generated),
 // logged to "<app>-<store>-changelog".
-func (b *Builder) Table[K, V any](topic string, keys serde.Serde[K], values serde.Serde[V], opts ...Option) Table[K, V] {
-	src := newSource(b, []string{topic}, keys, values, newOpConfig(nil), false)
+func (b *Builder) Table[K, V any](topic string, keys serde.Serde[K], values serde.Serde[V], opts ...StoreOption) Table[K, V] {
+	src := newSource(b, []string{topic}, keys, values, &opConfig{}, false)
 	return Stream[K, V]{b: b, n: src, ks: keys, vs: values}.toTable("TABLE", newOpConfig(opts))
 }
 
@@ -76,12 +76,12 @@ func (b *Builder) Table[K, V any](topic string, keys serde.Serde[K], values serd
 // of its key and a tombstone deletes it; records with a null key are dropped
 // (DropNullKey). The stream is not repartitioned: its key must already be
 // the partitioning key.
-func (s Stream[K, V]) ToTable(opts ...Option) Table[K, V] {
+func (s Stream[K, V]) ToTable(opts ...StoreOption) Table[K, V] {
 	return s.toTable("TOTABLE", newOpConfig(opts))
 }
 
 func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name := s.b.addStore(n, cfg, "", kvSpec(), true)
 	if s.ks == nil {
 		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))

@@ -165,9 +165,9 @@ func TestBuildErrors(t *testing.T) {
 			g := b.Stream("in", serde.String(), serde.String()).GroupByKey()
 			topology.WindowedBy(g, topology.TumblingWindows(time.Second, time.Minute)).Count(topology.Named("w"), topology.WithRetention(time.Second))
 		}, topology.ErrInvalidWindow, `"w"`},
-		{"emit final on a non-windowed aggregation is rejected, not ignored", func(b *topology.Builder) {
-			b.Stream("in", serde.String(), serde.String()).GroupByKey().Count(topology.Named("c"), topology.EmitFinal())
-		}, topology.ErrInvalidTopology, `"c"`},
+		{"repartition options on a GroupByKey that needs no repartition are rejected, not ignored", func(b *topology.Builder) {
+			b.Stream("in", serde.String(), serde.String()).GroupByKey(topology.WithPartitions(3)).Count(topology.Named("c"))
+		}, topology.ErrInvalidTopology, "GroupByKey options apply only when a repartition is needed"},
 		{"processor asking for an undeclared store", func(b *topology.Builder) {
 			b.Stream("in", serde.String(), serde.String()).Process(func() topology.Processor[string, string, string, string] { return nil },
 				topology.Named("p"), topology.WithStores("nope"))

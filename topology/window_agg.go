@@ -30,12 +30,12 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w TimeWindows) WindowedStream[K
 }
 
 // Count counts records per key and window.
-func (ws WindowedStream[K, V]) Count(opts ...Option) Table[Windowed[K], int64] {
+func (ws WindowedStream[K, V]) Count(opts ...WindowOption) Table[Windowed[K], int64] {
 	return aggregateWindowed(ws, "WINDOW-COUNT", func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64(), opts)
 }
 
 // Reduce combines the values of each key and window.
-func (ws WindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[Windowed[K], V] {
+func (ws WindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...WindowOption) Table[Windowed[K], V] {
 	return aggregateWindowed(ws, "WINDOW-REDUCE", nil, func(_ K, v V, agg V) V { return f(agg, v) }, ws.g.s.vs, opts)
 }
 
@@ -43,14 +43,14 @@ func (ws WindowedStream[K, V]) Reduce(f func(agg, v V) V, opts ...Option) Table[
 // Each window's output timestamp is the largest timestamp in it. By default
 // every update is emitted; with EmitFinal, one result per window once it
 // closes.
-func (ws WindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...Option) Table[Windowed[K], VA] {
+func (ws WindowedStream[K, V]) Aggregate[VA any](init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts ...WindowOption) Table[Windowed[K], VA] {
 	return aggregateWindowed(ws, "WINDOW-AGGREGATE", zeroInit(init), add, aggSerde, opts)
 }
 
-func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []Option) Table[Windowed[K], VA] {
+func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []WindowOption) Table[Windowed[K], VA] {
 	s, w := ws.g.s, ws.w
 	cfg := newOpConfig(opts)
-	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil, "logging", "emitFinal", "retention")
+	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	if err := w.validate(); err != nil {
 		s.b.fail(errorf(n.name, "%w", err))
 	}

@@ -149,8 +149,8 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 	for _, n := range names {
 		want[n] = true
 	}
-	src := func(name string) []topology.Option {
-		opts := []topology.Option{topology.Named(name)}
+	src := func(name string) []topology.SourceOption {
+		opts := []topology.SourceOption{topology.Named(name)}
 		if cfg.SkipUndecodable {
 			opts = append(opts, topology.SkipUndecodable())
 		}

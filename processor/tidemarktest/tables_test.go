@@ -111,7 +111,7 @@ func TestProcessingErrorsNameOperatorAndRecord(t *testing.T) {
 func TestUndecodableRecords(t *testing.T) {
 	for _, skip := range []bool{false, true} {
 		b := topology.NewBuilder("app")
-		var opts []topology.Option
+		var opts []topology.SourceOption
 		if skip {
 			opts = append(opts, topology.SkipUndecodable())
 		}

@@ -19,7 +19,7 @@ func countClicks(t *testing.T, out string, count func(topology.GroupedStream[str
 }
 
 // windowedCount builds clicks -> windowed count -> counts.
-func windowedCount(t *testing.T, w topology.TimeWindows, opts ...topology.Option) (*transcript, *tidemarktest.InputTopic[string, string]) {
+func windowedCount(t *testing.T, w topology.TimeWindows, opts ...topology.WindowOption) (*transcript, *tidemarktest.InputTopic[string, string]) {
 	return countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.WindowedBy(g, w).Count(append(opts, topology.Named("clicks-per-window"))...)
 	})
@@ -171,7 +171,7 @@ func TestWindowsClosedCountsFinalResults(t *testing.T) {
 		{"emit on update counts none", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []topology.Option{topology.Named("per-window")}
+			opts := []topology.WindowOption{topology.Named("per-window")}
 			if tc.final {
 				opts = append(opts, topology.EmitFinal())
 			}
