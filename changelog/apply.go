@@ -28,14 +28,14 @@ type emitFunc func(key, value []byte, del bool) error
 // error the task must be restored before it processes again (its overlay is
 // kept, so a retry is possible). The stores' recorded input position stays
 // as it was; see ApplyAt.
-func (t *TaskState) Apply(offsets Offsets) error { return t.ApplyAt(offsets, nil) }
+func (t *TaskState) Apply(offsets ChangelogOffsets) error { return t.ApplyAt(offsets, nil) }
 
 // ApplyAt is Apply that also records pos, the input position the committed
 // state reflects (the task's input offsets the transaction committed), as
 // the position of every store of the task, in the same atomic step as the
 // data and the offsets: what a Snapshot reports with the data. A nil pos
 // leaves the recorded position as it was.
-func (t *TaskState) ApplyAt(offsets Offsets, pos Position) error {
+func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	if t.closed {
 		return store.ErrClosed
 	}

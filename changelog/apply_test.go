@@ -209,7 +209,7 @@ func TestStagedApplyCrashLeavesOldOrNewStateNeverAMix(t *testing.T) {
 			if _, err := task.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if err := task.Apply(Offsets{tp: 5}); err != nil {
+			if err := task.Apply(ChangelogOffsets{tp: 5}); err != nil {
 				t.Fatal(err)
 			}
 			mustPut(t, kv, "a", "2", "b", "<del>", "d", "2", "e", "2")
@@ -217,7 +217,7 @@ func TestStagedApplyCrashLeavesOldOrNewStateNeverAMix(t *testing.T) {
 				t.Fatal(err)
 			}
 			failAt = c.step
-			if err := task.Apply(Offsets{tp: 9}); err == nil {
+			if err := task.Apply(ChangelogOffsets{tp: 9}); err == nil {
 				t.Fatal("Apply survived the injected crash")
 			}
 			_ = task.Close()

@@ -177,7 +177,7 @@ func BenchmarkApply(b *testing.B) {
 				}
 				round++
 				b.StartTimer()
-				if err := task.Apply(Offsets{{"t", 0}: int64(round)}); err != nil {
+				if err := task.Apply(ChangelogOffsets{{"t", 0}: int64(round)}); err != nil {
 					b.Fatal(err)
 				}
 			}

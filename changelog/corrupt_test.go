@@ -167,7 +167,7 @@ func writeTestState(t *testing.T, dir string, opts Options, n int) {
 			t.Fatal(err)
 		}
 		if i%500 == 499 || i == n-1 {
-			if err := task.Apply(Offsets{{TopicName("app", testStoreKV), testPartition}: int64(i + 1)}); err != nil {
+			if err := task.Apply(ChangelogOffsets{{TopicName("app", testStoreKV), testPartition}: int64(i + 1)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -335,7 +335,7 @@ func TestOpenDBWithATruncatedManifestHoldsACommittedPrefix(t *testing.T) {
 			for i := range 100 {
 				mustPut(t, kv, fmt.Sprintf("key-%03d", i), fmt.Sprintf("commit %d", c))
 			}
-			if err := task.Apply(Offsets{tp: int64(c)}); err != nil {
+			if err := task.Apply(ChangelogOffsets{tp: int64(c)}); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {

@@ -84,7 +84,7 @@ func TestPropertyApplyIsAtomicAcrossCrashes(t *testing.T) {
 			if _, err := task.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if err := task.Apply(Offsets{tp: int64(i)}); err != nil {
+			if err := task.Apply(ChangelogOffsets{tp: int64(i)}); err != nil {
 				t.Fatal(err)
 			}
 			applied, appliedOffset, pending = merged(), int64(i), map[string]*string{}
@@ -98,7 +98,7 @@ func TestPropertyApplyIsAtomicAcrossCrashes(t *testing.T) {
 			if _, err := task.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			err := task.Apply(Offsets{tp: int64(i)})
+			err := task.Apply(ChangelogOffsets{tp: int64(i)})
 			if len(pending) > 3 && err == nil {
 				t.Fatalf("op %d: staged Apply survived a crash at %s", i, failAt)
 			}

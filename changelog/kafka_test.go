@@ -112,7 +112,7 @@ func (n *node) stop() {
 
 // txn runs one transaction over the overlay: begin, flush, end. It
 // returns the offsets to apply.
-func (n *node) txn(commit bool) Offsets {
+func (n *node) txn(commit bool) ChangelogOffsets {
 	n.e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()

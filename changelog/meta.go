@@ -20,9 +20,10 @@ type TopicPartition struct {
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
 
-// Offsets maps changelog partitions to the next offset to read: one past
-// the last record (or transaction marker) the state reflects.
-type Offsets map[TopicPartition]int64
+// ChangelogOffsets maps changelog partitions to the next offset to read: one
+// past the last record (or transaction marker) the state reflects. The
+// inputs the state reflects are its InputPosition.
+type ChangelogOffsets map[TopicPartition]int64
 
 // AppliedOffset is what Badger records for a changelog partition.
 type AppliedOffset struct {

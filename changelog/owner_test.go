@@ -190,7 +190,7 @@ func TestAnotherApplicationsStateAfterACrashIsRefusedAndKept(t *testing.T) {
 	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
 	kv, _, _ := openTestStores(t, task)
 	mustPut(t, kv, "a", "1", "b", "2")
-	if err := task.Apply(Offsets{{TopicName("app", testStoreKV), testPartition}: 7}); err != nil {
+	if err := task.Apply(ChangelogOffsets{{TopicName("app", testStoreKV), testPartition}: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Checkpoint(t.Context()); err != nil {

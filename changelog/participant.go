@@ -10,7 +10,7 @@ import (
 // aborted. It remembers the offsets Prepare's Flush returned.
 type Participant struct {
 	t    *TaskState
-	offs Offsets
+	offs ChangelogOffsets
 }
 
 // Participant returns the task's commit-loop adapter.

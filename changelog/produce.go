@@ -32,7 +32,7 @@ var ErrWrongPartition = errors.New("changelog: record produced to the wrong part
 //
 // Producing at flush rather than per write collapses repeated updates of a
 // key within a commit into one record, as Kafka Streams' record cache does.
-func (t *TaskState) Flush(ctx context.Context) (Offsets, error) {
+func (t *TaskState) Flush(ctx context.Context) (ChangelogOffsets, error) {
 	if t.closed {
 		return nil, store.ErrClosed
 	}
@@ -42,7 +42,7 @@ func (t *TaskState) Flush(ctx context.Context) (Offsets, error) {
 	t.flushed = true
 	var (
 		mu   sync.Mutex
-		offs = Offsets{}
+		offs = ChangelogOffsets{}
 		errs []error
 		wg   sync.WaitGroup
 	)

@@ -55,7 +55,7 @@ type RestoreOptions struct {
 	PendingTxnWait time.Duration
 	// MinOffsets are TaskState.Restore's floors: each changelog partition's
 	// RestoreTarget.MinOffset. DB.Restore reads them from the targets.
-	MinOffsets Offsets
+	MinOffsets ChangelogOffsets
 	// Unblock is called while a changelog's last stable offset is below
 	// a target's MinOffset: an open transaction of another producer pins
 	// it (a member that died mid-transaction, or whose markers are still
@@ -84,7 +84,7 @@ type RestoreResult struct {
 	// fit the topic's offsets.
 	Rebuilt []TopicPartition
 	// Offsets is where each target now stands.
-	Offsets Offsets
+	Offsets ChangelogOffsets
 	// Kinds is each target's store kind: as given, or learned from the
 	// records' tags (zero when the changelog held nothing).
 	Kinds map[TopicPartition]store.Kind
@@ -129,7 +129,7 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
 	}
-	res := RestoreResult{Offsets: Offsets{}}
+	res := RestoreResult{Offsets: ChangelogOffsets{}}
 	if len(targets) == 0 {
 		return res, nil
 	}

@@ -52,7 +52,7 @@ func TestKafkaRestoreNeverEndsBelowTheCommittedPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		opts := e.restoreOpts()
-		opts.MinOffsets = Offsets{TopicPartition{e.topic, 0}: committed}
+		opts.MinOffsets = ChangelogOffsets{TopicPartition{e.topic, 0}: committed}
 		opts.Unblock = unblock
 		_, err = task.Restore(ctx, opts)
 		return task, s.(store.KeyValue), err

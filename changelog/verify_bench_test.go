@@ -56,7 +56,7 @@ func writeKV(b *testing.B, db *DB, keys int) {
 			b.Fatal(err)
 		}
 		if i%2000 == 1999 || i == keys-1 {
-			if err := task.Apply(Offsets{{"t", 0}: int64(i + 1)}); err != nil {
+			if err := task.Apply(ChangelogOffsets{{"t", 0}: int64(i + 1)}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -39,20 +39,21 @@ import (
 // encodePosition.
 const metaPosition = 'p'
 
-// Position is what a state reflects of its inputs: for each input topic
+// InputPosition is what a state reflects of its inputs: for each input topic
 // and partition, the next offset to read (one past the last record the
 // state reflects). It is the position of Kafka Streams' interactive
-// queries (IQv2).
-type Position map[string]map[int32]int64
+// queries (IQv2); what the state reflects of its changelogs is its
+// ChangelogOffsets.
+type InputPosition map[string]map[int32]int64
 
 // Offset returns the position of one input partition.
-func (p Position) Offset(topic string, partition int32) (int64, bool) {
+func (p InputPosition) Offset(topic string, partition int32) (int64, bool) {
 	off, ok := p[topic][partition]
 	return off, ok
 }
 
 // Set sets the position of one input partition (p must not be nil).
-func (p Position) Set(topic string, partition int32, offset int64) {
+func (p InputPosition) Set(topic string, partition int32, offset int64) {
 	if p[topic] == nil {
 		p[topic] = map[int32]int64{}
 	}
@@ -61,7 +62,7 @@ func (p Position) Set(topic string, partition int32, offset int64) {
 
 // Covers reports whether p is at or past bound on every input partition
 // bound names. An input partition p does not know is not covered.
-func (p Position) Covers(bound Position) bool {
+func (p InputPosition) Covers(bound InputPosition) bool {
 	for topic, parts := range bound {
 		for part, off := range parts {
 			if have, ok := p.Offset(topic, part); !ok || have < off {
@@ -73,7 +74,7 @@ func (p Position) Covers(bound Position) bool {
 }
 
 // Merge adds q to p, keeping the larger offset where both have one.
-func (p Position) Merge(q Position) {
+func (p InputPosition) Merge(q InputPosition) {
 	for topic, parts := range q {
 		for part, off := range parts {
 			if have, ok := p.Offset(topic, part); !ok || off > have {
@@ -85,7 +86,7 @@ func (p Position) Merge(q Position) {
 
 // String is "topic:partition:offset" per input partition, comma-separated,
 // in topic then partition order: the form ParsePosition reads.
-func (p Position) String() string {
+func (p InputPosition) String() string {
 	var b strings.Builder
 	for _, topic := range slices.Sorted(maps.Keys(p)) {
 		for _, part := range slices.Sorted(maps.Keys(p[topic])) {
@@ -101,8 +102,8 @@ func (p Position) String() string {
 // ParsePosition reads positions written as String writes them:
 // "topic:partition:offset", several separated by commas, in any number of
 // arguments. (Kafka topic names cannot hold ':' or ','.)
-func ParsePosition(specs ...string) (Position, error) {
-	p := Position{}
+func ParsePosition(specs ...string) (InputPosition, error) {
+	p := InputPosition{}
 	for _, spec := range specs {
 		for item := range strings.SplitSeq(spec, ",") {
 			if item = strings.TrimSpace(item); item == "" {
@@ -129,7 +130,7 @@ func ParsePosition(specs ...string) (Position, error) {
 // encodePosition is a uvarint count, then per input partition, in String's
 // order, the topic's uvarint length and bytes, the partition (4 bytes) and
 // the offset (8 bytes).
-func encodePosition(p Position) []byte {
+func encodePosition(p InputPosition) []byte {
 	var b []byte
 	n := 0
 	for _, parts := range p {
@@ -147,14 +148,14 @@ func encodePosition(p Position) []byte {
 	return b
 }
 
-func decodePosition(b []byte) (Position, error) {
+func decodePosition(b []byte) (InputPosition, error) {
 	bad := fmt.Errorf("%w: position of %d bytes", errBadKey, len(b))
 	n, w := binary.Uvarint(b)
 	if w <= 0 {
 		return nil, bad
 	}
 	b = b[w:]
-	p := Position{}
+	p := InputPosition{}
 	for range n {
 		l, w := binary.Uvarint(b)
 		if w <= 0 || l > uint64(len(b)-w) || uint64(len(b)-w)-l < 12 {
@@ -172,7 +173,7 @@ func decodePosition(b []byte) (Position, error) {
 }
 
 // emitPosition writes pos as the position of every store of the task.
-func (t *TaskState) emitPosition(pos Position, emit emitFunc) error {
+func (t *TaskState) emitPosition(pos InputPosition, emit emitFunc) error {
 	v := encodePosition(pos)
 	for _, st := range t.stores {
 		if err := emit(metaKey(metaPosition, st.id), v, false); err != nil {
@@ -188,7 +189,7 @@ func (t *TaskState) emitPosition(pos Position, emit emitFunc) error {
 // changelog records a restore reads up to reflect). A nil pos deletes the
 // recorded position: unknown until the next ApplyAt. Apply and ApplyAt
 // record positions together with the data they reflect.
-func (t *TaskState) RecordPosition(pos Position) error {
+func (t *TaskState) RecordPosition(pos InputPosition) error {
 	if t.closed {
 		return store.ErrClosed
 	}
@@ -323,7 +324,7 @@ func (s *Snapshot) Session(name string, partition int32) (store.Session, error) 
 // Position returns the input position the snapshot's state of store name,
 // partition reflects, as its last Apply or RecordPosition recorded it;
 // found=false when none did.
-func (s *Snapshot) Position(name string, partition int32) (pos Position, found bool, err error) {
+func (s *Snapshot) Position(name string, partition int32) (pos InputPosition, found bool, err error) {
 	found, err = s.meta(metaKey(metaPosition, storeID(name, partition)), func(v []byte) error {
 		pos, err = decodePosition(v)
 		return err

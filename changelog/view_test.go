@@ -15,8 +15,8 @@ import (
 	"github.com/tidemark-streams/tidemark/store"
 )
 
-func pos(topic string, partition int32, offset int64) Position {
-	return Position{topic: {partition: offset}}
+func pos(topic string, partition int32, offset int64) InputPosition {
+	return InputPosition{topic: {partition: offset}}
 }
 
 func openSnapshot(t *testing.T, db *DB) *Snapshot {
@@ -38,7 +38,7 @@ func readSnapshotKV(t *testing.T, snap *Snapshot, name string, partition int32) 
 	return contents(t, kv)
 }
 
-func snapshotPosition(t *testing.T, snap *Snapshot, name string, partition int32) Position {
+func snapshotPosition(t *testing.T, snap *Snapshot, name string, partition int32) InputPosition {
 	t.Helper()
 	p, found, err := snap.Position(name, partition)
 	if err != nil {
@@ -520,7 +520,7 @@ func TestPositionStringParseCoversMerge(t *testing.T) {
 			t.Errorf("%s: %s covers %s = %v, want %v", c.name, p, b, got, c.want)
 		}
 	}
-	p.Merge(Position{"orders": {1: 10, 5: 1}})
+	p.Merge(InputPosition{"orders": {1: 10, 5: 1}})
 	if got := p.String(); got != "carts:3:0,orders:0:7,orders:1:42,orders:5:1" {
 		t.Fatalf("after Merge: %q (keeps the larger offset, adds new partitions)", got)
 	}

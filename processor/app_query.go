@@ -24,8 +24,8 @@ import (
 // Position is the input position of a query's answer: for every input
 // topic partition of the stores it read, the next offset to read, i.e.
 // one past the last input record the answer reflects. It is also the form
-// of an AtLeast bound. See changelog.Position.
-type Position = changelog.Position
+// of an AtLeast bound. See changelog.InputPosition.
+type Position = changelog.InputPosition
 
 // ErrNotLocal is returned for a key whose partition another instance owns;
 // QueryResult.Owner then names it.

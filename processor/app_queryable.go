@@ -112,7 +112,7 @@ func (s *session) queryWithdraw() {
 func (s *session) stagePositions() {
 	committed, uncommitted := s.cl.CommittedOffsets(), s.cl.UncommittedOffsets()
 	for id, lt := range s.tasks {
-		pos := changelog.Position{}
+		pos := changelog.InputPosition{}
 		for _, topic := range lt.task.Topics() {
 			if eo, ok := uncommitted[topic][id.Partition]; ok && eo.Offset >= 0 {
 				pos.Set(topic, id.Partition, eo.Offset)
@@ -126,7 +126,7 @@ func (s *session) stagePositions() {
 
 // committedPosition is the group's committed offsets of task id's inputs,
 // as the broker has them now; an error when one of them has none.
-func (s *session) committedPosition(ctx context.Context, id topology.TaskID, lt *liveTask) (changelog.Position, error) {
+func (s *session) committedPosition(ctx context.Context, id topology.TaskID, lt *liveTask) (changelog.InputPosition, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	group := s.app.topo.Application()
@@ -137,7 +137,7 @@ func (s *session) committedPosition(ctx context.Context, id topology.TaskID, lt 
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
 	}
-	pos := changelog.Position{}
+	pos := changelog.InputPosition{}
 	for _, topic := range lt.task.Topics() {
 		o, ok := resp.Lookup(topic, id.Partition)
 		if ok && o.Err != nil {

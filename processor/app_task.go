@@ -14,14 +14,14 @@ import (
 type liveTask struct {
 	task    *task.Task
 	state   *changelog.TaskState
-	flushed changelog.Offsets // from the last Flush: what Apply records
+	flushed changelog.ChangelogOffsets // from the last Flush: what Apply records
 	// resume is what the last commit stored (or the task resumed from):
 	// an abort rewinds the task's clocks to it, and the next commit's
 	// changelog positions start from it.
 	resume resumePoint
 	// position is the input position the commit being made reflects,
 	// recorded with the state by Apply (stagePositions, app_queryable.go).
-	position changelog.Position
+	position changelog.InputPosition
 }
 
 func (lt *liveTask) Apply(context.Context) error {
@@ -97,7 +97,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 // hold the changelogs' last stable offsets below them.
 func (s *session) restoreOptions(id topology.TaskID, resume resumePoint) changelog.RestoreOptions {
 	a := s.app
-	floors := changelog.Offsets{}
+	floors := changelog.ChangelogOffsets{}
 	for name, off := range resume.logs {
 		floors[changelog.TopicPartition{Topic: changelog.TopicName(a.topo.Application(), name), Partition: id.Partition}] = off
 	}
