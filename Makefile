@@ -22,8 +22,8 @@ vet:
 fmt:
 	"$$($(GO) env GOROOT)/bin/gofmt" -w $$(git ls-files '*.go')
 
-bin/brokerctl: $(wildcard integration/broker/*.go integration/brokerctl/*.go)
-	$(GO) build -o bin/brokerctl ./integration/brokerctl
+bin/brokerctl: $(wildcard internal/testbroker/*.go internal/testbroker/cmd/brokerctl/*.go)
+	$(GO) build -o bin/brokerctl ./internal/testbroker/cmd/brokerctl
 
 # A real Apache Kafka broker on 127.0.0.1 (jars from Maven Central, cached).
 kafka-up: bin/brokerctl

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
 	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 // TestBrokerLifecycle starts a second, private broker the way `make kafka-up`
@@ -23,7 +23,7 @@ import (
 // stops it, and Status then says it is gone.
 func TestBrokerLifecycle(t *testing.T) {
 	kafkatest.NeedBrokerTools(t)
-	cfg := broker.Config{StateDir: t.TempDir(), HeapMB: 256}
+	cfg := testbroker.Config{StateDir: t.TempDir(), HeapMB: 256}
 	if err := cfg.EnsureDefaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +48,10 @@ func TestBrokerLifecycle(t *testing.T) {
 	if err := cfg.Down(ctx); err != nil {
 		t.Fatalf("down: %v", err)
 	}
-	if _, err := cfg.Status(ctx); !errors.Is(err, broker.ErrNotRunning) {
+	if _, err := cfg.Status(ctx); !errors.Is(err, testbroker.ErrNotRunning) {
 		t.Fatalf("status after down = %v, want ErrNotRunning", err)
 	}
-	if err := broker.Ping(ctx, first.Bootstrap); err == nil {
+	if err := testbroker.Ping(ctx, first.Bootstrap); err == nil {
 		t.Fatalf("broker at %s still answers after Down", first.Bootstrap)
 	}
 }
@@ -63,8 +63,8 @@ func TestBrokerLifecycle(t *testing.T) {
 func TestBrokerctlRestartKeepsPortAndData(t *testing.T) {
 	kafkatest.NeedBrokerTools(t)
 	bin := filepath.Join(t.TempDir(), "brokerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "./brokerctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./brokerctl: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", bin, "../internal/testbroker/cmd/brokerctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build brokerctl: %v\n%s", err, out)
 	}
 	state := t.TempDir()
 	ctl := func(args ...string) (string, error) {
@@ -150,5 +150,5 @@ func brokerctlClient(t *testing.T, addr string) *kgo.Client {
 }
 
 func brokerctlLogTail(stateDir string) string {
-	return (&broker.Config{StateDir: stateDir}).LogTail(30)
+	return (&testbroker.Config{StateDir: stateDir}).LogTail(30)
 }

@@ -15,7 +15,7 @@ if ! need java || ! need mvn; then
 	fi
 fi
 
-go build -o bin/brokerctl ./integration/brokerctl
+go build -o bin/brokerctl ./internal/testbroker/cmd/brokerctl
 started=0
 if ! bin/brokerctl status >/dev/null 2>&1; then
 	bin/brokerctl up >/dev/null

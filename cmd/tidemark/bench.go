@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark-streams/tidemark/bench"
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 func init() {
@@ -42,7 +42,7 @@ Without --brokers it starts (or reuses) the test broker of 'make kafka-up'.
 The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			root, err := broker.FindRepoRoot()
+			root, err := testbroker.FindRepoRoot()
 			if err != nil {
 				return fmt.Errorf("bench needs the tidemark checkout (for the broker and bench/streams): %w", err)
 			}
@@ -112,7 +112,7 @@ func benchBrokers(ctx context.Context, flag string) ([]string, error) {
 	if flag != "" {
 		return strings.Split(flag, ","), nil
 	}
-	var cfg broker.Config
+	var cfg testbroker.Config
 	if err := cfg.EnsureDefaults(); err != nil {
 		return nil, err
 	}

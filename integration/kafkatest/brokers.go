@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 const startHint = "start one with `make kafka-up` (needs Java 17+ and Maven), " +
@@ -61,12 +61,12 @@ func resolve() ([]string, string, error) {
 	defer cancel()
 	if env := os.Getenv("TIDEMARK_KAFKA_BROKERS"); env != "" {
 		seeds := strings.Split(env, ",")
-		if err := broker.Ping(ctx, seeds[0]); err != nil {
+		if err := testbroker.Ping(ctx, seeds[0]); err != nil {
 			return nil, "", fmt.Errorf("TIDEMARK_KAFKA_BROKERS=%s does not answer: %w", env, err)
 		}
 		return seeds, "env", nil
 	}
-	var cfg broker.Config
+	var cfg testbroker.Config
 	if err := cfg.EnsureDefaults(); err == nil {
 		if r, err := cfg.Status(ctx); err == nil {
 			return []string{r.Bootstrap}, "kafka-up", nil

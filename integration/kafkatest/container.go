@@ -13,11 +13,11 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 // ContainerImage is the broker image used where a Docker engine exists.
-const ContainerImage = "apache/kafka:" + broker.KafkaVersion
+const ContainerImage = "apache/kafka:" + testbroker.KafkaVersion
 
 // startContainer runs apache/kafka in KRaft mode when a Docker engine
 // answers. The host port is fixed before start and bound 1:1 because the
@@ -75,7 +75,7 @@ func startContainer() ([]string, error) {
 	addr := "127.0.0.1:" + hostPort
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if err = broker.Ping(ctx, addr); err == nil {
+		if err = testbroker.Ping(ctx, addr); err == nil {
 			return []string{addr}, nil
 		}
 		if time.Now().After(deadline) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 // privateTimeout bounds one start, stop or restart of a private broker. A
@@ -27,7 +27,7 @@ const privateTimeout = 2 * time.Minute
 // tail of the broker log.
 type Private struct {
 	t         testing.TB
-	cfg       broker.Config
+	cfg       testbroker.Config
 	bootstrap string
 }
 
@@ -42,7 +42,7 @@ func PrivateBroker(t testing.TB) *Private {
 // PrivateBrokerWith is PrivateBroker with extra server properties.
 func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
 	t.Helper()
-	p := &Private{t: t, cfg: broker.Config{
+	p := &Private{t: t, cfg: testbroker.Config{
 		StateDir:    t.TempDir(),
 		HeapMB:      256,
 		StopTimeout: 10 * time.Second,
@@ -57,7 +57,7 @@ func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), privateTimeout)
 		defer cancel()
-		if err := p.cfg.Down(ctx); err != nil && !errors.Is(err, broker.ErrNotRunning) {
+		if err := p.cfg.Down(ctx); err != nil && !errors.Is(err, testbroker.ErrNotRunning) {
 			t.Errorf("kafkatest: stop private broker %s: %v", p.bootstrap, err)
 		}
 	})
@@ -77,7 +77,7 @@ func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
 // test when TIDEMARK_REQUIRE_KAFKA=1 and skips it, saying how to get them.
 func NeedBrokerTools(t testing.TB) {
 	t.Helper()
-	var cfg broker.Config
+	var cfg testbroker.Config
 	if err := cfg.EnsureDefaults(); err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}
@@ -144,7 +144,7 @@ func (p *Private) Start() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), privateTimeout)
 	defer cancel()
-	p.started("start", func() (broker.Running, error) { return p.cfg.Start(ctx, p.progress) })
+	p.started("start", func() (testbroker.Running, error) { return p.cfg.Start(ctx, p.progress) })
 }
 
 // Restart stops the broker (kills it when hard) and starts it again on its
@@ -153,7 +153,7 @@ func (p *Private) Restart(hard bool) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), privateTimeout)
 	defer cancel()
-	p.started("restart", func() (broker.Running, error) { return p.cfg.Restart(ctx, p.progress, hard) })
+	p.started("restart", func() (testbroker.Running, error) { return p.cfg.Restart(ctx, p.progress, hard) })
 }
 
 // Pause SIGSTOPs the broker (a hung broker: connections open, no answers)
@@ -173,7 +173,7 @@ func (p *Private) Resume() {
 	}
 }
 
-func (p *Private) started(op string, start func() (broker.Running, error)) {
+func (p *Private) started(op string, start func() (testbroker.Running, error)) {
 	p.t.Helper()
 	r, err := start()
 	if err != nil {

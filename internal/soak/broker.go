@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	broker "github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 // Broker is the Kafka broker a scenario runs against.
@@ -35,7 +35,7 @@ type SharedBroker []string
 func (b SharedBroker) Bootstrap() []string { return b }
 
 // PrivateBroker is a single-node Kafka broker of one campaign, in its own
-// state directory, run with integration/broker: Kill, Start, Pause and
+// state directory, run with internal/testbroker: Kill, Start, Pause and
 // Resume keep its data directory and ports.
 type PrivateBroker struct {
 	cfg       broker.Config

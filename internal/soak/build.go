@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	broker "github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 // ServicePackage is the service under test.

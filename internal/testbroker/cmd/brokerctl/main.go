@@ -2,19 +2,19 @@
 // tidemark's integration tests and benchmarks run against, and hurts it on
 // purpose for fault-injection runs.
 //
-//	go run ./integration/brokerctl up                # start a fresh one, or reuse a running one
-//	go run ./integration/brokerctl down              # SIGTERM, then SIGKILL; the next up starts fresh
-//	go run ./integration/brokerctl status            # exit 0 when a broker answers
+//	go run ./internal/testbroker/cmd/brokerctl up                # start a fresh one, or reuse a running one
+//	go run ./internal/testbroker/cmd/brokerctl down              # SIGTERM, then SIGKILL; the next up starts fresh
+//	go run ./internal/testbroker/cmd/brokerctl status            # exit 0 when a broker answers
 //
 // These keep the broker's data and ports, so clients reconnect to the same
 // address:
 //
-//	go run ./integration/brokerctl stop              # graceful shutdown (SIGTERM, then SIGKILL)
-//	go run ./integration/brokerctl start             # start the stopped broker again
-//	go run ./integration/brokerctl restart [--hard]  # stop (--hard: kill) and start
-//	go run ./integration/brokerctl kill              # SIGKILL: a crash
-//	go run ./integration/brokerctl pause             # SIGSTOP: a hung broker
-//	go run ./integration/brokerctl resume            # SIGCONT
+//	go run ./internal/testbroker/cmd/brokerctl stop              # graceful shutdown (SIGTERM, then SIGKILL)
+//	go run ./internal/testbroker/cmd/brokerctl start             # start the stopped broker again
+//	go run ./internal/testbroker/cmd/brokerctl restart [--hard]  # stop (--hard: kill) and start
+//	go run ./internal/testbroker/cmd/brokerctl kill              # SIGKILL: a crash
+//	go run ./internal/testbroker/cmd/brokerctl pause             # SIGSTOP: a hung broker
+//	go run ./internal/testbroker/cmd/brokerctl resume            # SIGCONT
 //
 // `make kafka-up`, `make kafka-down`, `make kafka-status` and
 // `make kafka-restart` call it. TIDEMARK_KAFKA_DIR overrides the state
@@ -29,7 +29,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tidemark-streams/tidemark/integration/broker"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
 const usage = `usage: brokerctl <command>
@@ -51,12 +51,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var cfg broker.Config
+	var cfg testbroker.Config
 	if err := cfg.EnsureDefaults(); err != nil {
 		fail(err)
 	}
 	progress := func(msg string) { fmt.Fprintln(os.Stderr, "kafka:", msg) }
-	started := func(r broker.Running, err error, how string) {
+	started := func(r testbroker.Running, err error, how string) {
 		if err != nil {
 			fail(err)
 		}
@@ -68,7 +68,7 @@ func main() {
 	}
 	// stopped tolerates a broker that is not running: the goal state holds.
 	stopped := func(err error, what string) {
-		if errors.Is(err, broker.ErrNotRunning) {
+		if errors.Is(err, testbroker.ErrNotRunning) {
 			fmt.Fprintln(os.Stderr, "kafka: not running")
 			return
 		}

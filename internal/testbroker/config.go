@@ -1,4 +1,4 @@
-package broker
+package testbroker
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ const KafkaVersion = "4.1.1"
 // from EnsureDefaults.
 type Config struct {
 	// RepoRoot is the tidemark checkout; pom.xml is read from
-	// RepoRoot/integration/broker.
+	// RepoRoot/internal/testbroker.
 	RepoRoot string
 	// StateDir holds server.properties (which fixes the ports), data/,
 	// logs/, pid and bootstrap. Up formats it afresh; Start, Stop, Restart,

@@ -1,4 +1,4 @@
-package broker
+package testbroker
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (c *Config) ensureJars(ctx context.Context, progress func(string)) error {
 		return fmt.Errorf("broker: jar cache: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	pom := filepath.Join(c.RepoRoot, "integration", "broker", "pom.xml")
+	pom := filepath.Join(c.RepoRoot, "internal", "testbroker", "pom.xml")
 	cmd := exec.CommandContext(ctx, c.Maven, "-B", "-q", "-f", pom,
 		"dependency:copy-dependencies", "-Dlib.dir="+tmp)
 	out, err := cmd.CombinedOutput()

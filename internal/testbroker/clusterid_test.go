@@ -1,4 +1,4 @@
-package broker
+package testbroker
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package broker runs a real single-node Apache Kafka broker (KRaft, broker and
+// Package testbroker runs a real single-node Apache Kafka broker (KRaft, broker and
 // controller in one JVM) on 127.0.0.1 for tidemark's integration tests and
 // benchmarks, without Docker.
 //
@@ -8,7 +8,7 @@
 // without downloading again. Up formats a data directory, starts the JVM
 // detached from the caller (it outlives `make kafka-up`), waits until a Kafka
 // client round trip succeeds, and records the bootstrap address in
-// <state dir>/bootstrap, which integration/kafkatest reads. A second Up reuses
+// <state dir>/bootstrap, which the kafkatest harness reads. A second Up reuses
 // a broker that still answers.
 //
 // For fault injection the recorded broker can be hurt and brought back
@@ -17,4 +17,4 @@
 // Start (the same server.properties, hence the same ports, on the same data,
 // no format) and Restart. Down is different: it stops the broker and forgets
 // it, so the next Up formats a fresh one and Start refuses.
-package broker
+package testbroker
