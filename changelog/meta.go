@@ -12,7 +12,9 @@ import (
 	"github.com/tidemark-streams/tidemark/store"
 )
 
-// TopicPartition names one changelog partition.
+// TopicPartition names one partition of a topic: a changelog partition in
+// this package; the service (package processor) names its input and sink
+// partitions with it too.
 type TopicPartition struct {
 	Topic     string
 	Partition int32

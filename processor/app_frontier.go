@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/frontier/watch"
 	"github.com/tidemark-streams/tidemark/task"
@@ -78,12 +79,12 @@ type frontierService struct {
 	boundErr error
 
 	mu        sync.Mutex
-	watcher   *watch.Watcher               // nil: not published, or not started
-	own       map[string]frontier.Record   // by sink: what this instance committed
-	members   map[string]bool              // live instance ids
-	membersAt time.Time                    // when members was read
-	ends      map[topicPartition]endOffset // last stable offsets probed
-	wantEnds  map[string]bool              // topics the loop wants probed
+	watcher   *watch.Watcher                         // nil: not published, or not started
+	own       map[string]frontier.Record             // by sink: what this instance committed
+	members   map[string]bool                        // live instance ids
+	membersAt time.Time                              // when members was read
+	ends      map[changelog.TopicPartition]endOffset // last stable offsets probed
+	wantEnds  map[string]bool                        // topics the loop wants probed
 
 	// Owned by the loop goroutine.
 	sess *session
@@ -125,7 +126,7 @@ func (a *App) frontierService() *frontierService {
 	if v, ok := frontierServices.Load(a); ok {
 		return v.(*frontierService)
 	}
-	fs := &frontierService{app: a, own: map[string]frontier.Record{}, ends: map[topicPartition]endOffset{}, wantEnds: map[string]bool{}}
+	fs := &frontierService{app: a, own: map[string]frontier.Record{}, ends: map[changelog.TopicPartition]endOffset{}, wantEnds: map[string]bool{}}
 	for i := range a.topo.SubTopologies() {
 		b, err := a.topo.OutputBounds(i)
 		if err != nil && fs.boundErr == nil {
@@ -212,7 +213,7 @@ func (fs *frontierService) background(ctx context.Context) {
 				fs.mu.Lock()
 				lo.Each(func(o kadm.ListedOffset) {
 					if o.Err == nil && o.Partition >= 0 {
-						fs.ends[topicPartition{o.Topic, o.Partition}] = endOffset{off: o.Offset, at: at}
+						fs.ends[changelog.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = endOffset{off: o.Offset, at: at}
 					}
 				})
 				fs.mu.Unlock()
@@ -345,27 +346,27 @@ func (s *session) frontierTick(ctx context.Context, now time.Time) error {
 // assigned input partitions and the end offsets probed since, and tells
 // the background goroutine which topics to probe next.
 func (s *session) observeInputs(fs *frontierService, ss *sessionFrontier, now time.Time) {
-	inputs := map[topicPartition]bool{}
+	inputs := map[changelog.TopicPartition]bool{}
 	for id, lt := range s.tasks {
 		for _, topic := range lt.task.Topics() {
-			inputs[topicPartition{topic, id.Partition}] = true
+			inputs[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = true
 		}
 	}
-	ss.idle.retain(func(tp topicPartition) bool { return inputs[tp] })
+	ss.idle.retain(func(tp changelog.TopicPartition) bool { return inputs[tp] })
 	uncommitted, committed := s.cl.UncommittedOffsets(), s.cl.CommittedOffsets()
 	for tp := range inputs {
 		pos := int64(-1)
-		if o, ok := committed[tp.topic][tp.partition]; ok {
+		if o, ok := committed[tp.Topic][tp.Partition]; ok {
 			pos = o.Offset
 		}
-		if o, ok := uncommitted[tp.topic][tp.partition]; ok {
+		if o, ok := uncommitted[tp.Topic][tp.Partition]; ok {
 			pos = o.Offset
 		}
 		ss.idle.observePosition(tp, pos, now)
 	}
 	want := map[string]bool{}
 	for _, tp := range ss.idle.wantEnds(now) {
-		want[tp.topic] = true
+		want[tp.Topic] = true
 	}
 	fs.mu.Lock()
 	for tp := range inputs {
@@ -516,7 +517,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 		}
 	}
 	s.txn.mu.Lock()
-	marks := make(map[topicPartition]int64, len(s.txn.marks))
+	marks := make(map[changelog.TopicPartition]int64, len(s.txn.marks))
 	for tp, off := range s.txn.marks {
 		marks[tp] = off
 	}
@@ -543,7 +544,7 @@ func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now tim
 			if p < len(st.Partitions) {
 				offs[p] = max(offs[p], st.Partitions[p].Offset)
 			}
-			if off, ok := marks[topicPartition{sink, int32(p)}]; ok {
+			if off, ok := marks[changelog.TopicPartition{Topic: sink, Partition: int32(p)}]; ok {
 				offs[p] = max(offs[p], off+1)
 			}
 		}
@@ -626,7 +627,9 @@ func followTarget(feeds []frontier.Feed, self frontier.TaskRef, fresh, published
 
 // idleFunc says which input topics of the task on partition are idle.
 func (ss *sessionFrontier) idleFunc(partition int32, now time.Time) func(string) bool {
-	return func(topic string) bool { return ss.idle.idle(topicPartition{topic, partition}, now) }
+	return func(topic string) bool {
+		return ss.idle.idle(changelog.TopicPartition{Topic: topic, Partition: partition}, now)
+	}
 }
 
 // produceFrontier adds this instance's frontier records (and the

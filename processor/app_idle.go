@@ -3,6 +3,8 @@ package processor
 import (
 	"fmt"
 	"time"
+
+	"github.com/tidemark-streams/tidemark/changelog"
 )
 
 // idleTracker decides which input partitions are idle, like Kafka Streams'
@@ -19,7 +21,7 @@ import (
 // offsets with the time it saw them, and asks.
 type idleTracker struct {
 	timeout time.Duration // ≤ 0: nothing is ever idle
-	parts   map[topicPartition]*idleState
+	parts   map[changelog.TopicPartition]*idleState
 }
 
 type idleState struct {
@@ -30,13 +32,13 @@ type idleState struct {
 }
 
 func newIdleTracker(timeout time.Duration) *idleTracker {
-	return &idleTracker{timeout: timeout, parts: map[topicPartition]*idleState{}}
+	return &idleTracker{timeout: timeout, parts: map[changelog.TopicPartition]*idleState{}}
 }
 
 // observePosition records the consumer's position of tp (-1: unknown). A
 // change is activity: the partition is busy again and its end offsets must
 // be observed afresh.
-func (it *idleTracker) observePosition(tp topicPartition, pos int64, now time.Time) {
+func (it *idleTracker) observePosition(tp changelog.TopicPartition, pos int64, now time.Time) {
 	st := it.parts[tp]
 	if st == nil {
 		it.parts[tp] = &idleState{pos: pos, active: now, lso: -1}
@@ -49,7 +51,7 @@ func (it *idleTracker) observePosition(tp topicPartition, pos int64, now time.Ti
 
 // observeEnd records tp's last stable offset as of at. Offsets observed
 // before the last activity say nothing about the partition since.
-func (it *idleTracker) observeEnd(tp topicPartition, lso int64, at time.Time) {
+func (it *idleTracker) observeEnd(tp changelog.TopicPartition, lso int64, at time.Time) {
 	st := it.parts[tp]
 	if st == nil || at.Before(st.active) {
 		return
@@ -60,7 +62,7 @@ func (it *idleTracker) observeEnd(tp topicPartition, lso int64, at time.Time) {
 }
 
 // retain forgets every partition not in keep (revoked ones).
-func (it *idleTracker) retain(keep func(topicPartition) bool) {
+func (it *idleTracker) retain(keep func(changelog.TopicPartition) bool) {
 	for tp := range it.parts {
 		if !keep(tp) {
 			delete(it.parts, tp)
@@ -70,11 +72,11 @@ func (it *idleTracker) retain(keep func(topicPartition) bool) {
 
 // wantEnds lists the partitions whose end offsets decide their idleness
 // soon: quiet for half a timeout.
-func (it *idleTracker) wantEnds(now time.Time) []topicPartition {
+func (it *idleTracker) wantEnds(now time.Time) []changelog.TopicPartition {
 	if it.timeout <= 0 {
 		return nil
 	}
-	var out []topicPartition
+	var out []changelog.TopicPartition
 	for tp, st := range it.parts {
 		if now.Sub(st.active) >= it.timeout/2 {
 			out = append(out, tp)
@@ -84,7 +86,7 @@ func (it *idleTracker) wantEnds(now time.Time) []topicPartition {
 }
 
 // idle reports whether tp is idle at now.
-func (it *idleTracker) idle(tp topicPartition, now time.Time) bool {
+func (it *idleTracker) idle(tp changelog.TopicPartition, now time.Time) bool {
 	st := it.parts[tp]
 	if it.timeout <= 0 || st == nil || now.Sub(st.active) < it.timeout || st.lso < 0 {
 		return false

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
 )
 
@@ -12,7 +13,7 @@ func TestIdleTrackerRules(t *testing.T) {
 	const tau = 5 * time.Second
 	t0 := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	tp := topicPartition{"in", 0}
+	tp := changelog.TopicPartition{Topic: "in", Partition: 0}
 	type ev struct {
 		at   time.Duration
 		pos  *int64 // observePosition
@@ -92,7 +93,7 @@ func TestIdleTrackerRules(t *testing.T) {
 		if len(it.wantEnds(at(2*time.Second))) != 0 || len(it.wantEnds(at(2500*time.Millisecond))) != 1 {
 			t.Fatal("wantEnds does not start at half the timeout")
 		}
-		it.retain(func(topicPartition) bool { return false })
+		it.retain(func(changelog.TopicPartition) bool { return false })
 		if len(it.wantEnds(at(time.Hour))) != 0 {
 			t.Fatal("retain kept a revoked partition")
 		}

@@ -99,10 +99,10 @@ type resumePoint struct {
 // commitMetadata takes every task's clocks and changelog positions for the
 // commit about to run (positions advanced by the flushed changelog
 // records), and the offset metadata that stores them.
-func (s *session) commitMetadata() (map[topology.TaskID]resumePoint, map[topicPartition]string) {
+func (s *session) commitMetadata() (map[topology.TaskID]resumePoint, map[changelog.TopicPartition]string) {
 	app := s.app.topo.Application()
 	byTask := map[topology.TaskID]resumePoint{}
-	meta := map[topicPartition]string{}
+	meta := map[changelog.TopicPartition]string{}
 	for id, lt := range s.tasks {
 		rp := resumePoint{clocks: lt.task.Clocks(), logs: map[string]int64{}}
 		for name, off := range lt.resume.logs {
@@ -120,16 +120,16 @@ func (s *session) commitMetadata() (map[topology.TaskID]resumePoint, map[topicPa
 			if !ok {
 				st = -1
 			}
-			meta[topicPartition{topic, id.Partition}] = offsetMeta{inputTime: st, ops: rp.clocks.Operators, logs: rp.logs}.encode()
+			meta[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = offsetMeta{inputTime: st, ops: rp.clocks.Operators, logs: rp.logs}.encode()
 		}
 	}
 	return byTask, meta
 }
 
 // withOffsetMeta makes the commit under ctx store meta with the offsets.
-func withOffsetMeta(ctx context.Context, meta map[topicPartition]string) context.Context {
+func withOffsetMeta(ctx context.Context, meta map[changelog.TopicPartition]string) context.Context {
 	return txn.WithOffsetMetadata(ctx, func(topic string, partition int32) (string, bool) {
-		md, ok := meta[topicPartition{topic, partition}]
+		md, ok := meta[changelog.TopicPartition{Topic: topic, Partition: partition}]
 		return md, ok
 	})
 }
@@ -139,7 +139,7 @@ func withOffsetMeta(ctx context.Context, meta map[topicPartition]string) context
 // still open the broker answers UNSTABLE_OFFSET_COMMIT, and this waits,
 // fencing the transactions of departed members (one that died between its
 // offset commit and EndTxn would otherwise hold it until it times out).
-func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]string, error) {
+func (s *session) committedMetadata(ctx context.Context) (map[changelog.TopicPartition]string, error) {
 	var lastFence time.Time
 	var md map[string]map[int32]string
 	err := retry.Do(ctx, s.app.log, "fetch committed offsets", func(ctx context.Context) error {
@@ -156,10 +156,10 @@ func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]str
 	if err != nil {
 		return nil, err
 	}
-	out := map[topicPartition]string{}
+	out := map[changelog.TopicPartition]string{}
 	for topic, ps := range md {
 		for p, m := range ps {
-			out[topicPartition{topic, p}] = m
+			out[changelog.TopicPartition{Topic: topic, Partition: p}] = m
 		}
 	}
 	return out, nil
@@ -167,10 +167,10 @@ func (s *session) committedMetadata(ctx context.Context) (map[topicPartition]str
 
 // resumeState is where task id resumes, out of the committed metadata of
 // its input partitions: the largest of each clock and position.
-func (s *session) resumeState(meta map[topicPartition]string, id topology.TaskID) resumePoint {
+func (s *session) resumeState(meta map[changelog.TopicPartition]string, id topology.TaskID) resumePoint {
 	rp := resumePoint{clocks: task.Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}, logs: map[string]int64{}}
 	for _, topic := range s.app.topo.SubTopologies()[id.SubTopology].SourceTopics {
-		m, ok := decodeOffsetMeta(meta[topicPartition{topic, id.Partition}])
+		m, ok := decodeOffsetMeta(meta[changelog.TopicPartition{Topic: topic, Partition: id.Partition}])
 		if !ok {
 			continue
 		}

@@ -21,11 +21,6 @@ import (
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
 // session is one membership of the group with one transactional producer.
 // It lives until shutdown, a fatal error, or a failure that needs a new
 // producer (fencing, an unknown commit outcome).
@@ -41,7 +36,7 @@ type session struct {
 	now       func() time.Time
 
 	tasks   map[topology.TaskID]*liveTask
-	byInput map[topicPartition]*liveTask
+	byInput map[changelog.TopicPartition]*liveTask
 
 	// Assignment changes recorded by the group callbacks (client
 	// goroutines) and applied by the loop.
@@ -62,11 +57,11 @@ type session struct {
 
 // txnState is what the open transaction has produced.
 type txnState struct {
-	mu      sync.Mutex               // promises run on client goroutines
-	err     error                    // first produce error
-	marks   map[topicPartition]int64 // highest sink offset produced
-	oldest  time.Time                // oldest input time among outputs
-	outputs int                      // sink records
+	mu      sync.Mutex                         // promises run on client goroutines
+	err     error                              // first produce error
+	marks   map[changelog.TopicPartition]int64 // highest sink offset produced
+	oldest  time.Time                          // oldest input time among outputs
+	outputs int                                // sink records
 	// deadLettered counts the dead-letter records of the transaction,
 	// added to the metric when it commits.
 	deadLettered int
@@ -94,7 +89,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		ckpt:      ckpt,
 		now:       time.Now,
 		tasks:     map[topology.TaskID]*liveTask{},
-		byInput:   map[topicPartition]*liveTask{},
+		byInput:   map[changelog.TopicPartition]*liveTask{},
 		assigned:  map[string]map[int32]bool{},
 		watermark: math.MinInt64,
 		frontiers: map[string]*frontier.Frontier{},
@@ -184,7 +179,7 @@ func (t *txnState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected = nil, time.Time{}, 0, 0, false
-	t.marks = map[topicPartition]int64{}
+	t.marks = map[changelog.TopicPartition]int64{}
 }
 
 func (s *session) participants() []txn.Participant {
@@ -286,7 +281,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	if err := s.fenceDeparted(ctx); err != nil {
 		s.app.log.Warn("could not check for transactions of departed members", "err", err)
 	}
-	var resume map[topicPartition]string
+	var resume map[changelog.TopicPartition]string
 	for id := range want {
 		if _, ok := s.tasks[id]; ok {
 			continue
@@ -315,7 +310,7 @@ func (s *session) index() {
 	clear(s.byInput)
 	for id, lt := range s.tasks {
 		for _, topic := range lt.task.Topics() {
-			s.byInput[topicPartition{topic, id.Partition}] = lt
+			s.byInput[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = lt
 		}
 	}
 }
@@ -506,7 +501,7 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 			return // an error-only or empty partition (e.g. after a broker restart)
 		}
 		lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
-		lt := s.byInput[topicPartition{p.Topic, p.Partition}]
+		lt := s.byInput[changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
 		if lt == nil {
 			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
 			return
@@ -713,7 +708,7 @@ func (s *session) promise(r *kgo.Record, err error) {
 		}
 		return
 	}
-	tp := topicPartition{r.Topic, r.Partition}
+	tp := changelog.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 	s.txn.marks[tp] = max(s.txn.marks[tp], r.Offset)
 }
 
