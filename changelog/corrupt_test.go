@@ -412,7 +412,7 @@ func TestPanicsInBadgerReadsAreErrCorrupt(t *testing.T) {
 			return ses.FindSessions(key, 0, 1<<62, func(int64, int64, []byte) bool { return true })
 		}},
 		{"DB.Scan (tidemark state)", testStoreKV, func() error {
-			return db.Scan(StoreInfo{Name: testStoreKV, Partition: testPartition, Kind: store.KindKeyValue}, ScanOptions{}, func(Entry) bool { return true })
+			return db.Scan(StoreInstance{Name: testStoreKV, Partition: testPartition, Kind: store.KindKeyValue}, ScanOptions{}, func(Entry) bool { return true })
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -453,7 +453,7 @@ func TestPanicsInCallbacksAreNotErrCorrupt(t *testing.T) {
 		{"Range over the overlay", func() { _ = kv.Range([]byte("c"), nil, func([]byte, []byte) bool { panic(boom) }) }},
 		{"FetchAll", func() { _ = win.FetchAll(0, 10, func([]byte, int64, []byte) bool { panic(boom) }) }},
 		{"DB.Scan", func() {
-			_ = db.Scan(StoreInfo{Name: testStoreKV, Partition: testPartition, Kind: store.KindKeyValue}, ScanOptions{}, func(Entry) bool { panic(boom) })
+			_ = db.Scan(StoreInstance{Name: testStoreKV, Partition: testPartition, Kind: store.KindKeyValue}, ScanOptions{}, func(Entry) bool { panic(boom) })
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -214,8 +214,8 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
-// Stats are counters for metrics.
-type Stats struct {
+// DBStats are a DB's counters, for metrics.
+type DBStats struct {
 	// Applies counts successful Applies; StagedApplies those that took
 	// the staged path because the overlay did not fit one Badger
 	// transaction (about 15% of a memtable: raise MemoryBudget if this
@@ -226,6 +226,6 @@ type Stats struct {
 }
 
 // Stats returns the DB's counters.
-func (db *DB) Stats() Stats {
-	return Stats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load()}
+func (db *DB) Stats() DBStats {
+	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load()}
 }

@@ -30,14 +30,14 @@ type ScanOptions struct {
 // order until fn returns false: for tools (tidemark state), not tasks, so
 // it reads Badger only, never an overlay. The slices passed to fn are
 // valid during the call.
-func (db *DB) Scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) error {
+func (db *DB) Scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) error {
 	if err := db.scan(info, opts, fn); err != nil {
 		return fmt.Errorf("changelog: scan store %q partition %d: %w", info.Name, info.Partition, err)
 	}
 	return nil
 }
 
-func (db *DB) scan(info StoreInfo, opts ScanOptions, fn func(Entry) bool) (err error) {
+func (db *DB) scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) (err error) {
 	p := withNS(nsData, storeID(info.Name, info.Partition))
 	lo, hi := p, prefixEnd(p)
 	switch {
@@ -124,7 +124,7 @@ func decodeEntry(kind store.Kind, suffix []byte) (Entry, error) {
 
 // Register records a store partition in the DB's registry, as TaskState.Open
 // does; replay uses it for stores it rebuilt without a topology.
-func (db *DB) Register(info StoreInfo) error {
+func (db *DB) Register(info StoreInstance) error {
 	if _, ok := tagKind(kindTag(info.Kind)); !ok || info.Kind == 0 {
 		return fmt.Errorf("changelog: register store %q: unknown kind %d", info.Name, int(info.Kind))
 	}

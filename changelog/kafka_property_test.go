@@ -205,7 +205,7 @@ func TestKafkaSessionStoreRestoresAndReportsProgress(t *testing.T) {
 		t.Fatalf("last progress %+v after %d calls, result %+v; want done with the 50 records (49 sessions and a tombstone)", last, calls, res)
 	}
 	var got []string
-	err = db.Scan(StoreInfo{Name: spec.Name, Partition: 0, Kind: store.KindSession}, ScanOptions{Key: []byte("user-0")}, func(en Entry) bool {
+	err = db.Scan(StoreInstance{Name: spec.Name, Partition: 0, Kind: store.KindSession}, ScanOptions{Key: []byte("user-0")}, func(en Entry) bool {
 		got = append(got, fmt.Sprintf("[%d,%d]=%s", en.Start, en.End, en.Value))
 		return true
 	})

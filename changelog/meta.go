@@ -110,8 +110,8 @@ func (db *DB) readCut(id []byte) (cut int64, err error) {
 	return cut, readErr(err)
 }
 
-// StoreInfo describes a store instance held in a DB.
-type StoreInfo struct {
+// StoreInstance describes a store instance held in a DB.
+type StoreInstance struct {
 	Name      string
 	Partition int32
 	Kind      store.Kind
@@ -134,7 +134,7 @@ func (db *DB) register(st *storeState) error {
 
 // Stores lists the store instances registered in the DB, by name then
 // partition.
-func (db *DB) Stores() (out []StoreInfo, err error) {
+func (db *DB) Stores() (out []StoreInstance, err error) {
 	defer func() {
 		if err != nil {
 			out, err = nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, readErr(err))
@@ -158,7 +158,7 @@ func (db *DB) Stores() (out []StoreInfo, err error) {
 				if !ok {
 					return fmt.Errorf("%w: store kind tag %q", errBadKey, v[0])
 				}
-				out = append(out, StoreInfo{Name: name, Partition: p, Kind: kind, Topic: string(v[1:])})
+				out = append(out, StoreInstance{Name: name, Partition: p, Kind: kind, Topic: string(v[1:])})
 				return nil
 			})
 			if err != nil {

@@ -125,7 +125,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		if kind == 0 {
 			continue // an empty changelog says nothing about its store
 		}
-		if err := db.Register(changelog.StoreInfo{Name: t.Store, Partition: t.Partition, Kind: kind, Topic: t.Topic}); err != nil {
+		if err := db.Register(changelog.StoreInstance{Name: t.Store, Partition: t.Partition, Kind: kind, Topic: t.Topic}); err != nil {
 			return err
 		}
 	}

@@ -169,10 +169,10 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 
 // findStateStore returns the registered store, or an error listing those
 // present.
-func findStateStore(db *changelog.DB, name string, partition int32, dir string) (changelog.StoreInfo, error) {
+func findStateStore(db *changelog.DB, name string, partition int32, dir string) (changelog.StoreInstance, error) {
 	stores, err := db.Stores()
 	if err != nil {
-		return changelog.StoreInfo{}, err
+		return changelog.StoreInstance{}, err
 	}
 	var names []string
 	seen := map[string]bool{}
@@ -185,7 +185,7 @@ func findStateStore(db *changelog.DB, name string, partition int32, dir string) 
 			names = append(names, label)
 		}
 	}
-	return changelog.StoreInfo{}, fmt.Errorf("no store %q partition %d in %s; stores present: %s", name, partition, dir, joinOrNone(names))
+	return changelog.StoreInstance{}, fmt.Errorf("no store %q partition %d in %s; stores present: %s", name, partition, dir, joinOrNone(names))
 }
 
 func printStateEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs stateCodec) {
