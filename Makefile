@@ -4,7 +4,7 @@
 export GOTOOLCHAIN := go1.27.3
 GO ?= go
 
-.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench-txn soak
+.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench bench-txn soak
 
 all: build
 
@@ -46,6 +46,14 @@ kafka-restart: bin/brokerctl
 DEMO_ARGS ?=
 demo:
 	$(GO) run ./cmd/tidemark demo $(DEMO_ARGS)
+
+# The side-by-side benchmark: tidemark, Kafka Streams and the raw limit, one
+# after the other on the test broker (started if none runs; or --brokers).
+# Dev tooling under internal/, not part of the tidemark CLI. BENCH_ARGS passes
+# flags, e.g. make bench BENCH_ARGS="--quick".
+BENCH_ARGS ?=
+bench:
+	$(GO) run ./internal/bench/cmd/bench $(BENCH_ARGS)
 
 # One-record transaction commit latency on the real broker (p50/p99).
 bench-txn: bin/brokerctl

@@ -18,7 +18,7 @@ import (
 func init() { RegisterWorker("tidemark", runTidemark) }
 
 // workloadTopology is tidemark's side of each workload, output for output
-// the same as the Kafka Streams peer (bench/streams): UTF-8 keys and values,
+// the same as the Kafka Streams peer (internal/bench/streams): UTF-8 keys and values,
 // counts as decimal strings.
 func workloadTopology(job Job) (*topology.Topology, error) {
 	b := topology.NewBuilder(job.AppID)

@@ -1,3 +1,10 @@
+// Command bench runs tidemark side by side with Kafka Streams and the raw
+// limit on a real broker (package bench). It is dev tooling, not part of
+// the tidemark CLI: it needs this checkout (the Kafka Streams peer in
+// internal/bench/streams, the test broker) and writes its results into it.
+//
+//	make bench BENCH_ARGS="--quick"
+//	go run ./internal/bench/cmd/bench --workloads count --systems tidemark-adaptive,kstreams-100ms
 package main
 
 import (
@@ -5,21 +12,35 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tidemark-streams/tidemark/bench"
+	"github.com/tidemark-streams/tidemark/internal/bench"
 	"github.com/tidemark-streams/tidemark/internal/testbroker"
 )
 
-func init() {
+func main() {
 	// The harness re-runs this binary as its worker processes; worker mode
 	// exits here, before any command parsing.
 	bench.MaybeRunWorker()
-	rootCmd.AddCommand(newBenchCmd())
+	// The first SIGINT or SIGTERM cancels the run (results so far are
+	// written); stop restores the default, so a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := newBenchCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
 }
 
 func newBenchCmd() *cobra.Command {
@@ -39,12 +60,16 @@ the other: max throughput on pre-produced input, a staleness-vs-rate sweep, and
 and staleness SVG plots to --out.
 
 Without --brokers it starts (or reuses) the test broker of 'make kafka-up'.
-The Kafka Streams peer in bench/streams is built with Maven on first use.`,
+The Kafka Streams peer in internal/bench/streams is built with Maven on first use.`,
+		Args: cobra.NoArgs,
+		// main prints the error once.
+		SilenceErrors: true,
+		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			root, err := testbroker.FindRepoRoot()
 			if err != nil {
-				return fmt.Errorf("bench needs the tidemark checkout (for the broker and bench/streams): %w", err)
+				return fmt.Errorf("bench needs the tidemark checkout (for the broker and internal/bench/streams): %w", err)
 			}
 			seeds, err := benchBrokers(ctx, brokers)
 			if err != nil {
@@ -72,14 +97,14 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 					o.Systems = append(o.Systems, s)
 				}
 			}
-			o.Env.StreamsDir = filepath.Join(root, "bench", "streams")
+			o.Env.StreamsDir = filepath.Join(root, "internal", "bench", "streams")
 			if needsStreams(o.Systems, all) {
 				if err := buildStreamsPeer(ctx, o.Env.StreamsDir); err != nil {
 					return err
 				}
 			}
 			if out == "" {
-				out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("20060102-150405"))
+				out = filepath.Join(root, "internal", "bench", "results", time.Now().UTC().Format("20060102-150405"))
 			}
 			rep, err := bench.Run(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
 			if rep != nil {
@@ -96,7 +121,7 @@ The Kafka Streams peer in bench/streams is built with Maven on first use.`,
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))
 	f.StringVar(&systems, "systems", "", "comma-separated subset of the systems (default: all)")
-	f.StringVar(&out, "out", "", "results directory (default bench/results/<time>)")
+	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>)")
 	f.BoolVar(&quick, "quick", false, "a short run (about 3 minutes)")
 	f.BoolVar(&resume, "resume", false, "also measure restart after SIGKILL")
 	f.IntVar(&records, "records", 0, "records pre-produced per throughput run (default 300000, quick 100000)")

@@ -126,7 +126,7 @@ type process struct {
 type Env struct {
 	// Self is the executable re-run in worker mode. Default os.Executable.
 	Self string
-	// StreamsDir holds the built Kafka Streams peer (bench/streams).
+	// StreamsDir holds the built Kafka Streams peer (internal/bench/streams).
 	StreamsDir string
 	Java       string
 }

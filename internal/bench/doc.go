@@ -3,7 +3,7 @@
 // broker and the same input, in one run.
 //
 // Every system runs as its own process, so CPU seconds and peak RSS are its
-// own: Kafka Streams as the Java application in bench/streams, the raw and
+// own: Kafka Streams as the Java application in internal/bench/streams, the raw and
 // tidemark systems as the current executable re-run in worker mode
 // (MaybeRunWorker). For each workload and system the harness measures:
 //
