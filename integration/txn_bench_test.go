@@ -8,7 +8,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 )
 
 // BenchmarkTxnCommitOneRecord measures begin + produce one record + commit on

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/topology"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tidemark-streams/tidemark/changelog"
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/processor"
 )
 

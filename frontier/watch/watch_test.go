@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/frontier/watch"
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 )
 
 // publisher writes sink outputs and frontier records in transactions, as

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
 	"github.com/tidemark-streams/tidemark/internal/bench"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark-streams/tidemark/integration/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/internal/soak"
 )
 
