@@ -5,8 +5,9 @@
 // Brokers(t) finds a broker in this order:
 //  1. TIDEMARK_KAFKA_BROKERS (comma-separated seed brokers), if set;
 //  2. the broker `make kafka-up` started (recorded in .kafka/bootstrap);
-//  3. where a Docker engine answers, an apache/kafka container via
-//     testcontainers-go, started once per test binary;
+//  3. where a Docker engine answers, the apache/kafka container
+//     ContainerName, started through the docker command by the first test
+//     binary that needs it and shared by all (it keeps running);
 //  4. otherwise the test fails when TIDEMARK_REQUIRE_KAFKA=1 (as `make test`
 //     sets) and is skipped with the command that starts a broker.
 //
@@ -53,7 +54,7 @@ func Brokers(t testing.TB) []string {
 }
 
 // Source says where Brokers found the broker ("env", "kafka-up",
-// "testcontainers"), for test logs.
+// "docker"), for test logs.
 func Source() string { return source }
 
 func resolve() ([]string, string, error) {
@@ -76,5 +77,5 @@ func resolve() ([]string, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return seeds, "testcontainers", nil
+	return seeds, "docker", nil
 }
