@@ -121,7 +121,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
 
 	pcfg := pipelines.Config{FraudThreshold: f.threshold}
-	if err := pcfg.EnsureDefaults(); err != nil {
+	if err := pcfg.EnsureDefaults().Validate(); err != nil {
 		return err
 	}
 	topics, err := pipelines.Topics(nil, pcfg)

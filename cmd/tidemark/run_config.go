@@ -24,7 +24,9 @@ import (
 // JSON file, then TIDEMARK_* environment variables, then flags (each
 // later source overrides the earlier). Durations are Go duration strings
 // ("250ms", "1m"), kept as strings until validate so an error can name the
-// field and quote what was given.
+// field and quote what was given. StateDir is a parent directory: the
+// instance's state lives in <state_dir>/<application>, the directory
+// processor.WithStateDir names.
 type serviceConfig struct {
 	Application     string   `yaml:"application" json:"application"`
 	Brokers         []string `yaml:"brokers" json:"brokers"`
@@ -220,7 +222,7 @@ func (c serviceConfig) validate() (*service, error) {
 	if c.FraudThreshold < 0 {
 		return nil, fmt.Errorf("config: fraud_threshold %d: must be ≥ 1 (0 keeps the default)", c.FraudThreshold)
 	}
-	if err := p.EnsureDefaults(); err != nil {
+	if err := p.EnsureDefaults().Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	s.pipelines = p

@@ -57,7 +57,7 @@ func ParseNames(s string) ([]string, error) {
 // Build returns one topology with application id app running the named
 // pipelines (nil or empty: all of them) under cfg.
 func Build(app string, names []string, cfg Config) (*topology.Topology, error) {
-	if err := cfg.EnsureDefaults(); err != nil {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
@@ -78,7 +78,7 @@ func Build(app string, names []string, cfg Config) (*topology.Topology, error) {
 // creates the source streams of the input topics, so b must not read them
 // already; call it once per builder.
 func AddTo(b *topology.Builder, names []string, cfg Config) error {
-	if err := cfg.EnsureDefaults(); err != nil {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
 		return err
 	}
 	if len(names) == 0 {
@@ -103,7 +103,7 @@ func AddTo(b *topology.Builder, names []string, cfg Config) error {
 // Topics lists the input and output topics the named pipelines read and
 // write, for creating them before the App runs.
 func Topics(names []string, cfg Config) ([]string, error) {
-	if err := cfg.EnsureDefaults(); err != nil {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {

@@ -34,8 +34,9 @@ func (o Outputs) WithPrefix(prefix string) Outputs {
 	return Outputs{prefix + o.Availability, prefix + o.FraudAlerts, prefix + o.OrderState, prefix + o.LateAlerts}
 }
 
-// Config parameterises the pipelines. Zero fields take the documented
-// defaults (EnsureDefaults).
+// Config parameterises the pipelines. Zero fields stand for the documented
+// defaults: EnsureDefaults fills them in, Validate checks the result; Build,
+// AddTo and Topics do both.
 type Config struct {
 	// Inputs are the generator's topics; empty fields keep gen.DefaultTopics.
 	Inputs gen.Topics
@@ -79,8 +80,9 @@ type Config struct {
 	SkipUndecodable bool
 }
 
-// EnsureDefaults fills defaults and validates, naming the field at fault.
-func (c *Config) EnsureDefaults() error {
+// EnsureDefaults sets every zero field to its documented default and
+// returns c. It checks nothing; see Validate.
+func (c *Config) EnsureDefaults() *Config {
 	in := &c.Inputs
 	for _, p := range []struct {
 		v *string
@@ -109,6 +111,20 @@ func (c *Config) EnsureDefaults() error {
 	if c.FraudThreshold == 0 {
 		c.FraudThreshold = 20
 	}
+	return c
+}
+
+// Validate checks c as Build would use it, zero fields standing for their
+// defaults, and names the field at fault and its accepted range. It does
+// not modify c.
+func (c *Config) Validate() error {
+	d := *c
+	return d.EnsureDefaults().check()
+}
+
+// check validates a Config whose defaults are filled in.
+func (c *Config) check() error {
+	in := &c.Inputs
 	switch {
 	case c.Grace < 0 || c.Grace > 24*time.Hour:
 		return fmt.Errorf("pipelines: Grace is %v, accepted range 0..24h", c.Grace)

@@ -23,7 +23,7 @@ func TestUndecodableInventoryGoesToDeadLetterTopicOnKafka(t *testing.T) {
 	cfg := pipelines.Config{Inputs: gen.Topics{Clicks: "unused", Carts: "unused-carts", Payments: "unused-payments", Fulfillment: "unused-fulfillment",
 		Inventory: kafkatest.NewTopic(t, 1, nil)}, Outputs: pipelines.Outputs{Availability: kafkatest.NewTopic(t, 1, nil)}}
 	dlq := kafkatest.NewTopic(t, 1, nil)
-	_ = cfg.EnsureDefaults()
+	cfg.EnsureDefaults()
 
 	var good []gen.Event
 	for _, ev := range testStream(2000) {

@@ -62,7 +62,7 @@ func TestPipelinesMatchReferenceInDriver(t *testing.T) {
 		t.Fatalf("test stream too thin: %d fraud alerts, %d late alerts, %d orders", len(ref.alerts), len(ref.late), len(ref.orders))
 	}
 	t.Logf("reference: %d skus, %d fraud alerts, %d orders, %d late alerts", len(ref.availability), len(ref.alerts), len(ref.orders), len(ref.late))
-	_ = cfg.EnsureDefaults()
+	cfg.EnsureDefaults()
 	d := runDriver(t, evs, cfg, ref)
 
 	t.Run("inventory table and its changelog stream", func(t *testing.T) {

@@ -53,7 +53,7 @@ func TestPipelinesMatchReferenceOnKafka(t *testing.T) {
 		OrderState: kafkatest.NewTopic(t, parts, nil), LateAlerts: kafkatest.NewTopic(t, parts, nil)}
 	evs := testStream(3000)
 	ref := computeReference(evs, cfg)
-	_ = cfg.EnsureDefaults()
+	cfg.EnsureDefaults()
 
 	g, err := gen.New(gen.Config{Topics: cfg.Inputs})
 	if err != nil {

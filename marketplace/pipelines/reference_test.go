@@ -24,7 +24,7 @@ type reference struct {
 func alertKey(a pipelines.FraudAlert) string { return fmt.Sprintf("%s@%d", a.UserID, a.WindowStartMs) }
 
 func computeReference(evs []gen.Event, cfg pipelines.Config) reference {
-	if err := cfg.EnsureDefaults(); err != nil {
+	if err := cfg.EnsureDefaults().Validate(); err != nil {
 		panic(err)
 	}
 	ref := reference{
@@ -112,7 +112,7 @@ const markerPrefix = "zz-flush-"
 // each partition in turn), so emit-final windows and left-join windows
 // close. They touch no sku, cart or user of the generated stream.
 func flushMarkers(ref reference, cfg pipelines.Config, partitions int32) []schemas.PaymentEvent {
-	_ = cfg.EnsureDefaults()
+	cfg.EnsureDefaults()
 	at := ref.maxTime.Add(cfg.Grace + max(cfg.FraudWindow, cfg.ShipWithin, cfg.CheckoutWindow) + time.Minute)
 	var out []schemas.PaymentEvent
 	covered := map[int32]bool{}
