@@ -38,13 +38,19 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Build writes files (path → content, relative to a new module's root)
-// into a temporary module that requires tidemark from this checkout, runs
-// `go build` on all its packages with every type error reported, and
-// returns the compiler's output; err is non-nil when the build failed.
-// The module resolves nothing over the network: tidemark's go.sum and the
-// module cache provide every dependency.
+// Build writes files into a new module (see Module) and runs `go build`
+// on all its packages with every type error reported. It returns the
+// compiler's output; err is non-nil when the build failed.
 func Build(t testing.TB, files map[string]string) (string, error) {
+	t.Helper()
+	return Go(t, Module(t, files), "build", "-gcflags=-e", "./...")
+}
+
+// Module writes files (path → content, relative to the module root) into a
+// temporary module that requires tidemark from this checkout, and returns
+// its directory. The module resolves nothing over the network: tidemark's
+// go.sum and the module cache provide every dependency.
+func Module(t testing.TB, files map[string]string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
@@ -70,7 +76,14 @@ func Build(t testing.TB, files map[string]string) (string, error) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(goCommand(), "build", "-gcflags=-e", "./...")
+	return dir
+}
+
+// Go runs the go command with args in dir, a module from Module, and
+// returns its combined output, with dir left out of file names.
+func Go(t testing.TB, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(goCommand(), args...)
 	cmd.Dir = dir
 	// -mod=mod lets the go command add the indirect requirements it finds
 	// in tidemark's go.mod; GOPROXY=off keeps it from fetching anything.
