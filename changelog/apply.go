@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -42,6 +42,18 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	if !t.flushed && t.hasLogged() {
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, ErrNotFlushed)
 	}
+	if t.tdb == nil {
+		if len(offsets) == 0 && t.pending.Len() == 0 {
+			// A task without stores (stateless) has nothing to apply, and
+			// no DB.
+			t.flushed = false
+			t.db.applies.Add(1)
+			return nil
+		}
+		if err := t.openDB(); err != nil {
+			return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, err)
+		}
+	}
 	now := time.Now()
 	var bytes int64
 	meta := func(emit emitFunc) error {
@@ -69,7 +81,7 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 		err = t.applyStaged(meta, &bytes)
 	}
 	if err != nil {
-		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, err)
+		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, t.tdb.noteErr(err))
 	}
 	t.db.applies.Add(1)
 	t.db.written.Add(bytes)
@@ -105,7 +117,7 @@ func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 	if limit > 0 && t.pending.Len() > limit {
 		return errTooBig
 	}
-	txn := t.db.bdb.NewTransaction(true)
+	txn := t.tdb.bdb.NewTransaction(true)
 	defer txn.Discard()
 	n := 0
 	emit := func(key, value []byte, del bool) error {
@@ -132,9 +144,9 @@ func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 // (the commit point, with the offsets), copy into place, clean up. Each
 // step is idempotent, and OpenDB redoes the last two for a marked epoch.
 func (t *TaskState) applyStaged(meta func(emitFunc) error, bytes *int64) error {
-	db := t.db
+	db, tdb := t.db, t.tdb
 	epoch := db.epoch.Add(1)
-	wb := db.bdb.NewWriteBatch()
+	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	var seq uint64
 	var ops []stagedOp // kept to copy into place without reading the staging back
@@ -153,7 +165,7 @@ func (t *TaskState) applyStaged(meta func(emitFunc) error, bytes *int64) error {
 	if err := db.hook("staged"); err != nil {
 		return err
 	}
-	err = db.bdb.Update(func(txn *badger.Txn) error {
+	err = tdb.bdb.Update(func(txn *badger.Txn) error {
 		if err := meta(func(key, value []byte, del bool) error { return txn.Set(key, value) }); err != nil {
 			return err
 		}
@@ -165,7 +177,7 @@ func (t *TaskState) applyStaged(meta func(emitFunc) error, bytes *int64) error {
 	if err := db.hook("marked"); err != nil {
 		return err
 	}
-	return db.copyStaged(epoch, ops)
+	return tdb.copyStaged(epoch, ops)
 }
 
 type stagedOp struct {
@@ -175,8 +187,9 @@ type stagedOp struct {
 
 // copyStaged is finishStaged for the Apply that staged ops: it writes them
 // from memory and deletes the staging by key, instead of reading it back.
-func (db *DB) copyStaged(epoch uint64, ops []stagedOp) error {
-	wb := db.bdb.NewWriteBatch()
+func (tdb *taskDB) copyStaged(epoch uint64, ops []stagedOp) error {
+	db := tdb.db
+	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	for _, op := range ops {
 		var err error
@@ -195,7 +208,7 @@ func (db *DB) copyStaged(epoch uint64, ops []stagedOp) error {
 	if err := db.hook("copied"); err != nil {
 		return err
 	}
-	drop := db.bdb.NewWriteBatch()
+	drop := tdb.bdb.NewWriteBatch()
 	defer drop.Cancel()
 	for seq := uint64(1); seq <= uint64(len(ops)); seq++ {
 		if err := drop.Delete(stagedKey(epoch, seq)); err != nil {
@@ -205,7 +218,7 @@ func (db *DB) copyStaged(epoch uint64, ops []stagedOp) error {
 	if err := drop.Flush(); err != nil {
 		return fmt.Errorf("drop staged epoch %d: %w", epoch, err)
 	}
-	return db.bdb.Update(func(txn *badger.Txn) error {
+	return tdb.bdb.Update(func(txn *badger.Txn) error {
 		return txn.Delete(metaKey(metaApplied, binary.BigEndian.AppendUint64(nil, epoch)))
 	})
 }
@@ -261,7 +274,7 @@ func (t *TaskState) dataOps(emit emitFunc) error {
 func (t *TaskState) expire(st *storeState, emit emitFunc) error {
 	ip := withNS(nsIndex, st.id)
 	hi := putTime(append([]byte(nil), ip...), st.newCut)
-	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip})
+	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip}) // a TaskState with stores has a DB
 	defer it.Close()
 	for it.Seek(ip); it.Valid(); it.Next() {
 		ik := it.Item().Key()

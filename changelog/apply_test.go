@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/store"
@@ -247,14 +247,20 @@ func TestStagedApplyCrashLeavesOldOrNewStateNeverAMix(t *testing.T) {
 func countPrefix(t *testing.T, db *DB, prefix []byte) int {
 	t.Helper()
 	n := 0
-	_ = db.bdb.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
+	tdbs, err := db.pinAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tdb := range tdbs {
+		_ = tdb.bdb.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				n++
+			}
+			return nil
+		})
+	}
 	return n
 }
 
@@ -318,7 +324,8 @@ func TestOpenDBMovesACorruptDirectoryAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = db.Close()
-	if err := os.WriteFile(filepath.Join(dir, "MANIFEST"), []byte("not a manifest"), 0o644); err != nil {
+	tdir := taskDirOf(t, dir)
+	if err := os.WriteFile(filepath.Join(tdir, "MANIFEST"), []byte("not a manifest"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenDB(dir, Options{KeepCorrupt: true}); !errors.Is(err, ErrCorrupt) {
@@ -332,9 +339,9 @@ func TestOpenDBMovesACorruptDirectoryAside(t *testing.T) {
 	if stores, _ := db.Stores(); len(stores) != 0 {
 		t.Fatalf("fresh DB lists stores %v", stores)
 	}
-	aside, _ := filepath.Glob(dir + ".corrupt-*")
+	aside, _ := filepath.Glob(tdir + ".corrupt-*")
 	if len(aside) != 1 {
-		t.Fatalf("corrupt dir not moved aside: %v", aside)
+		t.Fatalf("corrupt task DB not moved aside: %v", aside)
 	}
 }
 
@@ -398,11 +405,11 @@ func TestVerifyChecksumsFindsADamagedTable(t *testing.T) {
 	if err := task.Apply(nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.bdb.Flatten(1); err != nil { // force the memtable into a table
+	if err := testBDB(t, db, 0).Flatten(1); err != nil { // force the memtable into a table
 		t.Fatal(err)
 	}
 	_ = db.Close()
-	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	tables, _ := filepath.Glob(filepath.Join(taskDirOf(t, dir), "*.sst"))
 	if len(tables) == 0 {
 		t.Fatal("no table written")
 	}

@@ -257,3 +257,87 @@ func procStatusBytes(field string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// BenchmarkNewKeys is the state side of a count over new keys, the
+// steady-state workload the level-0 trigger and the number of task DBs
+// matter to: per record a Get that misses (it consults the bloom filter of
+// every level-0 table) and a Put of an 8-byte count, applied every 2000
+// records of a task; 1M keys (TIDEMARK_BENCH_NEWKEYS) in random order,
+// spread over 1, 4 and 8 tasks. It reports records per CPU-second of the
+// process (Badger's flushes and compactions included) and peak RSS.
+func BenchmarkNewKeys(b *testing.B) {
+	keys := 1_000_000
+	if s := os.Getenv("TIDEMARK_BENCH_NEWKEYS"); s != "" {
+		keys, _ = strconv.Atoi(s)
+	}
+	for _, tasks := range []int{1, 4, 8} {
+		b.Run(fmt.Sprintf("tasks=%d", tasks), func(b *testing.B) {
+			perm := rand.New(rand.NewPCG(7, 8)).Perm(keys)
+			var cpu time.Duration
+			var peak, peakAnon int64
+			for b.Loop() {
+				b.StopTimer()
+				db, err := OpenDB(b.TempDir(), Options{Logger: quietLog})
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				debug.FreeOSMemory()
+				resetPeakRSS(b)
+				sampler := startAnonSampler()
+				cpu0 := cpuTime()
+				b.StartTimer()
+				kvs := make([]store.KeyValue, tasks)
+				states := make([]*TaskState, tasks)
+				pending := make([]int, tasks)
+				for i := range tasks {
+					states[i] = db.NewTaskState(TaskStateConfig{ID: fmt.Sprintf("0_%d", i), AppID: "bench", Partition: int32(i)})
+					s, err := states[i].Open(store.Spec{Name: "counts", Kind: store.KindKeyValue}, int32(i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					kvs[i] = s.(store.KeyValue)
+				}
+				var key []byte
+				value := binary.BigEndian.AppendUint64(nil, 1)
+				for _, k := range perm {
+					i := k % tasks
+					key = fmt.Appendf(key[:0], "key-%08d", k)
+					if _, _, err := kvs[i].Get(key); err != nil {
+						b.Fatal(err)
+					}
+					if err := kvs[i].Put(key, value); err != nil {
+						b.Fatal(err)
+					}
+					if pending[i]++; pending[i] == 2000 {
+						pending[i] = 0
+						if err := states[i].Apply(nil); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				for _, st := range states {
+					if err := st.Apply(nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				cpu += cpuTime() - cpu0
+				peakAnon = max(peakAnon, sampler())
+				peak = max(peak, peakRSS(b))
+				if path := os.Getenv("TIDEMARK_BENCH_HEAP_PROFILE"); path != "" {
+					if f, err := os.Create(fmt.Sprintf("%s.tasks%d", path, tasks)); err == nil {
+						_ = pprof.WriteHeapProfile(f)
+						_ = f.Close()
+					}
+				}
+				_ = db.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(keys*b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(keys*b.N)/cpu.Seconds(), "records/cpu-s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(float64(peakAnon)/(1<<20), "peak-anon-MiB")
+		})
+	}
+}

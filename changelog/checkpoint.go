@@ -19,7 +19,9 @@ type CheckpointCost struct {
 	LSMBytes, VlogBytes int64
 }
 
-// Checkpoint makes everything applied so far durable: after it returns, a
+// Checkpoint makes everything applied so far durable, in every open task
+// DB (a task DB being restored is synced when its restore reopens it, and
+// one that closed was synced by its close): after it returns, a
 // machine crash loses no applied state, and a restart replays only the
 // changelog tail since the offsets Badger now durably holds. Apply does not
 // sync (Kafka is the durable log, and a lost unsynced Apply is replayed
@@ -29,12 +31,23 @@ func (db *DB) Checkpoint(ctx context.Context) (CheckpointCost, error) {
 	if err := ctx.Err(); err != nil {
 		return CheckpointCost{}, fmt.Errorf("changelog: checkpoint: %w", err)
 	}
+	tdbs, done, err := db.readers()
+	if err != nil {
+		return CheckpointCost{}, fmt.Errorf("changelog: checkpoint %s: %w", db.dir, err)
+	}
+	defer done()
 	bytes := db.written.Swap(0)
 	start := time.Now()
-	if err := db.bdb.Sync(); err != nil {
-		db.written.Add(bytes)
-		return CheckpointCost{}, fmt.Errorf("changelog: checkpoint %s: sync: %w", db.dir, err)
+	var cost CheckpointCost
+	for _, tdb := range tdbs {
+		if err := tdb.bdb.Sync(); err != nil {
+			db.written.Add(bytes)
+			return CheckpointCost{}, fmt.Errorf("changelog: checkpoint %s: sync task DB %s: %w", db.dir, tdb.id, err)
+		}
+		lsm, vlog := tdb.bdb.Size()
+		cost.LSMBytes += lsm
+		cost.VlogBytes += vlog
 	}
-	lsm, vlog := db.bdb.Size()
-	return CheckpointCost{Bytes: bytes, Duration: time.Since(start), LSMBytes: lsm, VlogBytes: vlog}, nil
+	cost.Bytes, cost.Duration = bytes, time.Since(start)
+	return cost, nil
 }

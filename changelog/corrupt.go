@@ -16,42 +16,49 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2/z"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
-	"github.com/tidemark-streams/tidemark/third_party/badger/options"
-	"github.com/tidemark-streams/tidemark/third_party/badger/table"
-	"github.com/tidemark-streams/tidemark/third_party/badger/y"
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/badger/v4/y"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
 
 // Damaged local state is handled in three places:
 //
-//   - OpenDB reads every table the MANIFEST names and checks its block
-//     checksums (verifyTables) before Badger sees the directory. Badger
-//     opens tables in goroutines of its own, where a panic on a damaged
-//     table (Badger has several) kills the process and nothing can recover
-//     it: every restart would crash the same way. Here a damaged table is
-//     ErrCorrupt, and OpenDB moves the directory aside and starts empty.
+//   - OpenDB reads every table the MANIFEST of each task DB names and
+//     checks its block checksums (verifyTables) before Badger sees the
+//     directory. Badger opens tables in goroutines of its own, where a
+//     panic on a damaged table (Badger has several) kills the process and
+//     nothing can recover it: every restart would crash the same way. Here
+//     a damaged table is ErrCorrupt, and OpenDB moves that task DB aside
+//     and starts it empty.
 //   - Every read of Badger the stores and tools do runs under recoverRead,
 //     which turns a panic raised inside Badger (damage that appeared after
 //     the open, or an open with verification off) into an error wrapping
 //     ErrCorrupt, with the store and partition it happened on; so is a
 //     value Badger could not read from its value log (lostValue).
+//     The task DB it happened in is marked (markCorrupt).
 //   - The runtime, given such an error, closes the DB and calls Quarantine,
-//     which moves the directory aside as OpenDB does; the next OpenDB
-//     starts empty and every store rebuilds from its changelog.
+//     which moves the marked task DBs aside as OpenDB does; the next
+//     OpenDB starts them empty and their stores rebuild from their
+//     changelogs.
 
 // IsCorrupt reports whether err says the local state is damaged: the
 // caller should close the DB, Quarantine its directory and open it again,
 // so that every store rebuilds from its changelog.
 func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
 
-// Quarantine moves a closed state directory aside, to
-// <dir>.corrupt-<UTC time>, as OpenDB does with a directory it cannot open,
-// and returns where it went. Nothing is deleted: the damaged state stays
-// there for inspection until someone removes it. The DB in dir must be
-// closed first (Quarantine fails while a DB has it open); a following
-// OpenDB(dir) starts empty and every store rebuilds from its changelog.
+// Quarantine moves damaged state aside, once the DB that found it is
+// closed, and returns where it went. When reads marked task DBs as damaged
+// (their errors wrap ErrCorrupt), only those move, each to
+// <dir>/tasks/<task>.corrupt-<UTC time>, and only those tasks rebuild;
+// otherwise the whole directory moves to <dir>.corrupt-<UTC time>, as
+// OpenDB does with a directory it cannot open. Nothing is deleted: the
+// damaged state stays there for inspection until someone removes it. The
+// DB in dir must be closed first (Quarantine fails while a DB has it
+// open); a following OpenDB(dir) starts the moved state empty and its
+// stores rebuild from their changelogs.
 func Quarantine(dir string, log *slog.Logger) (movedTo string, err error) {
 	if log == nil {
 		log = slog.Default()
@@ -64,6 +71,25 @@ func Quarantine(dir string, log *slog.Logger) (movedTo string, err error) {
 		return "", err
 	}
 	defer unlock()
+	ids, err := listTaskDirs(dir)
+	if err != nil {
+		return "", err
+	}
+	var moved []string
+	for _, id := range ids {
+		tdir := filepath.Join(dir, tasksDir, id)
+		if !isMarkedCorrupt(tdir) {
+			continue
+		}
+		to, err := moveAside(tdir, fmt.Sprintf("local state of task %s is damaged", id), nil, log)
+		if err != nil {
+			return strings.Join(moved, ", "), err
+		}
+		moved = append(moved, to)
+	}
+	if len(moved) > 0 {
+		return strings.Join(moved, ", "), nil
+	}
 	return moveAside(dir, "local state is damaged", nil, log)
 }
 
@@ -80,7 +106,7 @@ func moveAside(dir, why string, cause error, log *slog.Logger) (string, error) {
 	if cause != nil {
 		args = append(args, "err", cause)
 	}
-	log.Warn(why+"; moving it aside and rebuilding every store from its changelog", args...)
+	log.Warn(why+"; moving it aside and rebuilding its stores from their changelogs", args...)
 	if err := os.Rename(dir, aside); err != nil {
 		if cause != nil {
 			return "", fmt.Errorf("changelog: move corrupt state %s aside: %w (%v)", dir, err, cause)

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4/fb"
 	"github.com/tidemark-streams/tidemark/store"
-	"github.com/tidemark-streams/tidemark/third_party/badger/fb"
 )
 
 // Helpers that damage a state directory the ways disks and operators do.
@@ -27,15 +27,16 @@ import (
 // make up the DB.
 func corrupt(t *testing.T, dir string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "MANIFEST"), []byte("garbage, not a manifest"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(taskDirOf(t, dir), "MANIFEST"), []byte("garbage, not a manifest"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// tableFiles returns dir's table files in name order.
+// tableFiles returns the table files of the task DB in the state
+// directory dir, in name order.
 func tableFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	tables, err := filepath.Glob(filepath.Join(taskDirOf(t, dir), "*.sst"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func writeTestState(t *testing.T, dir string, opts Options, n int) {
 			}
 		}
 	}
-	if err := db.bdb.Flatten(1); err != nil {
+	if err := task.tdb.bdb.Flatten(1); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -228,10 +229,18 @@ func (b *logBuffer) logger() *slog.Logger {
 }
 
 // requireRebuilt checks that db is a fresh DB in dir, that the old state
-// was moved aside (not deleted) and that the log says so.
+// of the test's task was moved aside (not deleted) and that the log says
+// so.
 func requireRebuilt(t *testing.T, dir string, db *DB, log *logBuffer) {
 	t.Helper()
-	aside, _ := filepath.Glob(dir + ".corrupt-*")
+	requireMovedAside(t, filepath.Join(dir, tasksDir, defaultTaskID(testPartition)+".corrupt-*"), db, log)
+}
+
+// requireMovedAside checks that one directory matches the glob aside and
+// holds files, that db holds no state, and that the log says why.
+func requireMovedAside(t *testing.T, pattern string, db *DB, log *logBuffer) {
+	t.Helper()
+	aside, _ := filepath.Glob(pattern)
 	if len(aside) != 1 {
 		t.Fatalf("damaged state not moved aside: %v", aside)
 	}
@@ -244,7 +253,7 @@ func requireRebuilt(t *testing.T, dir string, db *DB, log *logBuffer) {
 	if _, ok, err := db.AppliedOffset(TopicPartition{TopicName("app", testStoreKV), testPartition}); ok || err != nil {
 		t.Fatalf("rebuilt DB has an applied offset (%v, %v)", ok, err)
 	}
-	if !strings.Contains(log.String(), "moving it aside and rebuilding every store from its changelog") {
+	if !strings.Contains(log.String(), "moving it aside and rebuilding its stores from their changelogs") {
 		t.Fatalf("log does not say the state is rebuilt:\n%s", log)
 	}
 }
@@ -296,7 +305,7 @@ func TestOpenDBRebuildsDamagedState(t *testing.T) {
 		{"the MANIFEST deleted", func(t *testing.T, dir string) {
 			// Badger would start afresh, delete the tables, and keep what
 			// its memtable logs hold: the latest writes and offsets alone.
-			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+			if err := os.Remove(filepath.Join(taskDirOf(t, dir), "MANIFEST")); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -347,7 +356,7 @@ func TestOpenDBWithATruncatedManifestHoldsACommittedPrefix(t *testing.T) {
 		t.Run(fmt.Sprintf("cut to %.0f%%", frac*100), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			build(t, dir)
-			m := filepath.Join(dir, "MANIFEST")
+			m := filepath.Join(taskDirOf(t, dir), "MANIFEST")
 			fi, err := os.Stat(m)
 			if err != nil {
 				t.Fatal(err)
@@ -505,7 +514,7 @@ func TestQuarantineMovesAClosedStateDirAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	requireRebuilt(t, dir, db, &log)
+	requireMovedAside(t, dir+".corrupt-*", db, &log)
 	if _, err := Quarantine(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
 		t.Fatal("Quarantine of a missing directory succeeded")
 	}
@@ -544,7 +553,7 @@ func TestADamagedValueInTheValueLogIsErrCorrupt(t *testing.T) {
 				}
 			}
 			_ = db.Close()
-			logs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+			logs, _ := filepath.Glob(filepath.Join(taskDirOf(t, dir), "*.vlog"))
 			slices.Sort(logs)
 			if len(logs) < 2 {
 				t.Fatalf("%d value log files, want several", len(logs))

@@ -12,17 +12,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 )
 
-// DB is the one Badger database of a process. Every task's stores live in
-// it under their own key prefixes. It is safe for concurrent use by the
-// tasks; each TaskState is used from its own goroutine.
+// DB is the local state of a process (or of an application, when a
+// process hosts several): a state directory with one Badger DB per task,
+// opened while the task's TaskState uses it. It is safe for concurrent use
+// by the tasks; each TaskState is used from its own goroutine.
 type DB struct {
-	bdb  *badger.DB
-	dir  string
-	opts Options
-	log  *slog.Logger
+	dir    string
+	opts   Options
+	log    *slog.Logger
+	unlock func() // the state directory's lock
 
 	epoch atomic.Uint64 // staged-apply epochs; see apply.go
 
@@ -34,9 +35,17 @@ type DB struct {
 
 	owner    Owner // as recorded; see Owner
 	hasOwner bool
+	// legacy: a read-only view of a state directory in the layout of
+	// format 1, one Badger DB at its root (task DB "").
+	legacy bool
 
-	bulkMu    sync.Mutex
-	bulkLoads int // restores running; see bulk.go
+	openMu sync.Mutex // serializes opening and closing task DBs
+	mu     sync.Mutex
+	tasks  map[string]*taskDB // the open task DBs
+	// knownTasks is how many task DBs the directory held at OpenDB: the
+	// tasks a restarted process will likely open, which share the caches
+	// (badgerOptions): a DB opened first gets no cache it must give back.
+	knownTasks int
 
 	closed    atomic.Bool // set when Close begins; see recoverRead
 	closeOnce sync.Once
@@ -44,23 +53,29 @@ type DB struct {
 }
 
 // ErrCorrupt is wrapped by the errors of damaged local state: OpenDB's
-// when the directory cannot be opened and Options.KeepCorrupt is set, and
-// a read's when Badger panicked, found a checksum mismatch or lost a value
-// (see IsCorrupt and Quarantine).
+// (and TaskState.Open's) when the state cannot be opened and
+// Options.KeepCorrupt is set, and a read's when Badger panicked, found a
+// checksum mismatch or lost a value (see IsCorrupt and Quarantine).
 var ErrCorrupt = errors.New("changelog: local state is corrupt")
 
-// OpenDB opens (or creates) the Badger DB of a process in dir and finishes
-// any Apply a crash interrupted.
+// OpenDB opens (or creates) the state directory dir. It opens no Badger DB
+// itself: a task's DB opens with the first store its TaskState opens.
 //
-// Before Badger sees the directory, OpenDB checks every table's checksums
+// Before Badger sees a task DB, OpenDB checks every table's checksums
 // (unless opts.NoVerifyChecksums) and, when opts.Owner names an
 // application, that the directory is not another application's: that is
-// ErrOwnedByOtherApplication, and nothing in dir is changed. A directory
+// ErrOwnedByOtherApplication, and nothing in dir is changed. A task DB
 // that is damaged (a table fails its checksums or is missing, the MANIFEST
-// is unreadable or gone), or of another format version, is moved aside to
-// <dir>.corrupt-<UTC time> and replaced by an empty DB unless
-// opts.KeepCorrupt: every store then rebuilds from its changelog, which is
-// always correct, merely slower.
+// is unreadable or gone, a read marked it) is moved aside to
+// <dir>/tasks/<task>.corrupt-<UTC time> unless opts.KeepCorrupt: that
+// task's stores then rebuild from their changelogs, which is always
+// correct, merely slower. A directory whose own record is unreadable is
+// moved aside whole, to <dir>.corrupt-<UTC time>.
+//
+// A directory in the layout of format 1 (one Badger DB for every task, at
+// its root) is converted: its owner is checked and kept, its Badger files
+// are deleted, and every store rebuilds from its changelog. Read-only, it
+// is read as it is.
 func OpenDB(dir string, opts Options) (*DB, error) {
 	opts.ensureDefaults()
 	db, err := openDB(dir, opts)
@@ -73,60 +88,174 @@ func OpenDB(dir string, opts Options) (*DB, error) {
 	return openDB(dir, opts)
 }
 
-func openDB(dir string, opts Options) (db *DB, err error) {
-	if opts.ReadOnly {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
-		}
-		if !hasManifest(dir) {
-			return nil, fmt.Errorf("changelog: %s is not a state directory (no Badger MANIFEST)", dir)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("changelog: create state dir %s: %w", dir, err)
-	}
-	if err := checkManifest(dir); err != nil {
-		return nil, err
-	}
-	bopts := badgerOptions(dir, opts)
-	if !opts.NoVerifyChecksums {
-		start := time.Now()
-		if err := verifyTables(dir, bopts); err != nil {
-			return nil, err
-		}
-		opts.Logger.Debug("verified the checksums of local state", "dir", dir, "duration", time.Since(start))
-	}
-	if !opts.ReadOnly {
-		if err := probeOwner(dir, opts); err != nil {
-			return nil, err
-		}
-	}
-	bdb, err := openBadger(bopts, opts.Logger)
-	if err != nil {
-		if isLockErr(err) {
-			return nil, fmt.Errorf("changelog: open state dir %s: in use by another process: %w", dir, err)
-		}
-		if !errors.Is(err, ErrCorrupt) {
-			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		return nil, fmt.Errorf("changelog: open state dir %s: %w", dir, err)
-	}
-	db = &DB{bdb: bdb, dir: dir, opts: opts, log: opts.Logger}
+func openDB(dir string, opts Options) (*DB, error) {
+	db := &DB{dir: dir, opts: opts, log: opts.Logger, tasks: map[string]*taskDB{}}
 	db.epoch.Store(uint64(time.Now().UnixNano()))
-	if err := db.checkFormat(); err != nil {
-		_ = bdb.Close()
-		return nil, err
+	var err error
+	if opts.ReadOnly {
+		err = db.openReadOnly()
+	} else {
+		err = db.openReadWrite()
 	}
-	if err := db.checkOwner(); err != nil {
-		_ = bdb.Close()
-		return nil, err
-	}
-	if !opts.ReadOnly {
-		if err := db.finishApplies(); err != nil {
-			_ = bdb.Close()
-			return nil, fmt.Errorf("changelog: finish interrupted apply in %s: %w", dir, err)
+	if err != nil {
+		db.closed.Store(true)
+		for _, tdb := range db.tasks {
+			_ = tdb.close()
 		}
+		if db.unlock != nil {
+			db.unlock()
+		}
+		return nil, err
 	}
 	return db, nil
+}
+
+func (db *DB) openReadWrite() error {
+	dir, opts := db.dir, db.opts
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("changelog: create state dir %s: %w", dir, err)
+	}
+	// An older version's DB at the root: its owner is read before this
+	// process locks the directory (Badger locks it the same way). Files
+	// Badger keeps are only taken for one when a MANIFEST or key registry
+	// says so, or when a STATE file says the directory is tidemark's (the
+	// leftovers of a conversion a crash interrupted).
+	var legacyOwner Owner
+	rec, found, err := readStateFile(dir)
+	if err != nil {
+		return err
+	}
+	legacy := hasLegacyFiles(dir) && (found || hasManifest(dir) || hasKeyRegistry(dir))
+	if !found {
+		if err := checkManifest(dir); err != nil {
+			return err // tables without a MANIFEST
+		}
+	}
+	if legacy && !found {
+		if legacyOwner, _, err = readLegacyOwner(dir, opts); err != nil {
+			return err
+		}
+	}
+	unlock, err := lockDir(dir, true)
+	if err != nil {
+		return err
+	}
+	db.unlock = unlock
+	if !found {
+		rec = stateRecord{Format: layoutFormat, Application: legacyOwner.Application, Fingerprint: legacyOwner.Fingerprint}
+	}
+	if rec.Format != layoutFormat {
+		return fmt.Errorf("changelog: state dir %s has layout format %d, want %d: %w", dir, rec.Format, layoutFormat, ErrCorrupt)
+	}
+	have := rec.owner()
+	want, wipe, err := db.claim(have, have.Application != "")
+	if err != nil {
+		return err
+	}
+	rec.Application, rec.Fingerprint = want.Application, want.Fingerprint
+	if wipe {
+		// The stores' names may mean other things now: every task
+		// rebuilds. The record is written last, so a crash here wipes
+		// again at the next open.
+		if err := os.RemoveAll(filepath.Join(dir, tasksDir)); err != nil {
+			return fmt.Errorf("changelog: wipe %s after a topology change: %w", dir, err)
+		}
+	}
+	if !found || want != have {
+		if err := writeStateFile(dir, rec); err != nil {
+			return err
+		}
+	}
+	db.owner, db.hasOwner = want, want.Application != ""
+	if legacy {
+		// After the record: a crash part-way leaves a record and some
+		// old files, which the next open deletes.
+		db.log.Warn("the state directory has the layout of an older version (one Badger DB for every task); "+
+			"deleting it: every store rebuilds from its changelog", "dir", dir)
+		if err := removeLegacyFiles(dir); err != nil {
+			return err
+		}
+	}
+	return db.checkTaskDirs()
+}
+
+func (db *DB) openReadOnly() error {
+	dir := db.dir
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("changelog: open state dir %s: %w", dir, err)
+	}
+	rec, found, err := readStateFile(dir)
+	if err != nil {
+		return err
+	}
+	if !found && !hasManifest(dir) {
+		return fmt.Errorf("changelog: %s is not a state directory (no %s file, no Badger MANIFEST)", dir, stateFileName)
+	}
+	unlock, err := lockDir(dir, false)
+	if err != nil {
+		return err
+	}
+	db.unlock = unlock
+	if found {
+		db.owner, db.hasOwner = rec.owner(), rec.Application != ""
+		return db.checkTaskDirs()
+	}
+	// The layout of format 1: one DB at the root, read as task "".
+	db.legacy = true
+	unlock() // Badger takes the same lock on the root
+	db.unlock = nil
+	if !db.opts.NoVerifyChecksums {
+		if err := verifyTables(dir, badgerOptions(dir, db.opts, normalMode, 1)); err != nil {
+			return err
+		}
+	}
+	tdb := &taskDB{db: db, dir: dir, pinned: true}
+	if err := tdb.open(normalMode, 1); err != nil {
+		return err
+	}
+	db.tasks[""] = tdb
+	o, found, err := readOwner(tdb.bdb, db.log)
+	if err != nil {
+		return fmt.Errorf("changelog: read owner of %s: %w", dir, err)
+	}
+	db.owner, db.hasOwner = o, found
+	return nil
+}
+
+// checkTaskDirs verifies every task DB before Badger opens it, and moves a
+// damaged one aside (or fails, with KeepCorrupt or ReadOnly).
+func (db *DB) checkTaskDirs() error {
+	ids, err := listTaskDirs(db.dir)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		tdir := db.taskDir(id)
+		var damage error
+		if isMarkedCorrupt(tdir) && !db.opts.ReadOnly {
+			cause, _ := os.ReadFile(filepath.Join(tdir, corruptMarker))
+			damage = fmt.Errorf("changelog: task DB %s: %w: a read found it damaged: %s", tdir, ErrCorrupt, strings.TrimSpace(string(cause)))
+		} else if err := checkManifest(tdir); err != nil {
+			damage = err
+		} else if !db.opts.NoVerifyChecksums {
+			start := time.Now()
+			damage = verifyTables(tdir, badgerOptions(tdir, db.opts, normalMode, 1))
+			if damage == nil {
+				db.log.Debug("verified the checksums of a task DB", "dir", tdir, "duration", time.Since(start))
+			}
+		}
+		if damage == nil {
+			continue
+		}
+		if !IsCorrupt(damage) || db.opts.KeepCorrupt || db.opts.ReadOnly {
+			return damage
+		}
+		if _, err := moveAside(tdir, fmt.Sprintf("local state of task %s is damaged", id), damage, db.log); err != nil {
+			return err
+		}
+	}
+	db.knownTasks = len(ids)
+	return nil
 }
 
 // openBadger opens Badger; a panic it raises in this goroutine (replaying
@@ -136,13 +265,6 @@ func openDB(dir string, opts Options) (db *DB, err error) {
 func openBadger(bopts badger.Options, log *slog.Logger) (bdb *badger.DB, err error) {
 	defer recoverRead(log, nil, &err, nil)
 	return badger.Open(bopts)
-}
-
-// finishApplies is recoverStaged (staged.go) with Badger's panics turned
-// into ErrCorrupt.
-func (db *DB) finishApplies() (err error) {
-	defer recoverRead(db.log, &db.closed, &err, nil)
-	return readErr(db.recoverStaged())
 }
 
 func hasManifest(dir string) bool {
@@ -155,14 +277,14 @@ func isLockErr(err error) bool {
 	return strings.Contains(s, "Cannot acquire directory lock") || strings.Contains(s, "resource temporarily unavailable")
 }
 
-// checkFormat stamps a new DB with the format version and rejects a DB of
-// another version as corrupt, which triggers a rebuild.
-func (db *DB) checkFormat() (err error) {
-	defer recoverRead(db.log, &db.closed, &err, nil)
+// checkFormat stamps a new task DB with the format version of its keys
+// and rejects one of another version as corrupt, which rebuilds the task.
+func (tdb *taskDB) checkFormat() (err error) {
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
 	key := metaKey(metaFormat)
 	var found bool
 	var version uint64
-	err = db.bdb.View(func(txn *badger.Txn) error {
+	err = tdb.bdb.View(func(txn *badger.Txn) error {
 		it, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -180,35 +302,51 @@ func (db *DB) checkFormat() (err error) {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("changelog: read format of %s: %w: %v", db.dir, ErrCorrupt, err)
+		return fmt.Errorf("changelog: read format of %s: %w: %v", tdb.dir, ErrCorrupt, err)
 	}
 	if found {
 		if version != formatVersion {
-			return fmt.Errorf("changelog: state dir %s has format %d, want %d: %w", db.dir, version, formatVersion, ErrCorrupt)
+			return fmt.Errorf("changelog: task DB %s has format %d, want %d: %w", tdb.dir, version, formatVersion, ErrCorrupt)
 		}
 		return nil
 	}
-	if db.opts.ReadOnly {
+	if tdb.db.opts.ReadOnly {
 		return nil
 	}
-	return db.stampFormat()
-}
-
-func (db *DB) stampFormat() error {
-	return db.bdb.Update(func(txn *badger.Txn) error {
+	return tdb.bdb.Update(func(txn *badger.Txn) error {
 		return txn.Set(metaKey(metaFormat), binary.BigEndian.AppendUint64(nil, formatVersion))
 	})
 }
 
-// Dir returns the directory the DB lives in.
+// Dir returns the state directory.
 func (db *DB) Dir() string { return db.dir }
 
-// Close closes the DB. Tasks must be closed first.
+// Close closes every task DB and the state directory. TaskStates and
+// Snapshots must be closed first; reads through one left open fail with
+// store.ErrClosed.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
+		db.openMu.Lock()
+		defer db.openMu.Unlock()
+		db.mu.Lock()
 		db.closed.Store(true)
-		if err := db.bdb.Close(); err != nil {
-			db.closeErr = fmt.Errorf("changelog: close %s: %w", db.dir, err)
+		tdbs := make([]*taskDB, 0, len(db.tasks))
+		for _, tdb := range db.tasks {
+			tdbs = append(tdbs, tdb)
+		}
+		db.tasks = map[string]*taskDB{}
+		db.mu.Unlock()
+		var errs []error
+		for _, tdb := range tdbs {
+			if err := tdb.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if db.unlock != nil {
+			db.unlock()
+		}
+		if len(errs) > 0 {
+			db.closeErr = fmt.Errorf("changelog: close %s: %w", db.dir, errors.Join(errs...))
 		}
 	})
 	return db.closeErr
@@ -223,9 +361,14 @@ type DBStats struct {
 	Applies, StagedApplies int64
 	// UncheckpointedBytes were written since the last Checkpoint.
 	UncheckpointedBytes int64
+	// OpenTaskDBs is how many task DBs are open.
+	OpenTaskDBs int
 }
 
 // Stats returns the DB's counters.
 func (db *DB) Stats() DBStats {
-	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load()}
+	db.mu.Lock()
+	n := len(db.tasks)
+	db.mu.Unlock()
+	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load(), OpenTaskDBs: n}
 }

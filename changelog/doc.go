@@ -1,5 +1,5 @@
 // Package changelog makes operator state durable: key-value, window and
-// session stores on one Badger DB per process, backed by compacted changelog
+// session stores on one Badger DB per task, backed by compacted changelog
 // topics in Kafka, with the overlay that keeps uncommitted writes out of
 // Badger, and the restore, rebuild and replay paths.
 //
@@ -20,74 +20,49 @@
 // epoch (not atomic, and harmless: staged entries are invisible to reads),
 // then a single small transaction writes the epoch's applied marker together
 // with the offsets — the commit point — and only then are the staged entries
-// copied into place and removed. OpenDB finishes every marked epoch and drops
-// unmarked staging left by a crash.
+// copied into place and removed. Opening a task's DB finishes every marked
+// epoch and drops unmarked staging left by a crash. Both need every store
+// of a task in one Badger DB, which is why a DB is per task and not per
+// store.
 //
 // # Usage
 //
-// One DB per process (or per application, when a process hosts several),
-// one TaskState per task (its stores and their overlay):
+// One DB (a state directory) per process, or per application when a
+// process hosts several; one TaskState per task (its stores and their
+// overlay), which opens the task's Badger DB with its first store:
 //
 //	db, err := changelog.OpenDB(dir, changelog.Options{MemoryBudget: 128 << 20})
 //	err = changelog.EnsureTopics(ctx, adm, changelog.TopicFor(appID, spec, partitions)) // at startup
-//	state := db.NewTaskState(changelog.TaskStateConfig{AppID: appID, Partition: p, Producer: session})
-//	st, err := state.Open(spec, p)           // TaskState is a store.Provider
+//	state := db.NewTaskState(changelog.TaskStateConfig{ID: "0_3", AppID: appID, Partition: 3, Producer: session})
+//	st, err := state.Open(spec, 3)           // TaskState is a store.Provider
 //	_, err = state.Restore(ctx, changelog.RestoreOptions{ClientOpts: seeds})
 //	// process records: writes go to the overlay, reads see them
 //	offs, err := state.Flush(ctx)            // changelog records into the open transaction
 //	// EndTransaction(commit) succeeded:
 //	err = state.Apply(offs)                  // or state.Discard() after an abort
 //	cost, err := db.Checkpoint(ctx)          // when the checkpoint scheduler says so
+//	err = state.Close()                      // the task is revoked: its DB closes
 //
 // TaskState.Participant wraps Flush/Apply/Discard for a commit loop that
 // keeps no offsets itself.
 //
-// # Ownership
-//
-// Data keys carry the store name and partition, not the application, so a
-// directory must only ever hold one application's state. Options.Owner
-// (application id and a topology fingerprint) is recorded in the DB (meta
-// key 'w') when it is created, and checked on every open before anything
-// is written: another application's directory is
-// ErrOwnedByOtherApplication and stays as it was. (After an unclean
-// shutdown Badger cannot open a directory read-only; then the check comes
-// right after the read-write open, which replays Badger's memtable logs
-// but changes no state.) A changed fingerprint wipes every store, applied
-// offsets included, so that everything rebuilds from the changelogs; a DB
-// from a version that recorded no owner is adopted.
-//
-// # Damaged state
-//
-// OpenDB reads every table the MANIFEST names and verifies its checksums
-// before Badger opens the directory (Badger opens tables in goroutines of
-// its own, where a panic on a damaged one cannot be recovered). A damaged
-// or missing table, an unreadable MANIFEST, or tables without one, moves
-// the directory aside to <dir>.corrupt-<time> and starts empty: every
-// store rebuilds from its changelog. Reads that meet damage later (a panic
-// inside Badger, a value Badger could not read from its value log) return
-// an error wrapping ErrCorrupt with the store and partition; the runtime
-// then closes the DB and calls Quarantine, which moves the directory aside
-// the same way. A MANIFEST cut short names an older set of tables: an
-// earlier committed prefix with its offsets, served as such.
-//
-// # Memory
-//
-// Options.MemoryBudget sizes Badger's memtables, caches and tables (see
-// Options). Badger also maps every table file it writes and leaves it
-// resident, so without help a restore's RSS would grow by the size of the
-// state it writes; Restore asks the kernel to page the tables below level
-// 0 out as it goes (MADV_PAGEOUT on Linux, a hint that never loses data),
-// and reads fault them back in from the file. A 1M-key restore of 100-byte
-// values peaks around 200 MiB RSS with the default budget, about 120 MiB
-// of it heap.
-//
 // # Layout
 //
-// One DB serves every store and partition of a process, keyed by prefix:
+// A state directory holds one Badger DB per task, as Kafka Streams keeps a
+// directory per task with a RocksDB per store:
+//
+//	<dir>/STATE          the directory's record: layout format (2) and owner, JSON
+//	<dir>/tasks/<task>/  the Badger DB of task <task> ("<sub-topology>_<partition>")
+//	<dir>/tasks/<task>.corrupt-<time>/   a damaged task DB, moved aside
+//
+// A task DB is open while its TaskState is (and while a Snapshot or a tool
+// reads it); the directories of tasks this process no longer runs stay on
+// disk, so a task that comes back restores only the changelog's tail.
+// Within a task DB, keys carry the store and partition:
 //
 //	d <store> <partition> <suffix>        data
 //	i <store> <partition> <time> <suffix> time index of window and session stores
-//	m ...                                 offsets, expiry cuts, input positions, store registry, format, owner
+//	m ...                                 offsets, expiry cuts, input positions, store registry, format
 //	s <epoch> <seq>                       staged entries of a large Apply
 //
 // The suffix is the raw key for key-value stores, esc(key)+start for windows
@@ -97,10 +72,69 @@
 // by the same suffix, so a changelog can be replayed without knowing the
 // topology, and compaction keeps exactly one record per stored entry.
 //
-// Snapshot reads the committed state of every store from outside the tasks
-// (interactive queries); ApplyAt records each task's input position with its
-// data, and Snapshot waits out a staged Apply between its mark and the end
-// of its copy.
+// Versions before this one kept one Badger DB for every task at the root of
+// the directory (layout format 1). OpenDB converts such a directory: it
+// keeps the owner, deletes the Badger files, and every store rebuilds from
+// its changelog, which is always correct. Read-only opens (tidemark state)
+// read it as it is.
+//
+// Why a DB per task: a restore writes a store's changelog in random key
+// order, and Badger, which fixes its level-0 compaction trigger when it
+// opens a DB, would compact level 0 into the whole restored state again
+// and again. A task's own DB can be reopened for the length of a large
+// restore with a trigger that defers that compaction, and reopened with
+// the normal one after, without stopping other tasks (restoremode.go). A
+// damaged task DB rebuilds that task only. The cost is per open task DB:
+// sixteen goroutines, and about 11 MiB of peak RSS with the default
+// budget under a write-heavy load (two memtables and what Badger keeps
+// around them; the caches are shared out, see Options.MemoryBudget).
+//
+// # Ownership
+//
+// Data keys carry the store name and partition, and task DBs the task id,
+// not the application, so a directory must only ever hold one
+// application's state. Options.Owner (application id and a topology
+// fingerprint) is recorded in STATE when the directory is created, and
+// checked on every open before anything is written: another application's
+// directory is ErrOwnedByOtherApplication and stays as it was. A changed
+// fingerprint wipes every task DB, so that everything rebuilds from the
+// changelogs; a directory from a version that recorded no owner is
+// adopted.
+//
+// # Damaged state
+//
+// OpenDB reads every table each task DB's MANIFEST names and verifies its
+// checksums before Badger opens the directory (Badger opens tables in
+// goroutines of its own, where a panic on a damaged one cannot be
+// recovered). A damaged or missing table, an unreadable MANIFEST, or
+// tables without one, moves that task DB aside to
+// <dir>/tasks/<task>.corrupt-<time> and starts it empty: the task's stores
+// rebuild from their changelogs. Reads that meet damage later (a panic
+// inside Badger, a value Badger could not read from its value log) return
+// an error wrapping ErrCorrupt with the store and partition, and mark the
+// task DB; the runtime then closes the DB and calls Quarantine, which moves
+// the marked task DBs aside the same way. A MANIFEST cut short names an
+// older set of tables: an earlier committed prefix with its offsets, served
+// as such. An unreadable STATE moves the whole directory aside to
+// <dir>.corrupt-<time>.
+//
+// # Memory
+//
+// Options.MemoryBudget sizes Badger's memtables, caches and tables (see
+// Options). Badger also maps every table file it writes and leaves it
+// resident, so without help a restore's RSS would grow by the size of the
+// state it writes; Restore asks the kernel to page the tables below level
+// 0 out as it goes (MADV_PAGEOUT on Linux, a hint that never loses data),
+// and reads fault them back in from the file. A 1M-key restore of 100-byte
+// values peaks around 100 MiB RSS with the default budget, about 70 MiB
+// of it anonymous memory (BenchmarkKafkaRestore).
+//
+// # Snapshots
+//
+// Snapshot reads the committed state of every store of the open task DBs
+// from outside the tasks (interactive queries); ApplyAt records each
+// task's input position with its data, and Snapshot waits out a staged
+// Apply between its mark and the end of its copy.
 //
 // Window and session expiry is not logged: the changelog's compact,delete
 // retention drops old windows, and the expiry cut is persisted with Apply so

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -30,14 +30,22 @@ type ScanOptions struct {
 // order until fn returns false: for tools (tidemark state), not tasks, so
 // it reads Badger only, never an overlay. The slices passed to fn are
 // valid during the call.
+//
+// The store is read from the DB of info.Task when it is set, else from the
+// task DB that has it registered, else from the partition's default task
+// DB (where DB.Restore puts it); a store no task DB holds has no entries.
 func (db *DB) Scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) error {
-	if err := db.scan(info, opts, fn); err != nil {
+	tdb, err := db.findStoreDB(info.Name, info.Partition, info.Task)
+	if err == nil && tdb != nil {
+		err = tdb.scan(info, opts, fn)
+	}
+	if err != nil {
 		return fmt.Errorf("changelog: scan store %q partition %d: %w", info.Name, info.Partition, err)
 	}
 	return nil
 }
 
-func (db *DB) scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) (err error) {
+func (tdb *taskDB) scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) (err error) {
 	p := withNS(nsData, storeID(info.Name, info.Partition))
 	lo, hi := p, prefixEnd(p)
 	switch {
@@ -58,13 +66,13 @@ func (db *DB) scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) (e
 	cut := int64(minTime)
 	if info.Kind != store.KindKeyValue {
 		var err error
-		if cut, err = db.readCut(storeID(info.Name, info.Partition)); err != nil {
+		if cut, err = tdb.readCut(storeID(info.Name, info.Partition)); err != nil {
 			return err
 		}
 	}
 	var inFn bool
-	defer recoverRead(db.log, &db.closed, &err, &inFn)
-	err = db.bdb.View(func(txn *badger.Txn) error {
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, &inFn)
+	err = tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true})
 		defer it.Close()
 		for it.Seek(lo); it.Valid(); it.Next() {
@@ -99,7 +107,7 @@ func (db *DB) scan(info StoreInstance, opts ScanOptions, fn func(Entry) bool) (e
 		}
 		return nil
 	})
-	return readErr(err)
+	return tdb.noteErr(readErr(err))
 }
 
 func decodeEntry(kind store.Kind, suffix []byte) (Entry, error) {
@@ -122,15 +130,19 @@ func decodeEntry(kind store.Kind, suffix []byte) (Entry, error) {
 	return Entry{}, fmt.Errorf("%w: kind %d", errBadKey, int(kind))
 }
 
-// Register records a store partition in the DB's registry, as TaskState.Open
-// does; replay uses it for stores it rebuilt without a topology.
+// Register records a store partition in a task DB's registry, as
+// TaskState.Open does; replay uses it for stores it rebuilt without a
+// topology. The task DB is info.Task when it is set, else the one that
+// holds the store already, else the one DB.Restore restores it into
+// ("p<partition>").
 func (db *DB) Register(info StoreInstance) error {
 	if _, ok := tagKind(kindTag(info.Kind)); !ok || info.Kind == 0 {
 		return fmt.Errorf("changelog: register store %q: unknown kind %d", info.Name, int(info.Kind))
 	}
-	err := db.bdb.Update(func(txn *badger.Txn) error {
-		return txn.Set(metaKey(metaRegistry, storeID(info.Name, info.Partition)), encodeRegistry(info.Kind, info.Topic))
-	})
+	tdb, err := db.storeDB(info.Name, info.Partition, info.Task)
+	if err == nil {
+		err = tdb.register(storeID(info.Name, info.Partition), info.Kind, info.Topic)
+	}
 	if err != nil {
 		return fmt.Errorf("changelog: register store %q partition %d: %w", info.Name, info.Partition, err)
 	}

@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"time"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -62,36 +63,57 @@ func decodeApplied(v []byte) (AppliedOffset, error) {
 	return a, nil
 }
 
-// AppliedOffset returns the changelog offset Badger reflects for tp, or
-// found=false when the partition was never applied or restored here.
+// AppliedOffset returns the changelog offset the state directory reflects
+// for tp, or found=false when the partition was never applied or restored
+// here. It opens every task DB of the directory (a call for tools and
+// tests): the task DB that holds tp is not named.
 func (db *DB) AppliedOffset(tp TopicPartition) (a AppliedOffset, found bool, err error) {
+	tdbs, err := db.pinAll()
+	if err != nil {
+		return AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, err)
+	}
+	for _, tdb := range tdbs {
+		if a, found, err = tdb.appliedOffset(tp); err != nil || found {
+			return a, found, err
+		}
+	}
+	return AppliedOffset{}, false, nil
+}
+
+// appliedOffset returns the changelog offset tdb reflects for tp.
+func (tdb *taskDB) appliedOffset(tp TopicPartition) (a AppliedOffset, found bool, err error) {
 	defer func() {
 		if err != nil {
-			a, found, err = AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, readErr(err))
+			a, found, err = AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, tdb.noteErr(readErr(err)))
 		}
 	}()
-	defer recoverRead(db.log, &db.closed, &err, nil)
-	err = db.bdb.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(offsetKey(tp.Topic, tp.Partition))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		return item.Value(func(v []byte) error {
-			a, err = decodeApplied(v)
-			return err
-		})
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
+	err = tdb.bdb.View(func(txn *badger.Txn) error {
+		a, found, err = readApplied(txn, tp)
+		return err
 	})
 	return a, found, err
 }
 
-func (db *DB) readCut(id []byte) (cut int64, err error) {
-	defer recoverRead(db.log, &db.closed, &err, nil)
+func readApplied(txn *badger.Txn, tp TopicPartition) (a AppliedOffset, found bool, err error) {
+	item, err := txn.Get(offsetKey(tp.Topic, tp.Partition))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return AppliedOffset{}, false, nil
+	}
+	if err != nil {
+		return AppliedOffset{}, false, err
+	}
+	err = item.Value(func(v []byte) error {
+		a, err = decodeApplied(v)
+		return err
+	})
+	return a, err == nil, err
+}
+
+func (tdb *taskDB) readCut(id []byte) (cut int64, err error) {
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
 	cut = int64(minTime)
-	err = db.bdb.View(func(txn *badger.Txn) error {
+	err = tdb.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(metaKey(metaCut, id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -107,7 +129,7 @@ func (db *DB) readCut(id []byte) (cut int64, err error) {
 			return nil
 		})
 	})
-	return cut, readErr(err)
+	return cut, tdb.noteErr(readErr(err))
 }
 
 // StoreInstance describes a store instance held in a DB.
@@ -116,33 +138,62 @@ type StoreInstance struct {
 	Partition int32
 	Kind      store.Kind
 	Topic     string
+	// Task is the task whose DB holds the store ("" in a state directory
+	// of format 1). Scan and Register use it when it is set.
+	Task string
 }
 
 func encodeRegistry(kind store.Kind, topic string) []byte {
 	return append([]byte{kindTag(kind)}, topic...)
 }
 
-// register records a store in the registry so that tools can list it.
-func (db *DB) register(st *storeState) error {
-	if db.opts.ReadOnly {
+// register records a store in the task DB's registry so that tools can
+// list it.
+func (tdb *taskDB) register(id []byte, kind store.Kind, topic string) error {
+	if tdb.db.opts.ReadOnly {
 		return nil
 	}
-	return db.bdb.Update(func(txn *badger.Txn) error {
-		return txn.Set(metaKey(metaRegistry, st.id), encodeRegistry(st.spec.Kind, st.topic))
+	return tdb.bdb.Update(func(txn *badger.Txn) error {
+		return txn.Set(metaKey(metaRegistry, id), encodeRegistry(kind, topic))
 	})
 }
 
-// Stores lists the store instances registered in the DB, by name then
-// partition.
+// Stores lists the store instances registered in the state directory, by
+// name, partition and task. It opens every task DB of the directory.
 func (db *DB) Stores() (out []StoreInstance, err error) {
+	tdbs, err := db.pinAll()
+	if err != nil {
+		return nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, err)
+	}
+	for _, tdb := range tdbs {
+		stores, err := tdb.stores()
+		if err != nil {
+			return nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, err)
+		}
+		out = append(out, stores...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Task < out[j].Task
+	})
+	return out, nil
+}
+
+// stores lists the stores registered in tdb.
+func (tdb *taskDB) stores() (out []StoreInstance, err error) {
 	defer func() {
 		if err != nil {
-			out, err = nil, fmt.Errorf("changelog: list stores in %s: %w", db.dir, readErr(err))
+			err = tdb.noteErr(readErr(err))
 		}
 	}()
-	defer recoverRead(db.log, &db.closed, &err, nil)
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
 	prefix := metaKey(metaRegistry)
-	err = db.bdb.View(func(txn *badger.Txn) error {
+	err = tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -158,7 +209,7 @@ func (db *DB) Stores() (out []StoreInstance, err error) {
 				if !ok {
 					return fmt.Errorf("%w: store kind tag %q", errBadKey, v[0])
 				}
-				out = append(out, StoreInstance{Name: name, Partition: p, Kind: kind, Topic: string(v[1:])})
+				out = append(out, StoreInstance{Name: name, Partition: p, Kind: kind, Topic: string(v[1:]), Task: tdb.id})
 				return nil
 			})
 			if err != nil {
@@ -167,21 +218,88 @@ func (db *DB) Stores() (out []StoreInstance, err error) {
 		}
 		return nil
 	})
+	return out, err
+}
+
+// holds reports whether tdb has store name, partition registered.
+func (tdb *taskDB) holds(txn *badger.Txn, id []byte) (bool, error) {
+	_, err := txn.Get(metaKey(metaRegistry, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// locate returns the task DB that holds store name, partition, opening
+// every task DB of the directory (tools); nil when none does.
+func (db *DB) locate(name string, partition int32) (*taskDB, error) {
+	tdbs, err := db.pinAll()
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
+	id := storeID(name, partition)
+	for _, tdb := range tdbs {
+		var found bool
+		err := tdb.bdb.View(func(txn *badger.Txn) error {
+			var err error
+			found, err = tdb.holds(txn, id)
+			return err
+		})
+		if err != nil {
+			return nil, tdb.noteErr(readErr(err))
 		}
-		return out[i].Partition < out[j].Partition
-	})
-	return out, nil
+		if found {
+			return tdb, nil
+		}
+	}
+	return nil, nil
 }
 
 func (t *TaskState) wrap(st *storeState, op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if t.tdb != nil {
+		t.tdb.noteErr(err)
+	}
 	return fmt.Errorf("store %q partition %d: %s: %w", st.spec.Name, t.cfg.Partition, op, err)
+}
+
+// storeDB returns, pinned, the task DB a DB-level call writes store name,
+// partition to: task when it is set, else the task DB that holds the
+// store, else the partition's default one.
+func (db *DB) storeDB(name string, partition int32, task string) (*taskDB, error) {
+	if task == "" {
+		tdb, err := db.locate(name, partition)
+		if err != nil || tdb != nil {
+			return tdb, err
+		}
+		task = defaultTaskID(partition)
+	}
+	if !validTaskID(task) {
+		return nil, fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", task)
+	}
+	return db.acquire(task, true)
+}
+
+// findStoreDB is storeDB for reads: it opens no task DB that does not
+// exist, and returns nil when none holds the store.
+func (db *DB) findStoreDB(name string, partition int32, task string) (*taskDB, error) {
+	if db.legacy {
+		return db.acquire("", true)
+	}
+	if task == "" {
+		tdb, err := db.locate(name, partition)
+		if err != nil || tdb != nil {
+			return tdb, err
+		}
+		task = defaultTaskID(partition)
+	}
+	if !validTaskID(task) {
+		return nil, fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", task)
+	}
+	if _, err := os.Stat(db.taskDir(task)); err != nil {
+		return nil, nil
+	}
+	return db.acquire(task, true)
 }

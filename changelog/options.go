@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"log/slog"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
-	"github.com/tidemark-streams/tidemark/third_party/badger/options"
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // DefaultMemoryBudget fits a 2-core, small-RAM machine: the Badger caches
@@ -14,28 +14,35 @@ const DefaultMemoryBudget = 128 << 20
 
 // Options configure OpenDB. The zero value is valid.
 type Options struct {
-	// MemoryBudget in bytes bounds what Badger keeps in memory: two
-	// memtables of 1/32 each, the block cache 1/4, the index cache 1/8,
-	// and tables of half a memtable. Default
+	// MemoryBudget in bytes bounds Badger's caches: the block cache (1/4)
+	// and the index cache (1/8) are shared out among the open task DBs,
+	// and re-shared as tasks come and go. Each open task DB also has two
+	// memtables of 1/32 of the budget (at least 4 MiB, at most 64 MiB) and
+	// tables of half a memtable, which are not shared: with the default
+	// budget each task DB beyond the first adds about 11 MiB of peak RSS
+	// under a write-heavy load (BenchmarkNewKeys). Default
 	// DefaultMemoryBudget; at least 16 MiB.
 	MemoryBudget int64
 	// Logger receives Badger's own warnings and errors, and restore
 	// progress. Default slog.Default().
 	Logger *slog.Logger
-	// ReadOnly opens an existing DB for inspection (tidemark state).
+	// ReadOnly opens an existing state directory for inspection (tidemark
+	// state): every task DB in it, read-only.
 	ReadOnly bool
 	// KeepCorrupt, when false (the default), moves damaged state aside
-	// (to <dir>.corrupt-<UTC time>) and starts empty, so every store is
-	// rebuilt from its changelog; see OpenDB. When true, OpenDB fails with
-	// ErrCorrupt instead.
+	// (a task DB to <dir>/tasks/<task>.corrupt-<UTC time>, an unreadable
+	// state directory to <dir>.corrupt-<UTC time>) and starts it empty, so
+	// its stores rebuild from their changelogs; see OpenDB. When true,
+	// OpenDB and TaskState.Open fail with ErrCorrupt instead.
 	KeepCorrupt bool
-	// Owner is the application the state belongs to, recorded in a new DB
-	// and checked on an existing one; see Owner. Zero: nothing is checked
-	// or recorded. Read-only opens record nothing and refuse nothing.
+	// Owner is the application the state belongs to, recorded in a new
+	// state directory and checked on an existing one; see Owner. Zero:
+	// nothing is checked or recorded. Read-only opens record nothing and
+	// refuse nothing.
 	Owner Owner
 	// NoVerifyChecksums turns off the check OpenDB makes before Badger
-	// opens the directory: every table read once and every block's
-	// checksum verified, so that a damaged table is found there and the
+	// opens a task DB: every table read once and every block's checksum
+	// verified, so that a damaged table is found there and the task's
 	// state rebuilt, instead of served as wrong values, or a panic inside
 	// Badger on every start. The check reads the whole LSM tree: for 1M
 	// keys of 100-byte values (119 MB of tables) 60-90 ms of CPU more
@@ -54,15 +61,20 @@ type Options struct {
 	// with more entries: tests use it to exercise that path on small data.
 	applyTxnLimit int
 	// levelZeroTables and restoreLevelZeroTables, when > 0, replace the
-	// level-0 compaction triggers of bulk.go: tests use them to see the
-	// difference with a few MB of writes.
+	// level-0 compaction triggers of restoremode.go: tests use them to see
+	// the difference with a few MB of writes.
 	levelZeroTables, restoreLevelZeroTables int
+	// restoreModeOffsets, when > 0, replaces restoreModeMinOffsets.
+	restoreModeOffsets int64
 	// valueLogFileSize, when > 0, replaces the value log file size: tests
 	// use it to get several value log files from a few MB of values.
 	valueLogFileSize int64
 	// applyHook, when set, is called at each step of a staged Apply; an
 	// error stops Apply there, as a crash would.
 	applyHook func(step string) error
+	// restoreHook, when set, is called with the task DB a restore wrote,
+	// after its last record and before the DB leaves restore mode.
+	restoreHook func(*taskDB)
 }
 
 func (o *Options) ensureDefaults() {
@@ -75,13 +87,23 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// badgerOptions sizes Badger from the memory budget. Badger's defaults
-// (64 MiB memtables × 5, 256 MiB block cache, 4 compactors) assume a
-// server; here memory and cores are shared with the JVM broker in tests and
-// with the processing goroutines in production.
-func badgerOptions(dir string, o Options) badger.Options {
+// dbMode is what a task DB is opened for.
+type dbMode int
+
+const (
+	normalMode  dbMode = iota
+	restoreMode        // a large restore: level 0 compacts late (restoremode.go)
+)
+
+// badgerOptions sizes the Badger DB of one task from the memory budget;
+// shares is how many task DBs split its caches. Badger's defaults (64 MiB
+// memtables × 5, 256 MiB block cache, 4 compactors) assume a server; here
+// memory and cores are shared with the JVM broker in tests and with the
+// processing goroutines in production.
+func badgerOptions(dir string, o Options, mode dbMode, shares int) badger.Options {
 	mem := o.MemoryBudget
-	memtable := clamp(mem/32, 4<<20, 64<<20)
+	shares = max(shares, 1)
+	memtable := memtableSize(mem)
 	opts := badger.DefaultOptions(dir)
 	// Every table builder allocates twice its table size up front, grows
 	// by doubling when that is not enough, and goes back to a pool that
@@ -95,6 +117,10 @@ func badgerOptions(dir string, o Options) badger.Options {
 	opts.TableSizeMultiplier = 1
 	if o.VerifyChecksums {
 		opts = opts.WithChecksumVerificationMode(options.OnTableRead)
+	}
+	l0 := o.l0Tables()
+	if mode == restoreMode {
+		l0 = o.restoreL0Tables()
 	}
 	return opts.
 		WithLogger(slogLogger{o.Logger.With("component", "badger")}).
@@ -110,12 +136,13 @@ func badgerOptions(dir string, o Options) badger.Options {
 		WithCompression(options.None).
 		// Ten L0 tables per L0 compaction instead of Badger's five: a
 		// write burst spends ~12% less CPU per record in fewer, larger
-		// compactions. Restores raise it while they run (bulk.go).
-		WithNumLevelZeroTables(o.l0Tables()).
+		// compactions. A large restore reopens the DB with more
+		// (restoremode.go).
+		WithNumLevelZeroTables(l0).
 		WithNumLevelZeroTablesStall(levelZeroTablesStall).
 		WithBaseLevelSize(64 << 20).
-		WithBlockCacheSize(mem / 4).
-		WithIndexCacheSize(mem / 8).
+		WithBlockCacheSize(cacheShare(mem/4, shares)).
+		WithIndexCacheSize(cacheShare(mem/8, shares)).
 		WithNumCompactors(2). // Badger's minimum for L0 to progress
 		WithNumGoroutines(2).
 		WithValueThreshold(1 << 10). // small values stay in the LSM tree
@@ -127,6 +154,21 @@ func badgerOptions(dir string, o Options) badger.Options {
 		WithValueLogFileSize(cmp.Or(o.valueLogFileSize, 64<<20)).
 		WithCompactL0OnClose(false)
 }
+
+// memtableSize is a task DB's memtable size: 1/32 of the budget, as the
+// one DB per process had, whatever the number of task DBs. A memtable
+// bounds the largest Apply that fits one Badger transaction (about 15% of
+// it; a larger one takes the slower staged path), and each task applies
+// its own overlay. Splitting the budget among the task DBs instead saved
+// little memory and cost CPU: with 4 and 8 tasks, memtables down to 1 MiB
+// lowered peak RSS by at most 9% and cost 13–40% more CPU per record in
+// flushes and compactions (BenchmarkNewKeys). What an open task DB costs
+// did not follow its memtable size.
+func memtableSize(budget int64) int64 { return clamp(budget/32, 4<<20, 64<<20) }
+
+// cacheShare is one task DB's part of a cache of total bytes. Never zero:
+// without an index cache Badger keeps every table index on the heap.
+func cacheShare(total int64, shares int) int64 { return max(total/int64(shares), 1<<20) }
 
 func (o Options) l0Tables() int { return cmp.Or(o.levelZeroTables, levelZeroTables) }
 func (o Options) restoreL0Tables() int {

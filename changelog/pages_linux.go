@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 )
@@ -14,8 +15,8 @@ import (
 // again is read back in, and an older kernel answers EINVAL, ignored here.
 const madvPageout = 21
 
-// releaseTablePages drops the resident pages of Badger's table files from
-// this process.
+// releaseTablePages drops the resident pages of the table files of the
+// Badger DBs in dirs from this process.
 //
 // Badger writes every table through a shared mapping of the new file and
 // keeps it mapped, so each table it writes stays resident (RssFile) until
@@ -27,13 +28,16 @@ const madvPageout = 21
 // order). It covers tables a compaction is still writing (mapped, not yet
 // in a level), because a compaction of a full level 0 writes as much as
 // level 0 holds before it lists any of its tables.
-func (db *DB) releaseTablePages() {
+func releaseTablePages(dirs []string) {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	dir := []byte(filepath.Clean(db.dir) + string(filepath.Separator))
+	prefixes := make([][]byte, len(dirs))
+	for i, d := range dirs {
+		prefixes[i] = []byte(filepath.Clean(d) + string(filepath.Separator))
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -42,7 +46,7 @@ func (db *DB) releaseTablePages() {
 			continue
 		}
 		path := line[i:]
-		if !bytes.HasPrefix(path, dir) || !bytes.HasSuffix(path, []byte(".sst")) {
+		if !bytes.HasSuffix(path, []byte(".sst")) || !slices.ContainsFunc(prefixes, func(p []byte) bool { return bytes.HasPrefix(path, p) }) {
 			continue
 		}
 		rng, _, _ := bytes.Cut(line, []byte(" "))

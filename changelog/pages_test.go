@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 // TestReleaseTablePages pages out the tables and checks that
@@ -15,16 +15,18 @@ import (
 // on Linux, the process's file-backed RSS went down.
 func TestReleaseTablePages(t *testing.T) {
 	db := openTestDB(t, Options{Logger: quietLog, MemoryBudget: 16 << 20})
+	tdb := testTaskDB(t, db, 0)
+	bdb := tdb.bdb
 	value := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 50) }
 	// Write until memtables have been flushed to a few tables, as a
 	// restore of more than a few memtables does.
 	n := 0
 	deadline := time.Now().Add(time.Minute)
-	for len(db.bdb.Tables()) < 4 {
+	for len(bdb.Tables()) < 4 {
 		if time.Now().After(deadline) {
 			t.Fatalf("fewer than 4 tables after %d keys", n)
 		}
-		wb := db.bdb.NewWriteBatch()
+		wb := bdb.NewWriteBatch()
 		for range 20_000 {
 			if err := wb.Set(fmt.Appendf(nil, "d-key-%08d", n), value(n)); err != nil {
 				t.Fatal(err)
@@ -39,7 +41,7 @@ func TestReleaseTablePages(t *testing.T) {
 		}
 	}
 	before := rssFile(t)
-	db.releaseTablePages()
+	releaseTablePages([]string{tdb.dir})
 	after := rssFile(t)
 	if runtime.GOOS == "linux" {
 		t.Logf("RssFile %d kB -> %d kB", before>>10, after>>10)
@@ -47,8 +49,8 @@ func TestReleaseTablePages(t *testing.T) {
 			t.Errorf("RssFile did not go down: %d kB -> %d kB", before>>10, after>>10)
 		}
 	}
-	db.releaseTablePages() // advising released pages again is harmless
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	releaseTablePages([]string{tdb.dir}) // advising released pages again is harmless
+	err := bdb.View(func(txn *badger.Txn) error {
 		for i := range n {
 			it, err := txn.Get(fmt.Appendf(nil, "d-key-%08d", i))
 			if err != nil {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,9 +32,19 @@ type RestoreTarget struct {
 	// offsets reflect: every change the committed outputs depend on lies
 	// below it. A restore never ends before it. 0: unknown (a first run).
 	MinOffset int64
+	// Task is the task whose DB DB.Restore restores the store into.
+	// Default: the task DB that holds the store already, else "p<partition>".
+	// TaskState.Restore restores into its own.
+	Task string
 }
 
 func (t RestoreTarget) tp() TopicPartition { return TopicPartition{t.Topic, t.Partition} }
+
+// taskTarget is a RestoreTarget with the task DB it restores into.
+type taskTarget struct {
+	RestoreTarget
+	tdb *taskDB
+}
 
 // RestoreOptions configure a restore.
 type RestoreOptions struct {
@@ -94,6 +105,7 @@ type RestoreResult struct {
 
 type restoreState struct {
 	RestoreTarget
+	tdb     *taskDB
 	id      []byte
 	dprefix []byte
 	cut     int64
@@ -110,12 +122,31 @@ type restoreState struct {
 // was recreated). It reads read_committed, so aborted writes never appear,
 // and it is done when the fetch position reaches the end offset: the
 // consumer keeps control records, so a trailing commit or abort marker
-// moves the position too.
+// moves the position too. A task DB that takes more than
+// restoreModeMinOffsets offsets is written in restore mode
+// (restoremode.go).
 //
 // Restore is idempotent: a crash part-way leaves the old offsets in Badger
 // and the next restore replays from there. Nothing may read the targets
-// while it runs.
+// while it runs. DB.Restore is for tools (replay); it opens the task DBs it
+// writes until the DB closes. See RestoreTarget.Task for where each store
+// goes.
 func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts RestoreOptions) (RestoreResult, error) {
+	if db.opts.ReadOnly {
+		return RestoreResult{Offsets: ChangelogOffsets{}}, errors.New("changelog: restore into a read-only DB")
+	}
+	tts := make([]taskTarget, 0, len(targets))
+	for _, t := range targets {
+		tdb, err := db.storeDB(t.Store, t.Partition, t.Task)
+		if err != nil {
+			return RestoreResult{Offsets: ChangelogOffsets{}}, fmt.Errorf("changelog: restore store %q partition %d: %w", t.Store, t.Partition, err)
+		}
+		tts = append(tts, taskTarget{t, tdb})
+	}
+	return db.restore(ctx, tts, opts)
+}
+
+func (db *DB) restore(ctx context.Context, targets []taskTarget, opts RestoreOptions) (res RestoreResult, err error) {
 	start := time.Now()
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -129,18 +160,31 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
 	}
-	res := RestoreResult{Offsets: ChangelogOffsets{}}
+	res = RestoreResult{Offsets: ChangelogOffsets{}}
 	if len(targets) == 0 {
 		return res, nil
 	}
 	if db.opts.ReadOnly {
 		return res, errors.New("changelog: restore into a read-only DB")
 	}
-	// A staged Apply whose copy failed in this process (not a crash: OpenDB
-	// would have finished it) left its marker and new offsets behind; the
-	// offsets are only true once the copy is done.
-	if err := db.recoverStaged(); err != nil {
-		return res, fmt.Errorf("changelog: restore: finish an interrupted apply: %w", err)
+	var tdbs []*taskDB
+	for _, t := range targets {
+		if !slices.Contains(tdbs, t.tdb) {
+			tdbs = append(tdbs, t.tdb)
+		}
+	}
+	defer func() {
+		for _, tdb := range tdbs {
+			tdb.noteErr(err)
+		}
+	}()
+	// A staged Apply whose copy failed in this process (not a crash: the
+	// open would have finished it) left its marker and new offsets behind;
+	// the offsets are only true once the copy is done.
+	for _, tdb := range tdbs {
+		if err := tdb.recoverStaged(); err != nil {
+			return res, fmt.Errorf("changelog: restore: finish an interrupted apply in task DB %s: %w", tdb.id, err)
+		}
 	}
 	admCl, err := kgo.NewClient(opts.ClientOpts...)
 	if err != nil {
@@ -155,6 +199,7 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 	}
 	assign := map[string]map[int32]kgo.Offset{}
 	byTP := map[TopicPartition]*restoreState{}
+	perDB := map[*taskDB]int64{}
 	var total int64
 	for _, s := range states {
 		byTP[s.tp()] = s
@@ -164,27 +209,65 @@ func (db *DB) Restore(ctx context.Context, targets []RestoreTarget, opts Restore
 			}
 			assign[s.Topic][s.Partition] = kgo.NewOffset().At(s.pos)
 			total += s.end - s.pos
+			perDB[s.tdb] += s.end - s.pos
 		}
 	}
 	if total > 0 {
-		db.beginBulkLoad()
-		n, err := db.consume(ctx, byTP, assign, total, start, opts, &res)
-		db.endBulkLoad()
+		var inMode []*taskDB
+		defer func() {
+			for _, tdb := range inMode { // after an error
+				if lerr := tdb.leaveRestoreMode(); lerr != nil && err == nil {
+					err = lerr
+				}
+			}
+		}()
+		for _, tdb := range tdbs {
+			if perDB[tdb] < db.opts.restoreModeMin() {
+				continue
+			}
+			ok, err := tdb.enterRestoreMode()
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				inMode = append(inMode, tdb)
+			}
+		}
+		n, err := db.consume(ctx, tdbs, byTP, assign, total, start, opts, &res)
 		res.Records = n
 		if err != nil {
 			return res, err
 		}
-	}
-	err = db.bdb.Update(func(txn *badger.Txn) error {
-		for _, s := range states {
-			if err := txn.Set(offsetKey(s.Topic, s.Partition), encodeApplied(s.pos, opts.Now(), s.topicID)); err != nil {
-				return err
+		for _, tdb := range inMode {
+			if db.opts.restoreHook != nil {
+				db.opts.restoreHook(tdb)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return res, fmt.Errorf("changelog: restore: record offsets: %w", err)
+		// The restored writes reach Badger's tables as the close flushes
+		// the memtable; the offsets are written after them, below.
+		for len(inMode) > 0 {
+			tdb := inMode[0]
+			inMode = inMode[1:]
+			if err := tdb.leaveRestoreMode(); err != nil {
+				return res, err
+			}
+		}
+	}
+	for _, tdb := range tdbs {
+		err = tdb.bdb.Update(func(txn *badger.Txn) error {
+			for _, s := range states {
+				if s.tdb != tdb {
+					continue
+				}
+				if err := txn.Set(offsetKey(s.Topic, s.Partition), encodeApplied(s.pos, opts.Now(), s.topicID)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("changelog: restore: record offsets in task DB %s: %w", tdb.id, err)
+		}
 	}
 	res.Kinds = map[TopicPartition]store.Kind{}
 	res.TopicIDs = map[string][16]byte{}
@@ -212,7 +295,11 @@ func rate(n int64, d time.Duration) float64 {
 
 // planRestore reads the topics' offsets and configs and decides, per
 // target, where to start; partitions that need a rebuild are wiped first.
-func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []RestoreTarget, opts RestoreOptions, res *RestoreResult) ([]*restoreState, error) {
+func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, tts []taskTarget, opts RestoreOptions, res *RestoreResult) ([]*restoreState, error) {
+	targets := make([]RestoreTarget, len(tts))
+	for i, t := range tts {
+		targets[i] = t.RestoreTarget
+	}
 	var topics []string
 	seen := map[string]bool{}
 	for _, t := range targets {
@@ -255,7 +342,8 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 		return nil, fmt.Errorf("changelog: restore: describe configs of %v: %w", topics, err)
 	}
 	var states []*restoreState
-	for _, t := range targets {
+	for i, t := range targets {
+		tdb := tts[i].tdb
 		so, ok1 := starts.Lookup(t.Topic, t.Partition)
 		eo, ok2 := ends.Lookup(t.Topic, t.Partition)
 		ho, ok3 := hwms.Lookup(t.Topic, t.Partition)
@@ -266,9 +354,9 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 		if so.Err != nil || eo.Err != nil || ho.Err != nil {
 			return nil, fmt.Errorf("changelog: restore %s/%d: list offsets: %w", t.Topic, t.Partition, errors.Join(so.Err, eo.Err, ho.Err))
 		}
-		s := &restoreState{RestoreTarget: t, id: storeID(t.Store, t.Partition), end: eo.Offset, topicID: details[t.Topic].ID}
+		s := &restoreState{RestoreTarget: t, tdb: tdb, id: storeID(t.Store, t.Partition), end: eo.Offset, topicID: details[t.Topic].ID}
 		s.dprefix = withNS(nsData, s.id)
-		applied, found, err := db.AppliedOffset(t.tp())
+		applied, found, err := tdb.appliedOffset(t.tp())
 		if err != nil {
 			return nil, err
 		}
@@ -289,7 +377,7 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 		if reason != "" {
 			opts.Logger.Info("rebuilding store from its changelog", "store", t.Store, "partition", t.Partition,
 				"topic", t.Topic, "reason", reason, "from", so.Offset, "to", eo.Offset)
-			if err := db.wipe(s.id); err != nil {
+			if err := tdb.wipe(s.id); err != nil {
 				return nil, fmt.Errorf("changelog: rebuild store %q partition %d: wipe: %w", t.Store, t.Partition, err)
 			}
 			s.from = so.Offset
@@ -302,7 +390,7 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, targets []Resto
 			s.from = applied.Offset
 		}
 		s.pos = s.from
-		if s.cut, err = db.readCut(s.id); err != nil {
+		if s.cut, err = tdb.readCut(s.id); err != nil {
 			return nil, fmt.Errorf("changelog: restore store %q partition %d: %w", t.Store, t.Partition, err)
 		}
 		states = append(states, s)
@@ -440,15 +528,16 @@ func deleteRetention(configs kadm.ResourceConfigs, topic string) time.Duration {
 	return d
 }
 
-// wipe deletes a store partition's data, index, expiry cut and registry
-// kind, before a rebuild.
-func (db *DB) wipe(id []byte) error {
-	for _, p := range [][]byte{withNS(nsData, id), withNS(nsIndex, id)} {
-		if err := db.dropPrefix(p); err != nil {
-			return err
-		}
+// wipe deletes a store partition's data, index, expiry cut and input
+// position, before a rebuild. Badger's DropPrefix drops the tables that
+// hold nothing else whole, instead of writing a tombstone per key; it
+// stops the task DB's writes while it runs, and its only writer is the
+// restore.
+func (tdb *taskDB) wipe(id []byte) error {
+	if err := tdb.bdb.DropPrefix(withNS(nsData, id), withNS(nsIndex, id)); err != nil {
+		return err
 	}
-	return db.bdb.Update(func(txn *badger.Txn) error {
+	return tdb.bdb.Update(func(txn *badger.Txn) error {
 		if err := txn.Delete(metaKey(metaCut, id)); err != nil {
 			return err
 		}
@@ -458,7 +547,7 @@ func (db *DB) wipe(id []byte) error {
 
 // consume reads the assigned partitions up to their end offsets into
 // Badger.
-func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState, assign map[string]map[int32]kgo.Offset,
+func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartition]*restoreState, assign map[string]map[int32]kgo.Offset,
 	total int64, start time.Time, opts RestoreOptions, res *RestoreResult) (int64, error) {
 	copts := append(append([]kgo.Opt(nil), opts.ClientOpts...),
 		kgo.ConsumePartitions(assign),
@@ -473,8 +562,14 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		return 0, fmt.Errorf("changelog: restore: new consumer: %w", err)
 	}
 	defer cl.Close()
-	wb := db.bdb.NewWriteBatch()
-	defer wb.Cancel()
+	wbs := map[*taskDB]*badger.WriteBatch{}
+	dirs := make([]string, 0, len(tdbs))
+	for _, tdb := range tdbs {
+		wb := tdb.bdb.NewWriteBatch()
+		defer wb.Cancel()
+		wbs[tdb] = wb
+		dirs = append(dirs, tdb.dir)
+	}
 
 	var n, written int64
 	var sl slab
@@ -482,7 +577,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 	// as it goes, so they do not add up to the size of the state on top of
 	// the heap (see releaseTablePages). On a timer, not per record batch:
 	// a compaction faults in its input tables while writes stall.
-	stopRelease := db.releaseTablePagesEvery(releaseInterval)
+	stopRelease := releaseTablePagesEvery(dirs, releaseInterval)
 	defer stopRelease()
 	remaining := total
 	lastProgress, lastLog := start, start
@@ -558,7 +653,7 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 				}
 				if !r.Attrs.IsControl() {
 					written += int64(len(r.Key) + len(s.dprefix) + len(r.Value))
-					if err := s.apply(wb, r, &sl); err != nil {
+					if err := s.apply(wbs[s.tdb], r, &sl); err != nil {
 						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
 						return
 					}
@@ -576,11 +671,13 @@ func (db *DB) consume(ctx context.Context, byTP map[TopicPartition]*restoreState
 		}
 		report(false)
 	}
-	if err := wb.Flush(); err != nil {
-		return n, fmt.Errorf("changelog: restore: write: %w", err)
+	for _, tdb := range tdbs {
+		if err := wbs[tdb].Flush(); err != nil {
+			return n, fmt.Errorf("changelog: restore: write task DB %s: %w", tdb.id, err)
+		}
 	}
 	db.written.Add(written)
-	db.releaseTablePages()
+	releaseTablePages(dirs)
 	return n, nil
 }
 
@@ -590,7 +687,7 @@ const releaseInterval = 250 * time.Millisecond
 
 // releaseTablePagesEvery calls releaseTablePages every d until the
 // returned stop is called; stop waits for the goroutine to end.
-func (db *DB) releaseTablePagesEvery(d time.Duration) (stop func()) {
+func releaseTablePagesEvery(dirs []string, d time.Duration) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
@@ -602,7 +699,7 @@ func (db *DB) releaseTablePagesEvery(d time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				db.releaseTablePages()
+				releaseTablePages(dirs)
 			}
 		}
 	}()
@@ -689,30 +786,38 @@ func (sl *slab) entry(key, value []byte) *badger.Entry {
 
 // Restore brings every logged store of the task up to date; see
 // DB.Restore. Call it after opening the stores and before processing, with
-// an empty overlay.
+// an empty overlay. A large restore reopens the task's DB in restore mode
+// (restoremode.go) while it writes.
 func (t *TaskState) Restore(ctx context.Context, opts RestoreOptions) (RestoreResult, error) {
 	if t.pending.Len() > 0 || t.flushed {
 		return RestoreResult{}, fmt.Errorf("changelog: restore partition %d: overlay is not empty", t.cfg.Partition)
 	}
+	if t.closed {
+		return RestoreResult{}, store.ErrClosed
+	}
 	if opts.Logger == nil {
 		opts.Logger = t.log
 	}
-	var targets []RestoreTarget
+	var targets []taskTarget
 	for _, st := range t.stores {
 		if st.spec.Logged && !st.closed {
-			targets = append(targets, RestoreTarget{Store: st.spec.Name, Partition: t.cfg.Partition, Topic: st.topic, Kind: st.spec.Kind,
-				MinOffset: opts.MinOffsets[TopicPartition{st.topic, t.cfg.Partition}]})
+			targets = append(targets, taskTarget{RestoreTarget{Store: st.spec.Name, Partition: t.cfg.Partition, Topic: st.topic, Kind: st.spec.Kind,
+				MinOffset: opts.MinOffsets[TopicPartition{st.topic, t.cfg.Partition}], Task: t.cfg.ID}, t.tdb})
 		}
 	}
-	res, err := t.db.Restore(ctx, targets, opts)
+	t.resetSnapshot() // a reopen closes what it reads
+	res, err := t.db.restore(ctx, targets, opts)
 	for _, st := range t.stores {
 		if id, ok := res.TopicIDs[st.topic]; ok {
 			st.topicID = id
 		}
 	}
 	t.resetSnapshot()
+	if t.tdb == nil || t.tdb.bdb == nil {
+		return res, err
+	}
 	for _, st := range t.stores {
-		cut, cerr := t.db.readCut(st.id)
+		cut, cerr := t.tdb.readCut(st.id)
 		if cerr != nil && err == nil {
 			err = cerr
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 // Staged entries of a large Apply live under 's' epoch seq until the
@@ -48,11 +48,11 @@ func decodeStaged(b []byte) (key, value []byte, del bool, err error) {
 // finishStaged copies a marked epoch's staged entries into place, then
 // deletes them, then the marker. Redoing it after a crash at any point
 // gives the same result.
-func (db *DB) finishStaged(epoch uint64) error {
+func (tdb *taskDB) finishStaged(epoch uint64) error {
 	prefix := stagedPrefix(epoch)
-	wb := db.bdb.NewWriteBatch()
+	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	err := tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -81,23 +81,23 @@ func (db *DB) finishStaged(epoch uint64) error {
 	if err != nil {
 		return fmt.Errorf("copy staged epoch %d: %w", epoch, err)
 	}
-	if err := db.hook("copied"); err != nil {
+	if err := tdb.db.hook("copied"); err != nil {
 		return err
 	}
-	if err := db.dropPrefix(prefix); err != nil {
+	if err := tdb.dropPrefix(prefix); err != nil {
 		return fmt.Errorf("drop staged epoch %d: %w", epoch, err)
 	}
-	return db.bdb.Update(func(txn *badger.Txn) error {
+	return tdb.bdb.Update(func(txn *badger.Txn) error {
 		return txn.Delete(metaKey(metaApplied, binary.BigEndian.AppendUint64(nil, epoch)))
 	})
 }
 
 // dropPrefix deletes every key with prefix, in batches. (Badger's own
 // DropPrefix stops all writes of the DB while it runs.)
-func (db *DB) dropPrefix(prefix []byte) error {
-	wb := db.bdb.NewWriteBatch()
+func (tdb *taskDB) dropPrefix(prefix []byte) error {
+	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	err := tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -116,10 +116,10 @@ func (db *DB) dropPrefix(prefix []byte) error {
 // recoverStaged finishes every marked epoch and drops staging that was
 // never marked: those Applies did not happen, and their offsets were not
 // recorded either.
-func (db *DB) recoverStaged() error {
+func (tdb *taskDB) recoverStaged() error {
 	mp := metaKey(metaApplied)
 	var epochs []uint64
-	err := db.bdb.View(func(txn *badger.Txn) error {
+	err := tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: mp})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -135,13 +135,13 @@ func (db *DB) recoverStaged() error {
 		return err
 	}
 	for _, e := range epochs {
-		db.log.Warn("finishing an Apply interrupted by a crash", "epoch", e)
-		if err := db.finishStaged(e); err != nil {
+		tdb.db.log.Warn("finishing an Apply interrupted by a crash", "task", tdb.id, "epoch", e)
+		if err := tdb.finishStaged(e); err != nil {
 			return err
 		}
 	}
 	var stale bool
-	_ = db.bdb.View(func(txn *badger.Txn) error {
+	_ = tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{nsStaged}})
 		defer it.Close()
 		it.Rewind()
@@ -149,8 +149,8 @@ func (db *DB) recoverStaged() error {
 		return nil
 	})
 	if stale {
-		db.log.Warn("dropping staged writes of an Apply that never committed")
-		return db.dropPrefix([]byte{nsStaged})
+		tdb.db.log.Warn("dropping staged writes of an Apply that never committed", "task", tdb.id)
+		return tdb.dropPrefix([]byte{nsStaged})
 	}
 	return nil
 }

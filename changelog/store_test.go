@@ -2,7 +2,10 @@ package changelog
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/store/storetest"
@@ -16,6 +19,37 @@ func openTestDB(t testing.TB, opts Options) *DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// testTaskDB returns the task DB of the default task of partition p (the
+// one a TaskState without an ID uses), opened and pinned until db closes.
+func testTaskDB(t testing.TB, db *DB, p int32) *taskDB {
+	t.Helper()
+	tdb, err := db.acquire(defaultTaskID(p), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tdb
+}
+
+// testBDB is the Badger DB of testTaskDB.
+func testBDB(t testing.TB, db *DB, p int32) *badger.DB { return testTaskDB(t, db, p).bdb }
+
+// taskDirOf returns the only task directory in the state directory dir,
+// or dir itself when it is a task directory.
+func taskDirOf(t testing.TB, dir string) string {
+	t.Helper()
+	if hasManifest(dir) {
+		return dir
+	}
+	ids, err := listTaskDirs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d task directories in %s (%v), want one", len(ids), dir, ids)
+	}
+	return filepath.Join(dir, tasksDir, ids[0])
 }
 
 // applier applies a task's overlay at random points between writes, so

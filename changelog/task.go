@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/google/btree"
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -20,6 +21,11 @@ var ErrFlushed = errors.New("changelog: write after Flush before Apply or Discar
 
 // TaskStateConfig identifies a task to its stores.
 type TaskStateConfig struct {
+	// ID is the task's id, which names its Badger DB (<dir>/tasks/<ID>):
+	// Kafka Streams' "<sub-topology>_<partition>" in the runtime. Letters,
+	// digits, '_' and '-'. Default "p<Partition>". TaskStates with the
+	// same ID share one DB; a large restore is faster in a DB of its own.
+	ID string
 	// AppID names the changelog topics: "<AppID>-<store>-changelog".
 	AppID string
 	// Partition of the task; every store of the task is opened on it and
@@ -41,6 +47,7 @@ type TaskStateConfig struct {
 // transaction) → commit → Apply(offsets), or Discard on abort.
 type TaskState struct {
 	db  *DB
+	tdb *taskDB // the task's Badger DB, from the first Open on
 	cfg TaskStateConfig
 	log *slog.Logger
 
@@ -51,6 +58,7 @@ type TaskState struct {
 	rtxn    *badger.Txn // read snapshot, renewed after every Apply
 	flushed bool
 	closed  bool
+	view    *snapView // set on the read-only tasks of a Snapshot
 }
 
 // entry is one uncommitted write: a put, or a delete (del) that hides what
@@ -79,9 +87,12 @@ type storeState struct {
 // NewTaskState returns a task's state on db. Open its stores, then Restore
 // them before processing.
 func (db *DB) NewTaskState(cfg TaskStateConfig) *TaskState {
+	if cfg.ID == "" {
+		cfg.ID = defaultTaskID(cfg.Partition)
+	}
 	l := cfg.Logger
 	if l == nil {
-		l = db.log.With("app", cfg.AppID, "partition", cfg.Partition)
+		l = db.log.With("app", cfg.AppID, "task", cfg.ID)
 	}
 	return &TaskState{
 		db:      db,
@@ -98,8 +109,8 @@ func TopicName(appID, storeName string) string { return appID + "-" + storeName 
 var _ store.Provider = (*TaskState)(nil)
 
 // Open returns the task's store for spec; partition must be the task's. The
-// store is registered in the DB (so tidemark state can list it) and its
-// persisted expiry cut is loaded.
+// first Open opens the task's Badger DB. The store is registered in it (so
+// tidemark state can list it) and its persisted expiry cut is loaded.
 func (t *TaskState) Open(spec store.Spec, partition int32) (store.Store, error) {
 	if t.closed {
 		return nil, store.ErrClosed
@@ -122,10 +133,13 @@ func (t *TaskState) Open(spec store.Spec, partition int32) (store.Store, error) 
 		topic: TopicName(t.cfg.AppID, spec.Name),
 	}
 	st.dprefix = withNS(nsData, st.id)
-	if err := t.db.register(st); err != nil {
+	if err := t.openDB(); err != nil {
 		return nil, fmt.Errorf("changelog: open store %q partition %d: %w", spec.Name, partition, err)
 	}
-	cut, err := t.db.readCut(st.id)
+	if err := t.tdb.register(st.id, st.spec.Kind, st.topic); err != nil {
+		return nil, fmt.Errorf("changelog: open store %q partition %d: %w", spec.Name, partition, err)
+	}
+	cut, err := t.tdb.readCut(st.id)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: open store %q partition %d: %w", spec.Name, partition, err)
 	}
@@ -155,21 +169,48 @@ func (t *TaskState) Discard() {
 	t.flushed = false
 }
 
-// Close discards the overlay and releases the read snapshot. It does not
-// close the DB.
+// openDB opens the task's Badger DB if it is not open yet.
+func (t *TaskState) openDB() error {
+	if t.tdb != nil {
+		return nil
+	}
+	if !validTaskID(t.cfg.ID) {
+		return fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", t.cfg.ID)
+	}
+	tdb, err := t.db.acquire(t.cfg.ID, false)
+	if err != nil {
+		return err
+	}
+	t.tdb = tdb
+	return nil
+}
+
+// Close discards the overlay and releases the read snapshot and the
+// task's Badger DB, which closes when no other user holds it.
 func (t *TaskState) Close() error {
 	t.Discard()
+	if t.closed {
+		return nil
+	}
 	t.closed = true
 	for _, st := range t.stores {
 		st.closed = true
 	}
 	t.resetSnapshot()
+	if t.tdb != nil && t.view == nil {
+		t.db.release(t.tdb)
+	}
 	return nil
 }
 
+// snapshot returns the task's read snapshot of Badger: nil for the store
+// of a Snapshot that no task DB holds, which reads as empty.
 func (t *TaskState) snapshot() *badger.Txn {
 	if t.rtxn == nil {
-		t.rtxn = t.db.bdb.NewTransaction(false)
+		if t.tdb == nil {
+			return nil
+		}
+		t.rtxn = t.tdb.bdb.NewTransaction(false)
 	}
 	return t.rtxn
 }
@@ -209,7 +250,11 @@ func (t *TaskState) get(key []byte) (_ []byte, _ bool, err error) {
 		return e.value, true, nil
 	}
 	defer t.recoverRead(&err, nil)
-	item, err := t.snapshot().Get(key)
+	txn := t.snapshot()
+	if txn == nil {
+		return nil, false, nil
+	}
+	item, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
 	}
@@ -237,7 +282,7 @@ func (t *TaskState) recoverRead(err *error, inFn *bool) {
 	if inFn != nil && *inFn {
 		panic(r)
 	}
-	*err = caughtPanic(t.log, &t.db.closed, r)
+	*err = caughtPanic(t.log, t.closedFlag(), r)
 	txn := t.rtxn
 	t.rtxn = nil
 	if txn != nil {
@@ -274,7 +319,11 @@ func (t *TaskState) scan(st *storeState, lo, hi []byte, fn func(key, value []byt
 	}
 	var inFn bool
 	defer t.recoverRead(&err, &inFn)
-	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: st.dprefix})
+	txn := t.snapshot()
+	if txn == nil {
+		return nil // a snapshot's empty view: no overlay either
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: st.dprefix})
 	defer it.Close()
 	it.Seek(lo)
 	var ierr error
@@ -342,6 +391,15 @@ func (t *TaskState) scan(st *storeState, lo, hi []byte, fn func(key, value []byt
 		emit(nil)
 	}
 	return ierr
+}
+
+// closedFlag says whether the task's DB was closed under a read (see
+// recoverRead).
+func (t *TaskState) closedFlag() *atomic.Bool {
+	if t.tdb == nil {
+		return &t.db.closed
+	}
+	return &t.tdb.closed
 }
 
 // cutOf is the expiry cut reads apply: entries below it are gone even if

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
 	"github.com/google/btree"
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -193,7 +193,10 @@ func (t *TaskState) RecordPosition(pos InputPosition) error {
 	if t.closed {
 		return store.ErrClosed
 	}
-	err := t.db.bdb.Update(func(txn *badger.Txn) error {
+	if t.tdb == nil {
+		return nil // no stores: no positions
+	}
+	err := t.tdb.bdb.Update(func(txn *badger.Txn) error {
 		if pos == nil {
 			for _, st := range t.stores {
 				if err := txn.Delete(metaKey(metaPosition, st.id)); err != nil {
@@ -214,15 +217,27 @@ func (t *TaskState) RecordPosition(pos InputPosition) error {
 var ErrReadOnly = errors.New("changelog: the stores of a snapshot are read-only")
 
 // Snapshot is a consistent, read-only view of the committed state of every
-// store in a DB, with each store's persisted expiry cut applied (windows
-// and sessions below it are invisible, as they are to tasks). Many
-// Snapshots can be open at once, beside the tasks; one Snapshot and the
-// stores it returns are used from one goroutine. Close it soon: an open
-// snapshot keeps Badger from discarding the versions it reads. After an
-// error wrapping ErrCorrupt, close it and open no more: the state is
+// store in the open task DBs, with each store's persisted expiry cut
+// applied (windows and sessions below it are invisible, as they are to
+// tasks). Many Snapshots can be open at once, beside the tasks; one
+// Snapshot and the stores it returns are used from one goroutine. Close
+// it soon: an open snapshot keeps Badger from discarding the versions it
+// reads, and a restore that wants to reopen a task DB waits for it. After
+// an error wrapping ErrCorrupt, close it and open no more: the state is
 // damaged.
+//
+// A snapshot holds one read transaction per task DB open when it was
+// taken, except those being restored; a store in none of them (its task
+// is not open here, or it was restoring) reads as empty.
 type Snapshot struct {
 	db    *DB
+	views []*snapView // by task id
+	done  func()      // releases the task DBs
+}
+
+// snapView is a snapshot's view of one task DB.
+type snapView struct {
+	tdb   *taskDB
 	txn   *badger.Txn
 	tasks map[int32]*TaskState // read-only tasks over txn, one per partition read
 }
@@ -237,14 +252,14 @@ const snapshotPoll = 20 * time.Millisecond
 func (db *DB) Snapshot(ctx context.Context) (*Snapshot, error) {
 	pause := time.Millisecond
 	for {
-		txn, busy, err := db.openSnapshot()
+		s, busy, err := db.openSnapshot()
 		if err != nil {
 			return nil, fmt.Errorf("changelog: snapshot of %s: %w", db.dir, err)
 		}
 		if !busy {
-			return &Snapshot{db: db, txn: txn, tasks: map[int32]*TaskState{}}, nil
+			return s, nil
 		}
-		txn.Discard()
+		s.Close()
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("changelog: snapshot of %s: waiting for a staged apply to finish: %w", db.dir, ctx.Err())
@@ -254,13 +269,30 @@ func (db *DB) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 }
 
-// openSnapshot opens a read transaction and says whether it sees an
-// applied marker: a staged Apply between its commit point and the end of
-// its copy.
-func (db *DB) openSnapshot() (txn *badger.Txn, busy bool, err error) {
-	if db.closed.Load() {
-		return nil, false, store.ErrClosed
+// openSnapshot opens a read transaction on every open task DB and says
+// whether one of them sees an applied marker: a staged Apply between its
+// commit point and the end of its copy.
+func (db *DB) openSnapshot() (s *Snapshot, busy bool, err error) {
+	tdbs, done, err := db.readers()
+	if err != nil {
+		return nil, false, err
 	}
+	s = &Snapshot{db: db, done: done}
+	for _, tdb := range tdbs {
+		txn, marked, err := tdb.openSnapshot()
+		if err != nil {
+			s.Close()
+			return nil, false, err
+		}
+		busy = busy || marked
+		s.views = append(s.views, &snapView{tdb: tdb, txn: txn, tasks: map[int32]*TaskState{}})
+	}
+	return s, busy, nil
+}
+
+// openSnapshot opens a read transaction on tdb and says whether it sees an
+// applied marker.
+func (tdb *taskDB) openSnapshot() (txn *badger.Txn, busy bool, err error) {
 	defer func() { // after recoverRead
 		if err != nil && txn != nil {
 			func() {
@@ -270,25 +302,33 @@ func (db *DB) openSnapshot() (txn *badger.Txn, busy bool, err error) {
 			txn = nil
 		}
 	}()
-	defer recoverRead(db.log, &db.closed, &err, nil)
-	txn = db.bdb.NewTransaction(false)
+	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
+	txn = tdb.bdb.NewTransaction(false)
 	mp := metaKey(metaApplied)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: mp})
 	it.Rewind()
 	busy = it.Valid()
 	it.Close()
-	return txn, busy, nil
+	return txn, busy, tdb.noteErr(err)
 }
 
 // Close releases the snapshot.
 func (s *Snapshot) Close() {
-	for _, t := range s.tasks {
-		if t.rtxn != s.txn {
-			t.resetSnapshot() // one a read opened after a Badger panic dropped txn
-		}
-		t.rtxn = nil
+	if s.done == nil {
+		return
 	}
-	s.txn.Discard()
+	for _, v := range s.views {
+		for _, t := range v.tasks {
+			if t.rtxn != v.txn {
+				t.resetSnapshot() // one a read opened after a Badger panic dropped txn
+			}
+			t.rtxn = nil
+		}
+		v.txn.Discard()
+	}
+	s.views = nil
+	s.done()
+	s.done = nil
 }
 
 // KeyValue returns the key-value store name of partition as of the
@@ -325,10 +365,13 @@ func (s *Snapshot) Session(name string, partition int32) (store.Session, error) 
 // partition reflects, as its last Apply or RecordPosition recorded it;
 // found=false when none did.
 func (s *Snapshot) Position(name string, partition int32) (pos InputPosition, found bool, err error) {
-	found, err = s.meta(metaKey(metaPosition, storeID(name, partition)), func(v []byte) error {
-		pos, err = decodePosition(v)
-		return err
-	})
+	v, err := s.view(name, partition)
+	if err == nil && v != nil {
+		found, err = v.meta(metaKey(metaPosition, storeID(name, partition)), func(b []byte) error {
+			pos, err = decodePosition(b)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("changelog: read position of store %q partition %d: %w", name, partition, err)
 	}
@@ -338,27 +381,51 @@ func (s *Snapshot) Position(name string, partition int32) (pos InputPosition, fo
 // AppliedOffset returns the changelog offset the snapshot reflects for tp,
 // or found=false when the partition was never applied or restored.
 func (s *Snapshot) AppliedOffset(tp TopicPartition) (a AppliedOffset, found bool, err error) {
-	found, err = s.meta(offsetKey(tp.Topic, tp.Partition), func(v []byte) error {
-		a, err = decodeApplied(v)
-		return err
-	})
-	if err != nil {
-		return AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, err)
+	for _, v := range s.views {
+		found, err = v.meta(offsetKey(tp.Topic, tp.Partition), func(b []byte) error {
+			a, err = decodeApplied(b)
+			return err
+		})
+		if err != nil {
+			return AppliedOffset{}, false, fmt.Errorf("changelog: read applied offset of %s: %w", tp, err)
+		}
+		if found {
+			return a, true, nil
+		}
 	}
-	return a, found, nil
+	return AppliedOffset{}, false, nil
 }
 
-// meta reads one meta key of the snapshot.
-func (s *Snapshot) meta(key []byte, decode func(v []byte) error) (found bool, err error) {
-	defer recoverRead(s.db.log, &s.db.closed, &err, nil)
-	item, err := s.txn.Get(key)
+// view returns the snapshot's view of the task DB that holds store name,
+// partition; nil when none does.
+func (s *Snapshot) view(name string, partition int32) (*snapView, error) {
+	if s.done == nil {
+		return nil, store.ErrClosed
+	}
+	id := storeID(name, partition)
+	for _, v := range s.views {
+		found, err := v.meta(metaKey(metaRegistry, id), func([]byte) error { return nil })
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			return v, nil
+		}
+	}
+	return nil, nil
+}
+
+// meta reads one meta key of the view.
+func (v *snapView) meta(key []byte, decode func(v []byte) error) (found bool, err error) {
+	defer recoverRead(v.tdb.db.log, &v.tdb.closed, &err, nil)
+	item, err := v.txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err == nil {
 		err = item.Value(decode)
 	}
-	return err == nil, readErr(err)
+	return err == nil, v.tdb.noteErr(readErr(err))
 }
 
 // open returns the read-only task of partition and the state of its store
@@ -367,14 +434,25 @@ func (s *Snapshot) open(name string, partition int32, kind store.Kind) (*TaskSta
 	if name == "" {
 		return nil, nil, fmt.Errorf("changelog: snapshot: open store partition %d: no name", partition)
 	}
+	v, err := s.view(name, partition)
+	if err != nil {
+		return nil, nil, fmt.Errorf("changelog: snapshot: open store %q partition %d: %w", name, partition, err)
+	}
 	st := &storeState{spec: store.Spec{Name: name, Kind: kind}, id: storeID(name, partition), cut: minTime}
 	st.dprefix = withNS(nsData, st.id)
+	if v == nil {
+		// No open task DB holds the store: an empty view.
+		t := &TaskState{db: s.db, cfg: TaskStateConfig{Partition: partition}, log: s.db.log,
+			stores: map[string]*storeState{name: st}, pending: btree.NewG(2, lessEntry), view: &snapView{}}
+		st.newCut = st.cut
+		return t, st, nil
+	}
 	if kind != store.KindKeyValue {
-		_, err := s.meta(metaKey(metaCut, st.id), func(v []byte) error {
-			if len(v) != 8 {
-				return fmt.Errorf("%w: cut of %d bytes", errBadKey, len(v))
+		_, err := v.meta(metaKey(metaCut, st.id), func(b []byte) error {
+			if len(b) != 8 {
+				return fmt.Errorf("%w: cut of %d bytes", errBadKey, len(b))
 			}
-			st.cut = getTime(v)
+			st.cut = getTime(b)
 			return nil
 		})
 		if err != nil {
@@ -382,17 +460,19 @@ func (s *Snapshot) open(name string, partition int32, kind store.Kind) (*TaskSta
 		}
 	}
 	st.newCut = st.cut
-	t := s.tasks[partition]
+	t := v.tasks[partition]
 	if t == nil {
 		t = &TaskState{
 			db:      s.db,
-			cfg:     TaskStateConfig{Partition: partition},
+			tdb:     v.tdb,
+			cfg:     TaskStateConfig{ID: v.tdb.id, Partition: partition},
 			log:     s.db.log,
 			stores:  map[string]*storeState{},
 			pending: btree.NewG(2, lessEntry), // stays empty: a snapshot has no overlay
-			rtxn:    s.txn,
+			rtxn:    v.txn,
+			view:    v,
 		}
-		s.tasks[partition] = t
+		v.tasks[partition] = t
 	}
 	t.stores[name] = st
 	return t, st, nil

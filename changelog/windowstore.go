@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	badger "github.com/tidemark-streams/tidemark/third_party/badger"
+	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -96,6 +96,9 @@ func (s *windowStore) FetchAll(fromStart, toStart int64, fn func(key []byte, sta
 }
 
 func (s *windowStore) fetchAll(fromStart, toStart int64, fn func(key []byte, start int64, value []byte) bool) error {
+	if s.t.snapshot() == nil {
+		return nil // a snapshot's empty view
+	}
 	keys, ov, whole, err := s.collect(fromStart, toStart)
 	if err != nil {
 		return err

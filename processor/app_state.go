@@ -49,7 +49,7 @@ func (a *App) rebuildState(cause error) error {
 	if err != nil {
 		return fmt.Errorf("processor: %w: move corrupt state %s aside: %v (found: %v)", errFatal, a.cfg.StateDir, err, cause)
 	}
-	a.log.Error("local state is corrupt; moved it aside, every task restores from its changelog",
+	a.log.Error("local state is corrupt; moved it aside, its tasks restore from their changelogs",
 		"dir", a.cfg.StateDir, "moved_to", moved, "cause", cause)
 	a.metrics.stateRebuilds.Inc()
 	if err := a.openState(); err != nil {

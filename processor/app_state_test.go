@@ -49,8 +49,8 @@ func TestStateDirOfAnotherApplicationIsRefused(t *testing.T) {
 
 // TestDamagedTableIsRebuiltFromTheChangelog flips bytes in the middle of
 // every table file of a stopped instance's state: the restart must notice,
-// move the state aside and restore from the changelogs, with counts
-// continuing exactly.
+// move the damaged task DBs aside and restore from the changelogs, with
+// counts continuing exactly.
 func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	dir := filepath.Join(t.TempDir(), "state")
@@ -60,9 +60,13 @@ func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
 	checkCounts(t, out, want)
 	stop()
 
-	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	tables, _ := filepath.Glob(filepath.Join(dir, "tasks", "*", "*.sst")) // one Badger DB per task
 	if len(tables) == 0 {
 		t.Fatalf("no table files in %s after a clean stop", dir)
+	}
+	damaged := map[string]bool{}
+	for _, path := range tables {
+		damaged[filepath.Dir(path)] = true
 	}
 	for _, path := range tables {
 		b, err := os.ReadFile(path)
@@ -84,8 +88,8 @@ func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
 	}
 	runApp(t, topo, processor.WithStateDir(dir))
 	checkCounts(t, out, want)
-	if aside, _ := filepath.Glob(dir + ".corrupt-*"); len(aside) != 1 {
-		t.Fatalf("damaged state moved aside to %v, want one .corrupt- directory", aside)
+	if aside, _ := filepath.Glob(filepath.Join(dir, "tasks", "*.corrupt-*")); len(aside) != len(damaged) {
+		t.Fatalf("damaged state moved aside to %v, want a .corrupt- directory for each of the %d damaged task DBs", aside, len(damaged))
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "instance-id")); string(got) != string(id) {
 		t.Fatalf("instance id %q after the rebuild, want the same %q: the instance's identity must survive", got, id)

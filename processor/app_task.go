@@ -50,6 +50,7 @@ func (lt *liveTask) close() error {
 func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint) (*liveTask, error) {
 	a := s.app
 	state := a.db.NewTaskState(changelog.TaskStateConfig{
+		ID:        id.String(), // the task's Badger DB: <StateDir>/tasks/<id>
 		AppID:     a.topo.Application(),
 		Partition: id.Partition,
 		Producer:  s.producer,

@@ -39,11 +39,15 @@ func newReplayCmd() *cobra.Command {
 		Short: "Rebuild stores of an application from their changelog topics into a local directory",
 		Long: `replay reads changelog topics (read_committed, up to the last stable offset)
 into a state directory without running the application: to inspect state with
-'tidemark state', to pre-warm a new instance, or to check a changelog.
+'tidemark state', to bring a stopped instance's state directory up to date, or
+to check a changelog.
 
 With --store it rebuilds those stores; without, every store of the app (every
-topic named <app>-<store>-changelog). A directory that already holds the stores
-is brought up to date from its recorded offsets.
+topic named <app>-<store>-changelog). A store the directory already holds is
+brought up to date from its recorded offsets, in its task's DB
+(<dir>/tasks/<task>); one it does not hold goes to a DB per partition
+(<dir>/tasks/p<partition>), which tidemark state reads but a running instance
+does not: the instance restores its tasks' stores from the changelogs.
 
 Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 		Example: `  tidemark replay --brokers 127.0.0.1:9092 --app shop --store inventory --dir ./state

@@ -109,9 +109,16 @@ func runStateList(cmd *cobra.Command, f stateFlags) error {
 		if a, ok, err := db.AppliedOffset(changelog.TopicPartition{Topic: s.Topic, Partition: s.Partition}); err == nil && ok {
 			off = strconv.FormatInt(a.Offset, 10)
 		}
-		fmt.Fprintf(w, "%s\tpartition %d\t%s\tchangelog %s\tapplied offset %s\n", s.Name, s.Partition, s.Kind, s.Topic, off)
+		fmt.Fprintf(w, "%s\tpartition %d\t%s\tchangelog %s\tapplied offset %s\ttask %s\n", s.Name, s.Partition, s.Kind, s.Topic, off, orDash(s.Task))
 	}
 	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
