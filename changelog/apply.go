@@ -39,6 +39,9 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	if t.closed {
 		return store.ErrClosed
 	}
+	if pos == nil {
+		pos = t.stagedPos
+	}
 	if !t.flushed && t.hasLogged() {
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, ErrNotFlushed)
 	}
@@ -89,6 +92,9 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 		st.cut = st.newCut
 	}
 	t.pending.Clear(false)
+	if t.stagedPos != nil {
+		t.sentPos, t.stagedPos = t.stagedPos, nil
+	}
 	t.flushed = false
 	t.resetSnapshot()
 	return nil

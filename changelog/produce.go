@@ -76,6 +76,10 @@ func (t *TaskState) Flush(ctx context.Context) (ChangelogOffsets, error) {
 		}, promise)
 		return true
 	})
+	t.positionRecords(func(r *kgo.Record) {
+		wg.Add(1)
+		t.cfg.Producer.Produce(ctx, r, promise)
+	})
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }() // ends when kgo calls every promise
 	select {

@@ -711,6 +711,9 @@ func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record, sl *slab) err
 	if len(r.Key) < 1 {
 		return fmt.Errorf("%w: empty changelog key", errBadKey)
 	}
+	if r.Key[0] == tagPosition {
+		return s.applyPosition(wb, r)
+	}
 	kind, ok := tagKind(r.Key[0])
 	if !ok {
 		return fmt.Errorf("%w: unknown kind tag %q (not a tidemark changelog?)", errBadKey, r.Key[0])

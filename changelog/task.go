@@ -57,8 +57,12 @@ type TaskState struct {
 	kbuf    []byte
 	rtxn    *badger.Txn // read snapshot, renewed after every Apply
 	flushed bool
-	closed  bool
-	view    *snapView // set on the read-only tasks of a Snapshot
+	// stagedPos is the input position the transaction being prepared
+	// commits (StagePosition); sentPos the last one a committed flush wrote
+	// to the changelogs, so an unchanged position is not written again.
+	stagedPos, sentPos InputPosition
+	closed             bool
+	view               *snapView // set on the read-only tasks of a Snapshot
 }
 
 // entry is one uncommitted write: a put, or a delete (del) that hides what
@@ -162,6 +166,7 @@ func (t *TaskState) Pending() int { return t.pending.Len() }
 
 // Discard drops the overlay: the transaction it belonged to aborted.
 func (t *TaskState) Discard() {
+	t.stagedPos = nil
 	t.pending.Clear(false)
 	for _, st := range t.stores {
 		st.newCut = st.cut

@@ -54,7 +54,8 @@ type App struct {
 	rejectAttempts map[recordKey]int
 	isolate        bool
 
-	commitWatch commitWatch // loop goroutine only
+	commitWatch      commitWatch // loop goroutine only
+	lastReflectedLog time.Time   // loop goroutine only
 
 	ready    atomic.Bool
 	pub      published     // read by HTTP handlers

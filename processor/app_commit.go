@@ -37,6 +37,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	if h := s.app.cfg.FaultHook; h != nil {
 		h(txn.BeforeFlush)
 	}
+	s.stagePositions()
 	err := s.flushAll(ctx)
 	flushed := s.now()
 	if err != nil {
@@ -56,7 +57,6 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		return nil
 	}
 	resume, meta := s.commitMetadata()
-	s.stagePositions()
 	st, err := s.committer.Commit(withOffsetMeta(ctx, meta))
 	s.open = false
 	end := s.now()

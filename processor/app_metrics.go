@@ -27,6 +27,7 @@ type appMetrics struct {
 	dropped               *droppedRecords
 	commitPhase           *prometheus.HistogramVec
 	produceRetries        prometheus.Counter
+	reflectedSkipped      prometheus.Counter
 	interval              prometheus.Gauge
 	predicted             prometheus.Gauge
 	predictedHist         prometheus.Histogram
@@ -70,6 +71,8 @@ func newAppMetrics(app string) *appMetrics {
 			ConstLabels: labels, Buckets: staleBuckets}, []string{"phase"}),
 		produceRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_produce_retries_total",
 			Help: "Produce batches the Kafka client retried after a retriable error (e.g. CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, a leader move).", ConstLabels: labels}),
+		reflectedSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_reflected_records_skipped_total",
+			Help: "Input records skipped because the local state already reflects them: the group's committed offsets were behind the position the state's changelogs carry.", ConstLabels: labels}),
 		stateRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_state_rebuilds_total",
 			Help: "Times local state was found corrupt while running, moved aside and rebuilt from the changelogs.", ConstLabels: labels}),
 		fencedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_fenced_transactions_total",
@@ -98,7 +101,7 @@ func newAppMetrics(app string) *appMetrics {
 	}
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -73,17 +73,22 @@ func (s *session) queryAssigned(want map[topology.TaskID]bool) {
 // rebuilt store must not claim the position of the state it replaced. The
 // next commit records it anyway.
 func (s *session) queryPublish(ctx context.Context, id topology.TaskID, lt *liveTask) {
-	pos, err := s.committedPosition(ctx, id, lt)
-	if err != nil {
-		if !errors.Is(err, errNoCommit) { // nothing committed yet: nothing to know
-			s.app.log.Warn("input position of a restored task unknown until its next commit", "task", id.String(), "err", err)
+	// The restore brought the state's own position with it (the
+	// changelogs carry it); a changelog written before positions were
+	// falls back to the group's committed offsets.
+	if len(lt.floor) == 0 && len(lt.task.Stores()) > 0 {
+		pos, err := s.committedPosition(ctx, id, lt)
+		if err != nil {
+			if !errors.Is(err, errNoCommit) { // nothing committed yet: nothing to know
+				s.app.log.Warn("input position of a restored task unknown until its next commit", "task", id.String(), "err", err)
+			}
+			pos = nil
 		}
-		pos = nil
-	}
-	if err := lt.state.RecordPosition(pos); err != nil {
-		// Only the position is missing: answers say so, and bounded
-		// queries wait for the next commit.
-		s.app.log.Warn("record the input position of a restored task", "task", id.String(), "err", err)
+		if err := lt.state.RecordPosition(pos); err != nil {
+			// Only the position is missing: answers say so, and bounded
+			// queries wait for the next commit.
+			s.app.log.Warn("record the input position of a restored task", "task", id.String(), "err", err)
+		}
 	}
 	r := &s.app.iq
 	r.mu.Lock()
@@ -121,6 +126,7 @@ func (s *session) stagePositions() {
 			}
 		}
 		lt.position = pos
+		lt.state.StagePosition(pos)
 	}
 }
 

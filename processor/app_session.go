@@ -550,6 +550,9 @@ func (s *session) processTaskInputs(ctx context.Context, lt *liveTask, parts [][
 		}
 		r := parts[best][heads[best]]
 		heads[best]++
+		if lt.floor != nil && s.reflected(lt, r) {
+			continue
+		}
 		in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
 		if err := s.processOne(ctx, lt, &in, r); err != nil {

@@ -22,6 +22,11 @@ type liveTask struct {
 	// position is the input position the commit being made reflects,
 	// recorded with the state by Apply (stagePositions, app_queryable.go).
 	position changelog.InputPosition
+	// floor is the input position the restored state already reflects
+	// (its changelogs carry it): records below it were processed and
+	// committed before, whatever the group's committed offsets say, and
+	// are skipped (app_reflected.go). Entries go once passed.
+	floor changelog.InputPosition
 }
 
 func (lt *liveTask) Apply(context.Context) error {
@@ -90,7 +95,14 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		s.ckpt.ObserveRestore(res.Records, res.Duration)
 		s.ctrl.ObserveRestoreTime(res.Duration)
 	}
-	return &liveTask{task: t, state: state, resume: resume}, nil
+	lt := &liveTask{task: t, state: state, resume: resume}
+	if pos, found, err := state.Position(); err != nil {
+		_ = lt.close()
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	} else if found {
+		lt.floor = pos
+	}
+	return lt, nil
 }
 
 // restoreOptions restore task id at least to the changelog positions its
