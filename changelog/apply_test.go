@@ -367,27 +367,27 @@ func TestCheckpointReportsWhatItMadeDurable(t *testing.T) {
 	}
 }
 
-func TestParticipantAppliesTheOffsetsOfItsPrepare(t *testing.T) {
+func TestApplyRecordsTheOffsetsOfItsFlush(t *testing.T) {
 	db := openTestDB(t, Options{})
 	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})
 	s, _ := task.Open(store.Spec{Name: "s", Kind: store.KindKeyValue, Logged: true}, 0)
-	p := task.Participant()
 	mustPut(t, s.(store.KeyValue), "k", "1", "j", "2")
 	ctx := context.Background()
-	if err := p.Prepare(ctx); err != nil {
+	offs, err := task.Flush(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Apply(ctx); err != nil {
+	if err := task.Apply(offs); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok, _ := db.AppliedOffset(TopicPartition{"a-s-changelog", 0}); !ok || a.Offset != 3 {
 		t.Fatalf("applied offset %+v, %v; want 3", a, ok)
 	}
 	mustPut(t, s.(store.KeyValue), "k", "3")
-	if err := p.Prepare(ctx); err != nil {
+	if _, err := task.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.Discard()
+	task.Discard()
 	equalMaps(t, "after discard", contents(t, s.(store.KeyValue)), map[string]string{"k": "1", "j": "2"})
 }
 

@@ -43,8 +43,8 @@
 //	cost, err := db.Checkpoint(ctx)          // when the checkpoint scheduler says so
 //	err = state.Close()                      // the task is revoked: its DB closes
 //
-// TaskState.Participant wraps Flush/Apply/Discard for a commit loop that
-// keeps no offsets itself.
+// In the service, processor's liveTask is the txn.Participant that drives
+// these three calls.
 //
 // # Layout
 //

@@ -8,18 +8,17 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
-// commit runs the commit protocol (package txn) over every task: flush
-// each task's changelog records, flush the sinks, add the output frontier,
-// then commit the transaction with the input offsets and apply the
-// overlays. An abort resets the tasks to the committed state; a failure
-// that needs a new producer returns errRestartSession.
+// commit runs the commit protocol (package txn) over the transaction's
+// participants: every task (its changelog records and resume point) and
+// the outputs (sink and frontier records). An abort resets the tasks to
+// the committed state; a failure that needs a new producer returns
+// errRestartSession.
 func (s *session) commit(ctx context.Context, reason string) error {
 	// A commit that has started runs to its end even when Run's context
 	// is cancelled meanwhile: cancelling its flush would abort the work a
@@ -27,25 +26,37 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	// it instead.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.cfg.TransactionTimeout)
 	defer cancel()
-	if !s.open {
-		if err := s.begin(); err != nil {
-			return err
-		}
+	if err := s.begin(); err != nil {
+		return err
 	}
 	start := s.now()
 	s.ctrl.ObserveCommitStarted(start)
-	if h := s.app.cfg.FaultHook; h != nil {
-		h(txn.BeforeFlush)
-	}
 	s.stagePositions()
-	err := s.flushAll(ctx)
-	flushed := s.now()
-	if err != nil {
-		s.app.log.Warn("aborting transaction", "reason", err)
+	for _, lt := range s.tasks {
+		s.ckpt.ObserveChangelogWrites(start, lt.state.Pending())
+	}
+	st, err := s.committer.Commit(ctx)
+	end := s.now()
+	var prepErr *txn.PrepareError
+	switch {
+	case st.Committed:
+		s.app.prunePoison(st.Offsets)
+		s.app.isolate = false
+		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
+		phases := [3]time.Duration{st.Prepare, st.End, st.Apply}
+		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
+		s.app.commitWatch.observe(end, s.app.log, reason, phases)
+		s.acknowledge(end)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errRestartSession, err)
+		}
+		return nil
+	case errors.As(err, &prepErr):
+		s.app.log.Warn("aborted transaction", "reason", prepErr.Err)
 		s.txn.mu.Lock()
 		rejectedOutput := s.txn.rejected
 		s.txn.mu.Unlock()
-		if err := s.abort(ctx); err != nil {
+		if err := s.aborted(prepErr.AbortErr); err != nil {
 			return err
 		}
 		if rejectedOutput && !s.app.isolate {
@@ -53,27 +64,6 @@ func (s *session) commit(ctx context.Context, reason string) error {
 			// input record the rejected output came from.
 			s.app.log.Warn("an output was rejected; redoing the transaction one output at a time to find its input record")
 			s.app.isolate = true
-		}
-		return nil
-	}
-	resume, meta := s.commitMetadata()
-	st, err := s.committer.Commit(withOffsetMeta(ctx, meta))
-	s.open = false
-	end := s.now()
-	switch {
-	case st.Committed:
-		for id, lt := range s.tasks {
-			lt.resume = resume[id]
-		}
-		s.app.prunePoison(st.Offsets)
-		s.app.isolate = false
-		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
-		phases := [3]time.Duration{flushed.Sub(start), st.End, st.Apply}
-		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
-		s.app.commitWatch.observe(end, s.app.log, reason, phases)
-		s.acknowledge(end)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}
 		return nil
 	case err != nil && restartable(err):
@@ -99,7 +89,11 @@ func (s *session) commit(ctx context.Context, reason string) error {
 
 func (s *session) abort(ctx context.Context) error {
 	_, err := s.committer.Abort(ctx)
-	s.open = false
+	return s.aborted(err)
+}
+
+// aborted rewinds after the transaction was aborted; err is the abort's.
+func (s *session) aborted(err error) error {
 	s.ctrl.ObserveCommitAborted(s.now())
 	s.app.metrics.aborts.Inc()
 	if err != nil && restartable(err) {
@@ -121,45 +115,40 @@ func (s *session) abort(ctx context.Context) error {
 	return nil
 }
 
-// flushAll makes every record of the transaction acknowledged, so the sink
-// offsets the frontier names are known, then adds the frontier records.
-func (s *session) flushAll(ctx context.Context) error {
-	// Every task's changelog flush waits for its own acks: run them side
-	// by side with the sink flush, so a commit pays one round trip here,
-	// not one per task.
-	g, gctx := errgroup.WithContext(ctx)
-	for _, id := range s.sortedTaskIDs() {
-		lt := s.tasks[id]
-		s.ckpt.ObserveChangelogWrites(s.now(), lt.state.Pending())
-		g.Go(func() error {
-			offs, err := lt.state.Flush(gctx)
-			if err != nil {
-				return fmt.Errorf("flush changelog of task %s: %w", id, err)
-			}
-			lt.flushed = offs
-			return nil
-		})
-	}
-	g.Go(func() error {
-		if err := s.producer.Flush(gctx); err != nil {
-			return fmt.Errorf("flush outputs: %w", err)
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return err
+// outputs is the transaction's participant for what the tasks produced to
+// sinks and dead-letter topics, and the output frontier records that name
+// their offsets.
+type outputs struct{ s *session }
+
+// Prepare makes every output acknowledged, so the sink offsets the
+// frontier names are known, then adds the frontier records.
+func (o outputs) Prepare(ctx context.Context) (txn.Metadata, error) {
+	s := o.s
+	if err := s.producer.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("flush outputs: %w", err)
 	}
 	s.txn.mu.Lock()
 	err := s.txn.err
 	s.txn.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.produceFrontier(ctx)
+	return nil, s.produceFrontier(ctx)
+}
+
+// Apply makes the committed frontier this instance's published one.
+func (o outputs) Apply(context.Context) error {
+	o.s.advanceFrontier()
+	return nil
+}
+
+// Discard forgets the aborted transaction's frontier records.
+func (o outputs) Discard() {
+	_, ss := o.s.frontierState()
+	ss.pending = nil
 }
 
 func (s *session) acknowledge(now time.Time) {
-	s.advanceFrontier()
 	s.txn.mu.Lock()
 	oldest, outputs, deadLettered := s.txn.oldest, s.txn.outputs, s.txn.deadLettered
 	s.txn.mu.Unlock()
@@ -193,7 +182,7 @@ func (s *session) shutdown() error {
 // never become visible and read_committed consumers of its partitions are
 // not held at the last stable offset until the transaction times out.
 func (s *session) abandon() {
-	if !s.open {
+	if !s.committer.Open() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
@@ -201,7 +190,6 @@ func (s *session) abandon() {
 	if _, err := s.committer.Abort(ctx); err != nil {
 		s.app.log.Warn("abort the transaction left open by a failure", "err", err)
 	}
-	s.open = false
 }
 
 // deadLetter writes a bad input record, raw, to the dead-letter topic

@@ -332,7 +332,7 @@ func (s *session) frontierTick(ctx context.Context, now time.Time) error {
 		ss.lastCleanup = now
 		s.planCleanup(ctx, fs, ss, now)
 	}
-	if s.open || s.dirty() || now.Sub(ss.lastOnly) < frontierRefreshEvery {
+	if s.dirty() || now.Sub(ss.lastOnly) < frontierRefreshEvery {
 		return nil
 	}
 	if !s.frontierMoved(fs, ss, now) {
@@ -634,9 +634,9 @@ func (ss *sessionFrontier) idleFunc(partition int32, now time.Time) func(string)
 
 // produceFrontier adds this instance's frontier records (and the
 // tombstones of departed instances' records it cleans up) to the open
-// transaction, from flushAll, once every output's offset is known. What it
-// publishes becomes this instance's committed state only when the
-// transaction commits (advanceFrontier).
+// transaction, from the outputs participant's Prepare, once every output's
+// offset is known. What it publishes becomes this instance's committed
+// state only when the transaction commits (advanceFrontier).
 func (s *session) produceFrontier(ctx context.Context) error {
 	fs, ss := s.frontierState()
 	ss.pending = nil

@@ -96,42 +96,30 @@ type resumePoint struct {
 	logs   map[string]int64 // by store name
 }
 
-// commitMetadata takes every task's clocks and changelog positions for the
-// commit about to run (positions advanced by the flushed changelog
-// records), and the offset metadata that stores them.
-func (s *session) commitMetadata() (map[topology.TaskID]resumePoint, map[changelog.TopicPartition]string) {
-	app := s.app.topo.Application()
-	byTask := map[topology.TaskID]resumePoint{}
-	meta := map[changelog.TopicPartition]string{}
-	for id, lt := range s.tasks {
-		rp := resumePoint{clocks: lt.task.Clocks(), logs: map[string]int64{}}
-		for name, off := range lt.resume.logs {
-			rp.logs[name] = off
-		}
-		for _, st := range lt.task.Stores() {
-			tp := changelog.TopicPartition{Topic: changelog.TopicName(app, st.Spec.Name), Partition: id.Partition}
-			if off, ok := lt.flushed[tp]; ok {
-				rp.logs[st.Spec.Name] = max(rp.logs[st.Spec.Name], off)
-			}
-		}
-		byTask[id] = rp
-		for _, topic := range lt.task.Topics() {
-			st, ok := rp.clocks.Inputs[topic]
-			if !ok {
-				st = -1
-			}
-			meta[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = offsetMeta{inputTime: st, ops: rp.clocks.Operators, logs: rp.logs}.encode()
+// nextResume is where the task resumes after the commit being prepared:
+// its clocks, and its changelog positions advanced by the records just
+// flushed (offsets). md stores it with the offsets of the task's inputs.
+func (lt *liveTask) nextResume(flushed changelog.ChangelogOffsets) (resumePoint, txn.Metadata) {
+	id := lt.task.ID()
+	rp := resumePoint{clocks: lt.task.Clocks(), logs: map[string]int64{}}
+	for name, off := range lt.resume.logs {
+		rp.logs[name] = off
+	}
+	for _, st := range lt.task.Stores() {
+		tp := changelog.TopicPartition{Topic: changelog.TopicName(lt.app, st.Spec.Name), Partition: id.Partition}
+		if off, ok := flushed[tp]; ok {
+			rp.logs[st.Spec.Name] = max(rp.logs[st.Spec.Name], off)
 		}
 	}
-	return byTask, meta
-}
-
-// withOffsetMeta makes the commit under ctx store meta with the offsets.
-func withOffsetMeta(ctx context.Context, meta map[changelog.TopicPartition]string) context.Context {
-	return txn.WithOffsetMetadata(ctx, func(topic string, partition int32) (string, bool) {
-		md, ok := meta[changelog.TopicPartition{Topic: topic, Partition: partition}]
-		return md, ok
-	})
+	md := txn.Metadata{}
+	for _, topic := range lt.task.Topics() {
+		st, ok := rp.clocks.Inputs[topic]
+		if !ok {
+			st = -1
+		}
+		md.Set(topic, id.Partition, offsetMeta{inputTime: st, ops: rp.clocks.Operators, logs: rp.logs}.encode())
+	}
+	return rp, md
 }
 
 // committedMetadata reads the metadata of the group's committed offsets,
@@ -139,12 +127,12 @@ func withOffsetMeta(ctx context.Context, meta map[changelog.TopicPartition]strin
 // still open the broker answers UNSTABLE_OFFSET_COMMIT, and this waits,
 // fencing the transactions of departed members (one that died between its
 // offset commit and EndTxn would otherwise hold it until it times out).
-func (s *session) committedMetadata(ctx context.Context) (map[changelog.TopicPartition]string, error) {
+func (s *session) committedMetadata(ctx context.Context, parts txn.Partitions) (map[changelog.TopicPartition]string, error) {
 	var lastFence time.Time
 	var md map[string]map[int32]string
 	err := retry.Do(ctx, s.app.log, "fetch committed offsets", func(ctx context.Context) error {
 		var err error
-		md, err = txn.CommittedMetadata(ctx, s.cl, s.app.topo.Application())
+		md, err = txn.CommittedMetadata(ctx, s.cl, s.app.topo.Application(), parts)
 		if err != nil && errors.Is(err, kerr.UnstableOffsetCommit) && time.Since(lastFence) > time.Second {
 			lastFence = time.Now()
 			if ferr := s.fenceDeparted(ctx); ferr != nil {

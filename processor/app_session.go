@@ -45,9 +45,8 @@ type session struct {
 	changed  bool
 	revoked  bool
 
-	open bool // a transaction is open
-	txn  txnState
-	cur  current // the record being processed, for Collect
+	txn txnState
+	cur current // the record being processed, for Collect
 
 	lastWall      time.Time
 	watermark     int64
@@ -182,12 +181,14 @@ func (t *txnState) reset() {
 	t.marks = map[changelog.TopicPartition]int64{}
 }
 
+// participants are the transaction's shares: every task, then the outputs
+// (Apply runs in this order, so the frontier advances after the state).
 func (s *session) participants() []txn.Participant {
-	out := make([]txn.Participant, 0, len(s.tasks))
+	out := make([]txn.Participant, 0, len(s.tasks)+1)
 	for _, id := range s.sortedTaskIDs() {
 		out = append(out, s.tasks[id])
 	}
-	return out
+	return append(out, outputs{s})
 }
 
 func (s *session) sortedTaskIDs() []topology.TaskID {
@@ -288,7 +289,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 		}
 		if resume == nil {
 			var err error
-			if resume, err = s.committedMetadata(ctx); err != nil {
+			if resume, err = s.committedMetadata(ctx, s.inputsOf(want)); err != nil {
 				return fmt.Errorf("processor: resume task clocks: %w", err)
 			}
 		}
@@ -304,6 +305,18 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.app.metrics.tasks.Set(float64(len(s.tasks)))
 	s.app.log.Info("tasks assigned", "tasks", len(s.tasks))
 	return nil
+}
+
+// inputsOf lists the input partitions of the tasks ids.
+func (s *session) inputsOf(ids map[topology.TaskID]bool) txn.Partitions {
+	parts := txn.Partitions{}
+	subs := s.app.topo.SubTopologies()
+	for id := range ids {
+		for _, topic := range subs[id.SubTopology].SourceTopics {
+			parts[topic] = append(parts[topic], id.Partition)
+		}
+	}
+	return parts
 }
 
 func (s *session) index() {
@@ -364,14 +377,14 @@ func (s *session) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return s.shutdown()
 		}
-		if s.takeRevoked() && s.open {
+		if s.takeRevoked() && s.committer.Open() {
 			// The session aborts a transaction that spans a revocation;
 			// end it now so the rewind and task changes happen together.
 			if err := s.commit(ctx, "revoked"); err != nil {
 				return err
 			}
 		}
-		if !s.open {
+		if !s.committer.Open() {
 			if err := s.syncTasks(ctx); err != nil {
 				return err
 			}
@@ -420,7 +433,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 		}
 		cd := s.ckpt.Tick(now)
-		if cd.Checkpoint && !s.open {
+		if cd.Checkpoint && !s.committer.Open() {
 			s.checkpoint(ctx)
 		}
 		if !cd.Wake.IsZero() && cd.Wake.Before(wake) {
@@ -463,7 +476,7 @@ func (s *session) pollError(fs kgo.Fetches) error {
 }
 
 func (s *session) dirty() bool {
-	if s.open {
+	if s.committer.Open() {
 		return true
 	}
 	for _, lt := range s.tasks {
@@ -475,13 +488,12 @@ func (s *session) dirty() bool {
 }
 
 func (s *session) begin() error {
-	if s.open {
+	if s.committer.Open() {
 		return nil
 	}
 	if err := s.committer.Begin(); err != nil {
 		return fmt.Errorf("%w: begin: %v", errRestartSession, err)
 	}
-	s.open = true
 	s.txn.reset()
 	return nil
 }

@@ -7,18 +7,24 @@ import (
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // liveTask is a Task in the service: the task core plus its stores' overlay
-// and changelog (changelog.TaskState). It is the transaction's Participant.
+// and changelog (changelog.TaskState). It is a participant of the
+// transaction (txn.Participant): Prepare flushes its changelog records and
+// names its resume point for the offset metadata, Apply writes the overlay
+// with the changelog offsets and input position it reflects.
 type liveTask struct {
+	app     string // the application id: changelog topic names
 	task    *task.Task
 	state   *changelog.TaskState
-	flushed changelog.ChangelogOffsets // from the last Flush: what Apply records
+	flushed changelog.ChangelogOffsets // from Prepare's Flush: what Apply records
 	// resume is what the last commit stored (or the task resumed from):
 	// an abort rewinds the task's clocks to it, and the next commit's
-	// changelog positions start from it.
-	resume resumePoint
+	// changelog positions start from it. next is the resume point of the
+	// commit being prepared; Apply makes it resume.
+	resume, next resumePoint
 	// position is the input position the commit being made reflects,
 	// recorded with the state by Apply (stagePositions, app_queryable.go).
 	position changelog.InputPosition
@@ -29,17 +35,30 @@ type liveTask struct {
 	floor changelog.InputPosition
 }
 
+func (lt *liveTask) Prepare(ctx context.Context) (txn.Metadata, error) {
+	offs, err := lt.state.Flush(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("flush changelog of task %s: %w", lt.task.ID(), err)
+	}
+	lt.flushed = offs
+	var md txn.Metadata
+	lt.next, md = lt.nextResume(offs)
+	return md, nil
+}
+
 func (lt *liveTask) Apply(context.Context) error {
 	if err := lt.state.ApplyAt(lt.flushed, lt.position); err != nil {
 		return fmt.Errorf("task %s: %w", lt.task.ID(), err)
 	}
 	lt.flushed = nil
+	lt.resume, lt.next = lt.next, resumePoint{}
 	return nil
 }
 
 func (lt *liveTask) Discard() {
 	lt.state.Discard()
 	lt.flushed = nil
+	lt.next = resumePoint{}
 }
 
 func (lt *liveTask) close() error {
@@ -95,7 +114,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		s.ckpt.ObserveRestore(res.Records, res.Duration)
 		s.ctrl.ObserveRestoreTime(res.Duration)
 	}
-	lt := &liveTask{task: t, state: state, resume: resume}
+	lt := &liveTask{app: a.topo.Application(), task: t, state: state, resume: resume}
 	if pos, found, err := state.Position(); err != nil {
 		_ = lt.close()
 		return nil, fmt.Errorf("task %s: %w", id, err)

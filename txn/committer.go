@@ -5,19 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sync/errgroup"
 )
 
 // Offsets are input offsets by topic and partition: the next offset to
 // consume, as committed to the group.
 type Offsets map[string]map[int32]int64
 
+// Metadata is offset commit metadata by input topic and partition: what a
+// participant wants stored next to the input offsets the transaction
+// commits (a task's clocks and changelog positions), read back by the
+// next owner of the partition.
+type Metadata map[string]map[int32]string
+
+// Set records md for topic/partition.
+func (m Metadata) Set(topic string, partition int32, md string) {
+	if m[topic] == nil {
+		m[topic] = map[int32]string{}
+	}
+	m[topic][partition] = md
+}
+
 // Session is the transactional client the Committer drives. NewKafkaSession
 // adapts kgo.GroupTransactSession; tests substitute fakes.
 type Session interface {
 	Begin() error
-	// End flushes, commits the consumed offsets inside the transaction and
-	// ends it. committed=false with a nil error is a clean abort.
-	End(ctx context.Context, commit bool) (committed bool, err error)
+	// End flushes, commits the consumed offsets inside the transaction,
+	// each with its entry of md, and ends it. committed=false with a nil
+	// error is a clean abort.
+	End(ctx context.Context, commit bool, md Metadata) (committed bool, err error)
 	// Pending returns the offsets the next End would commit.
 	Pending() Offsets
 	// Committed reads the group's committed offsets for the given
@@ -26,26 +44,45 @@ type Session interface {
 	Committed(ctx context.Context, of Offsets) (Offsets, error)
 }
 
-// Participant is one task's share of a transaction: its state overlay.
+// Participant is one share of a transaction: a task's state overlay and
+// changelog records, or the outputs (sink and frontier records).
 type Participant interface {
-	// Apply makes the overlay part of local state, with the changelog
-	// offsets it reflects. Called only after the transaction committed.
+	// Prepare makes the participant's records of the transaction
+	// acknowledged by the broker and returns the offset metadata it wants
+	// committed (nil for none). Participants prepare concurrently.
+	Prepare(ctx context.Context) (Metadata, error)
+	// Apply makes what was prepared part of local state. Called only after
+	// the transaction committed, in the order the participants are listed.
 	Apply(ctx context.Context) error
-	// Discard drops the overlay after an abort.
+	// Discard drops it after an abort.
 	Discard()
 }
+
+// PrepareError is Commit's error when a participant could not prepare: the
+// transaction was aborted (AbortErr is the abort's own error, if any) and
+// every participant discarded.
+type PrepareError struct {
+	Err      error
+	AbortErr error
+}
+
+func (e *PrepareError) Error() string {
+	if e.AbortErr != nil {
+		return fmt.Sprintf("txn: prepare: %v (abort: %v)", e.Err, e.AbortErr)
+	}
+	return "txn: prepare: " + e.Err.Error()
+}
+
+func (e *PrepareError) Unwrap() error { return e.Err }
 
 // Point names a step of the commit, for fault injection.
 type Point int
 
 const (
-	BeforeEnd   Point = iota // records flushed or not, EndTxn not yet sent
+	BeforeEnd   Point = iota // participants prepared, EndTxn not yet sent
 	AfterCommit              // EndTxn committed, overlays not yet applied
 	AfterApply               // overlays applied, frontier not yet acknowledged
-	// BeforeFlush: a commit starts, nothing of it flushed yet. The
-	// runtime's flush (changelog and output records) precedes the
-	// Committer's steps, so the runtime calls the hook here itself.
-	BeforeFlush
+	BeforeFlush              // a commit starts, no participant prepared yet
 )
 
 // Stats describe one finished commit attempt; the frontier controller learns
@@ -55,7 +92,10 @@ type Stats struct {
 	// Offsets the transaction committed (empty when it aborted).
 	Offsets Offsets
 	Started time.Time
-	// End is flush + offset commit + EndTxn: the commit latency L.
+	// Prepare is the participants' flush (changelog, sink and frontier
+	// records, side by side).
+	Prepare time.Duration
+	// End is flush + offset commit + EndTxn.
 	End time.Duration
 	// Resolve is the time spent learning an unknown outcome.
 	Resolve time.Duration
@@ -98,6 +138,9 @@ func NewCommitter(sess Session, participants func() []Participant, opts ...Commi
 // Phase is the commit cycle's phase.
 func (c *Committer) Phase() Phase { return c.m.Phase() }
 
+// Open reports whether a transaction is open (begun and not yet ending).
+func (c *Committer) Open() bool { return c.m.Phase() == PhaseOpen }
+
 // Begin opens a transaction.
 func (c *Committer) Begin() error {
 	if err := c.m.Begin(); err != nil {
@@ -110,33 +153,78 @@ func (c *Committer) Begin() error {
 	return nil
 }
 
-// Commit ends the open transaction with a commit and, once Kafka has it,
-// applies every participant. It returns ErrFenced or ErrOutcomeUnknown
-// (wrapped) when the caller must restart its tasks with a new session; after
-// any other error the transaction was aborted and inputs must be rewound.
+// Commit prepares every participant, ends the open transaction with a
+// commit carrying their offset metadata and, once Kafka has it, applies
+// every participant. It returns ErrFenced or ErrOutcomeUnknown (wrapped)
+// when the caller must restart its tasks with a new session, a
+// *PrepareError when a participant could not prepare (the transaction was
+// aborted); after any other error the transaction was aborted and inputs
+// must be rewound.
 func (c *Committer) Commit(ctx context.Context) (Stats, error) {
-	act, err := c.m.Commit()
+	if _, err := c.m.Commit(); err != nil {
+		return Stats{}, err
+	}
+	started := c.now()
+	c.fault(BeforeFlush)
+	parts := c.participants()
+	md, perr := prepare(ctx, parts)
+	prepared := c.now().Sub(started)
+	act, err := c.m.Prepared(perr)
 	if err != nil {
 		return Stats{}, err
 	}
-	return c.finish(ctx, act)
+	st, err := c.finish(ctx, act, parts, md)
+	st.Started, st.Prepare = started, prepared
+	if perr != nil {
+		return st, &PrepareError{Err: perr, AbortErr: err}
+	}
+	return st, err
 }
 
-// Abort aborts the open transaction and discards every overlay.
+// prepare runs every participant's Prepare side by side (each waits for
+// its own acks, so a commit pays one round trip, not one per task) and
+// merges their metadata.
+func prepare(ctx context.Context, parts []Participant) (Metadata, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	mds := make([]Metadata, len(parts))
+	for i, p := range parts {
+		g.Go(func() error {
+			md, err := p.Prepare(gctx)
+			mds[i] = md
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := Metadata{}
+	for _, md := range mds {
+		for topic, ps := range md {
+			for p, v := range ps {
+				out.Set(topic, p, v)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Abort aborts the open transaction and discards every participant.
 func (c *Committer) Abort(ctx context.Context) (Stats, error) {
 	act, err := c.m.Abort()
 	if err != nil {
 		return Stats{}, err
 	}
-	return c.finish(ctx, act)
+	st, err := c.finish(ctx, act, c.participants(), nil)
+	return st, err
 }
 
-func (c *Committer) finish(ctx context.Context, act Action) (Stats, error) {
+func (c *Committer) finish(ctx context.Context, act Action, parts []Participant, md Metadata) (Stats, error) {
 	st := Stats{Started: c.now()}
 	pending := c.sess.Pending()
 	c.fault(BeforeEnd)
-	committed, endErr := c.sess.End(ctx, act == ActEnd)
-	st.End = c.now().Sub(st.Started)
+	ends := c.now()
+	committed, endErr := c.sess.End(ctx, act == ActEnd, md)
+	st.End = c.now().Sub(ends)
 	act, err := c.m.Ended(committed, endErr)
 	if err != nil {
 		return st, err
@@ -154,7 +242,7 @@ func (c *Committer) finish(ctx context.Context, act Action) (Stats, error) {
 		c.fault(AfterCommit)
 		st.Committed, st.Offsets = true, pending
 		as := c.now()
-		for _, p := range c.participants() {
+		for _, p := range parts {
 			if err := p.Apply(ctx); err != nil {
 				// Kafka has the commit; local state lags it. A restart
 				// restores the tail from the changelog.
@@ -173,7 +261,7 @@ func (c *Committer) finish(ctx context.Context, act Action) (Stats, error) {
 		}
 		return st, nil
 	case ActDiscard:
-		for _, p := range c.participants() {
+		for _, p := range parts {
 			p.Discard()
 		}
 		if endErr != nil {
@@ -195,11 +283,22 @@ func (c *Committer) resolve(ctx context.Context, pending Offsets) (committed, kn
 	if len(pending) == 0 {
 		return false, false
 	}
-	got, err := c.sess.Committed(ctx, pending)
-	if err != nil {
-		return false, false
+	for {
+		got, err := c.sess.Committed(ctx, pending)
+		switch {
+		case err == nil:
+			return outcome(pending, got)
+		case !errors.Is(err, kerr.UnstableOffsetCommit):
+			return false, false
+		}
+		// The transaction's markers are still being written: its
+		// outcome is about to be known.
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return outcome(pending, got)
 }
 
 // outcome is committed when every partition's committed offset is the

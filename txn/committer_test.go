@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +18,34 @@ type fakeSession struct {
 	pending   Offsets
 	stable    Offsets
 	stableErr error
+	unstable  int // answers UNSTABLE_OFFSET_COMMIT this many times first
 }
 
 func (f *fakeSession) Begin() error { *f.log = append(*f.log, "begin"); return nil }
-func (f *fakeSession) End(_ context.Context, commit bool) (bool, error) {
-	*f.log = append(*f.log, fmt.Sprintf("end(commit=%v)", commit))
+func (f *fakeSession) End(_ context.Context, commit bool, md Metadata) (bool, error) {
+	*f.log = append(*f.log, fmt.Sprintf("end(commit=%v%s)", commit, renderMetadata(md)))
 	return f.committed && commit, f.endErr
 }
 func (f *fakeSession) Pending() Offsets { return f.pending }
 func (f *fakeSession) Committed(context.Context, Offsets) (Offsets, error) {
 	*f.log = append(*f.log, "fetch-stable")
+	if f.unstable > 0 {
+		f.unstable--
+		return nil, fmt.Errorf("committed offset carts/0: %w", kerr.UnstableOffsetCommit)
+	}
 	return f.stable, f.stableErr
 }
 
 type fakeParticipant struct {
-	name     string
-	log      *[]string
-	applyErr error
+	name       string
+	log        *[]string
+	applyErr   error
+	prepareErr error
+	md         Metadata
+}
+
+func (p fakeParticipant) Prepare(context.Context) (Metadata, error) {
+	return p.md, p.prepareErr
 }
 
 func (p fakeParticipant) Apply(context.Context) error {
@@ -40,6 +53,23 @@ func (p fakeParticipant) Apply(context.Context) error {
 	return p.applyErr
 }
 func (p fakeParticipant) Discard() { *p.log = append(*p.log, "discard:"+p.name) }
+
+// renderMetadata is md as ",md=topic/p:v;..." in a stable order, or "".
+func renderMetadata(md Metadata) string {
+	var parts []string
+	for topic, ps := range md {
+		for p, v := range ps {
+			parts = append(parts, fmt.Sprintf("%s/%d:%s", topic, p, v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return ",md=" + strings.Join(parts, ";")
+}
+
+var errPrepareForTest = errors.New("changelog flush failed")
 
 func offsets(at int64) Offsets { return Offsets{"carts": {0: at, 1: at + 1}} }
 
@@ -53,42 +83,60 @@ func TestCommitterFollowsTheProtocol(t *testing.T) {
 		wantErr  error // nil, or a sentinel the error must wrap
 		anyErr   bool
 		wantComm bool
+		// prepare: the first participant's Prepare error; metadata is
+		// what each participant names for the offsets.
+		prepareErr error
+		withMD     bool
 	}{
+		{name: "the participants' metadata goes with the offsets, merged",
+			sess:    fakeSession{committed: true, pending: offsets(10)},
+			withMD:  true,
+			wantLog: "begin fault:3 fault:0 end(commit=true,md=carts/0:t0;carts/1:t1) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
+		{name: "a failed prepare aborts and discards every participant",
+			sess: fakeSession{committed: true, pending: offsets(10)}, prepareErr: errPrepareForTest,
+			wantLog: "begin fault:3 fault:0 end(commit=false) discard:t0 discard:t1", wantErr: errPrepareForTest},
 		{name: "commit applies every participant after EndTxn, then faults in order",
 			sess:    fakeSession{committed: true, pending: offsets(10)},
-			wantLog: "begin fault:0 end(commit=true) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
 		{name: "an abort discards every participant",
 			sess: fakeSession{pending: offsets(10)}, abort: true,
 			wantLog: "begin fault:0 end(commit=false) discard:t0 discard:t1"},
 		{name: "a session abort at commit (rebalance) discards",
 			sess:    fakeSession{committed: false, pending: offsets(10)},
-			wantLog: "begin fault:0 end(commit=true) discard:t0 discard:t1"},
+			wantLog: "begin fault:3 fault:0 end(commit=true) discard:t0 discard:t1"},
 		{name: "an End error whose offsets landed is applied, then the session restarts",
 			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10)},
-			wantLog: "begin fault:0 end(commit=true) fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
+		{name: "an End error whose markers are still being written is resolved once they land",
+			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10), unstable: 2},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fetch-stable fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
 		{name: "an End error whose offsets did not land is discarded",
 			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(4)},
-			wantLog: "begin fault:0 end(commit=true) fetch-stable discard:t0 discard:t1", anyErr: true},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable discard:t0 discard:t1", anyErr: true},
 		{name: "an End error that cannot be resolved neither applies nor discards",
 			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stableErr: errors.New("down")},
-			wantLog: "begin fault:0 end(commit=true) fetch-stable", wantErr: ErrOutcomeUnknown},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable", wantErr: ErrOutcomeUnknown},
 		{name: "a transaction without input offsets cannot be resolved",
 			sess:    fakeSession{endErr: errors.New("timeout")},
-			wantLog: "begin fault:0 end(commit=true)", wantErr: ErrOutcomeUnknown},
+			wantLog: "begin fault:3 fault:0 end(commit=true)", wantErr: ErrOutcomeUnknown},
 		{name: "a fenced session neither applies nor discards",
 			sess:    fakeSession{endErr: fmt.Errorf("%w: producer fenced", ErrFenced), pending: offsets(10)},
-			wantLog: "begin fault:0 end(commit=true)", wantErr: ErrFenced},
+			wantLog: "begin fault:3 fault:0 end(commit=true)", wantErr: ErrFenced},
 		{name: "an Apply failure after commit asks for a restart",
 			sess: fakeSession{committed: true, pending: offsets(10)}, applyErr: errors.New("disk full"),
-			wantLog: "begin fault:0 end(commit=true) fault:1 apply:t0", wantErr: ErrOutcomeUnknown, wantComm: true},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fault:1 apply:t0", wantErr: ErrOutcomeUnknown, wantComm: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log []string
 			tt.sess.log = &log
 			parts := []Participant{
-				fakeParticipant{name: "t0", log: &log, applyErr: tt.applyErr},
+				fakeParticipant{name: "t0", log: &log, applyErr: tt.applyErr, prepareErr: tt.prepareErr},
 				fakeParticipant{name: "t1", log: &log},
+			}
+			if tt.withMD {
+				parts[0] = fakeParticipant{name: "t0", log: &log, md: Metadata{"carts": {0: "t0"}}}
+				parts[1] = fakeParticipant{name: "t1", log: &log, md: Metadata{"carts": {1: "t1"}}}
 			}
 			c := NewCommitter(&tt.sess, func() []Participant { return parts },
 				WithFaultHook(func(p Point) { log = append(log, fmt.Sprintf("fault:%d", p)) }),

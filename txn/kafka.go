@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,13 +15,12 @@ import (
 // metadata, aborts on rebalance) to Session.
 type KafkaSession struct {
 	s     *kgo.GroupTransactSession
-	adm   *kadm.Client
 	group string
 }
 
 // NewKafkaSession wraps an existing session; group is its consumer group.
 func NewKafkaSession(s *kgo.GroupTransactSession, group string) *KafkaSession {
-	return &KafkaSession{s: s, adm: kadm.NewClient(s.Client()), group: group}
+	return &KafkaSession{s: s, group: group}
 }
 
 // Client is the session's client, for producing and polling.
@@ -30,8 +28,8 @@ func (k *KafkaSession) Client() *kgo.Client { return k.s.Client() }
 
 func (k *KafkaSession) Begin() error { return k.s.Begin() }
 
-func (k *KafkaSession) End(ctx context.Context, commit bool) (bool, error) {
-	committed, err := k.s.End(ctx, kgo.TransactionEndTry(commit))
+func (k *KafkaSession) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
+	committed, err := k.s.End(withOffsetMetadata(ctx, md), kgo.TransactionEndTry(commit))
 	if err != nil && isFenced(err) {
 		err = fmt.Errorf("%w: %v", ErrFenced, err)
 	}
@@ -60,24 +58,26 @@ func (k *KafkaSession) Pending() Offsets {
 }
 
 func (k *KafkaSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
-	resp, err := k.adm.FetchOffsets(kadm.RequireStable(ctx), k.group)
-	if err != nil {
-		return nil, fmt.Errorf("txn: fetch committed offsets of group %s: %w", k.group, err)
-	}
-	out := Offsets{}
+	return committedOffsets(ctx, k.s.Client(), k.group, of)
+}
+
+// committedOffsets reads the stable committed offsets of of's partitions.
+func committedOffsets(ctx context.Context, cl *kgo.Client, group string, of Offsets) (Offsets, error) {
+	parts := Partitions{}
 	for topic, ps := range of {
 		for p := range ps {
-			o, ok := resp.Lookup(topic, p)
-			if !ok {
-				continue
-			}
-			if o.Err != nil {
-				return nil, fmt.Errorf("txn: committed offset %s/%d: %w", topic, p, o.Err)
-			}
-			if out[topic] == nil {
-				out[topic] = map[int32]int64{}
-			}
-			out[topic][p] = o.At
+			parts[topic] = append(parts[topic], p)
+		}
+	}
+	got, err := fetchStable(ctx, cl, group, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := Offsets{}
+	for topic, ps := range got {
+		out[topic] = map[int32]int64{}
+		for p, co := range ps {
+			out[topic][p] = co.offset
 		}
 	}
 	return out, nil
@@ -97,19 +97,18 @@ func isFenced(err error) bool {
 // consumed offsets; outputs are visible as soon as they are produced.
 type AtLeastOnceSession struct {
 	cl    *kgo.Client
-	adm   *kadm.Client
 	group string
 }
 
 // NewAtLeastOnceSession wraps a group-consuming, non-transactional client
 // created with kgo.DisableAutoCommit.
 func NewAtLeastOnceSession(cl *kgo.Client, group string) *AtLeastOnceSession {
-	return &AtLeastOnceSession{cl: cl, adm: kadm.NewClient(cl), group: group}
+	return &AtLeastOnceSession{cl: cl, group: group}
 }
 
 func (a *AtLeastOnceSession) Begin() error { return nil }
 
-func (a *AtLeastOnceSession) End(ctx context.Context, commit bool) (bool, error) {
+func (a *AtLeastOnceSession) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
 	if !commit {
 		// Produced records cannot be taken back; rewinding makes the
 		// aborted work run again (at least once).
@@ -118,7 +117,7 @@ func (a *AtLeastOnceSession) End(ctx context.Context, commit bool) (bool, error)
 	if err := a.cl.Flush(ctx); err != nil {
 		return false, fmt.Errorf("txn: flush: %w", err)
 	}
-	if err := a.cl.CommitUncommittedOffsets(ctx); err != nil {
+	if err := a.cl.CommitUncommittedOffsets(withOffsetMetadata(ctx, md)); err != nil {
 		return false, fmt.Errorf("txn: commit offsets: %w", err)
 	}
 	return true, nil
@@ -136,19 +135,20 @@ func (a *AtLeastOnceSession) Pending() Offsets {
 }
 
 func (a *AtLeastOnceSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
-	k := KafkaSession{adm: a.adm, group: a.group}
-	return k.Committed(ctx, of)
+	return committedOffsets(ctx, a.cl, a.group, of)
 }
 
-// WithOffsetMetadata returns a ctx under which the offsets End commits
-// carry metadata: fn gives it for each committed partition (ok false
-// leaves it empty). It covers both sessions: the transactional offset
-// commit and the at-least-once one. fn runs under the client's
-// transaction lock, so it must only look things up.
-func WithOffsetMetadata(ctx context.Context, fn func(topic string, partition int32) (string, bool)) context.Context {
-	set := func(topic string, partition int32, md **string) {
-		if v, ok := fn(topic, partition); ok {
-			*md = &v
+// withOffsetMetadata returns a ctx under which the offsets End commits
+// carry md. franz-go takes it through request hooks on the context, for
+// both the transactional offset commit and the at-least-once one; the hooks
+// run under the client's transaction lock, so they only look things up.
+func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
+	if len(md) == 0 {
+		return ctx
+	}
+	set := func(topic string, partition int32, dst **string) {
+		if v, ok := md[topic][partition]; ok {
+			*dst = &v
 		}
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
@@ -169,26 +169,4 @@ func WithOffsetMetadata(ctx context.Context, fn func(topic string, partition int
 		}
 		return nil
 	})
-}
-
-// CommittedMetadata reads the metadata stored with group's committed
-// offsets (stable ones: a pending transaction's are waited for).
-func CommittedMetadata(ctx context.Context, cl *kgo.Client, group string) (map[string]map[int32]string, error) {
-	resp, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), group)
-	if err != nil {
-		return nil, fmt.Errorf("txn: fetch committed offsets of group %s: %w", group, err)
-	}
-	out := map[string]map[int32]string{}
-	var ferr error
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Err != nil {
-			ferr = errors.Join(ferr, fmt.Errorf("txn: committed offset %s/%d: %w", o.Topic, o.Partition, o.Err))
-			return
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]string{}
-		}
-		out[o.Topic][o.Partition] = o.Metadata
-	})
-	return out, ferr
 }

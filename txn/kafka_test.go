@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"sort"
 	"testing"
 	"time"
@@ -14,10 +15,14 @@ import (
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
-type overlay struct{ applied, discarded int }
+type overlay struct {
+	applied, discarded int
+	md                 txn.Metadata // what Prepare names for the offsets
+}
 
-func (o *overlay) Apply(context.Context) error { o.applied++; return nil }
-func (o *overlay) Discard()                    { o.discarded++ }
+func (o *overlay) Prepare(context.Context) (txn.Metadata, error) { return o.md, nil }
+func (o *overlay) Apply(context.Context) error                   { o.applied++; return nil }
+func (o *overlay) Discard()                                      { o.discarded++ }
 
 func newSession(t *testing.T, in, out, group, txnID string) *txn.KafkaSession {
 	t.Helper()
@@ -59,8 +64,9 @@ func TestAbortDiscardsRewindsAndHidesOutputs(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "in-%d", i)})
 	}
 	kafkatest.Produce(t, recs...)
-	sess := newSession(t, in, out, kafkatest.UniqueName(t, "g"), kafkatest.UniqueName(t, "txn"))
-	ov := &overlay{}
+	group := kafkatest.UniqueName(t, "g")
+	sess := newSession(t, in, out, group, kafkatest.UniqueName(t, "txn"))
+	ov := &overlay{md: txn.Metadata{in: {0: "resume-here"}}}
 	c := txn.NewCommitter(sess, func() []txn.Participant { return []txn.Participant{ov} })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -92,6 +98,20 @@ func TestAbortDiscardsRewindsAndHidesOutputs(t *testing.T) {
 	}
 	if got := st.Offsets[in][0]; got != 4 {
 		t.Fatalf("committed offset %d, want 4", got)
+	}
+	// Read at once, while the commit's markers may still be on their way:
+	// a stable read of the named partition says so until they land (asked
+	// for all of the group's offsets, the broker would leave it out).
+	var md map[string]map[int32]string
+	for {
+		md, err = txn.CommittedMetadata(ctx, sess.Client(), group, txn.Partitions{in: {0}})
+		if !errors.Is(err, kerr.UnstableOffsetCommit) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || md[in][0] != "resume-here" {
+		t.Fatalf("committed metadata %v (err %v), want the participant's %q with the offset", md, err, "resume-here")
 	}
 	outs := kafkatest.ConsumeExactly(t, out, 4, kafkatest.Timeout, time.Second)
 	var vals []string

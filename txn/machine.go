@@ -13,6 +13,9 @@ const (
 	PhaseIdle Phase = iota
 	// PhaseOpen: a transaction is open and records may be produced.
 	PhaseOpen
+	// PhasePreparing: every participant flushes its records and names the
+	// offset metadata it wants committed.
+	PhasePreparing
 	// PhaseEnding: flush, offset commit and EndTxn are under way.
 	PhaseEnding
 	// PhaseResolving: End failed and whether it committed is unknown.
@@ -25,7 +28,7 @@ const (
 )
 
 func (p Phase) String() string {
-	return [...]string{"idle", "open", "ending", "resolving", "applying", "failed"}[p]
+	return [...]string{"idle", "open", "preparing", "ending", "resolving", "applying", "failed"}[p]
 }
 
 // Action is what the Machine asks its driver to do next.
@@ -33,6 +36,9 @@ type Action int
 
 const (
 	ActNone Action = iota
+	// ActPrepare: every participant flushes its records into the
+	// transaction and returns its offset metadata.
+	ActPrepare
 	// ActEnd: flush, commit offsets in the transaction, EndTxn(commit).
 	ActEnd
 	// ActAbort: EndTxn(abort).
@@ -52,7 +58,7 @@ const (
 )
 
 func (a Action) String() string {
-	return [...]string{"none", "end", "abort", "resolve", "apply", "discard", "ack", "restart"}[a]
+	return [...]string{"none", "prepare", "end", "abort", "resolve", "apply", "discard", "ack", "restart"}[a]
 }
 
 // ErrFenced is wrapped by errors that mean another producer with this
@@ -100,12 +106,26 @@ func (m *Machine) Begin() error {
 	return nil
 }
 
-// Commit asks to end the open transaction with a commit.
+// Commit asks to end the open transaction with a commit: its participants
+// prepare first.
 func (m *Machine) Commit() (Action, error) {
 	if err := m.want("commit", PhaseOpen); err != nil {
 		return ActNone, err
 	}
+	m.phase = PhasePreparing
+	return ActPrepare, nil
+}
+
+// Prepared records whether every participant prepared. A failed prepare
+// (a changelog or output the broker did not take) aborts the transaction.
+func (m *Machine) Prepared(err error) (Action, error) {
+	if err := m.want("prepared", PhasePreparing); err != nil {
+		return ActNone, err
+	}
 	m.phase = PhaseEnding
+	if err != nil {
+		return ActAbort, nil
+	}
 	return ActEnd, nil
 }
 

@@ -22,6 +22,10 @@ func run(t *testing.T, events ...string) string {
 			act, err = m.Commit()
 		case "abort":
 			act, err = m.Abort()
+		case "prepared":
+			act, err = m.Prepared(nil)
+		case "prepare-failed":
+			act, err = m.Prepared(errors.New("changelog flush failed"))
 		case "ended-committed":
 			act, err = m.Ended(true, nil)
 		case "ended-aborted":
@@ -61,21 +65,25 @@ func TestCommitCycle(t *testing.T) {
 		want   string
 	}{
 		{"a committed transaction applies then acks",
-			[]string{"begin", "commit", "ended-committed", "applied"}, "end apply ack idle"},
+			[]string{"begin", "commit", "prepared", "ended-committed", "applied"}, "prepare end apply ack idle"},
 		{"an abort discards overlays and rewinds",
 			[]string{"begin", "abort", "ended-aborted"}, "abort discard idle"},
 		{"a session abort during commit (rebalance) discards",
-			[]string{"begin", "commit", "ended-aborted"}, "end discard idle"},
+			[]string{"begin", "commit", "prepared", "ended-aborted"}, "prepare end discard idle"},
 		{"an End error is resolved before anything is applied",
-			[]string{"begin", "commit", "ended-error"}, "end resolve resolving"},
+			[]string{"begin", "commit", "prepared", "ended-error"}, "prepare end resolve resolving"},
 		{"resolved as committed applies and acks",
-			[]string{"begin", "commit", "ended-error", "resolved-committed", "applied"}, "end resolve apply ack idle"},
+			[]string{"begin", "commit", "prepared", "ended-error", "resolved-committed", "applied"}, "prepare end resolve apply ack idle"},
 		{"resolved as aborted discards and needs a new session",
-			[]string{"begin", "commit", "ended-error", "resolved-aborted"}, "end resolve discard failed"},
+			[]string{"begin", "commit", "prepared", "ended-error", "resolved-aborted"}, "prepare end resolve discard failed"},
 		{"an unresolvable outcome restarts without applying or discarding",
-			[]string{"begin", "commit", "ended-error", "resolved-unknown"}, "end resolve restart failed"},
+			[]string{"begin", "commit", "prepared", "ended-error", "resolved-unknown"}, "prepare end resolve restart failed"},
 		{"a fenced session never applies",
-			[]string{"begin", "commit", "ended-fenced"}, "end restart failed"},
+			[]string{"begin", "commit", "prepared", "ended-fenced"}, "prepare end restart failed"},
+		{"a failed prepare aborts and discards",
+			[]string{"begin", "commit", "prepare-failed", "ended-aborted"}, "prepare abort discard idle"},
+		{"end before prepare is refused",
+			[]string{"begin", "commit", "ended-committed"}, "prepare ended-committed! preparing"},
 		{"apply before commit is refused",
 			[]string{"begin", "applied"}, "applied! open"},
 		{"commit without begin is refused",
@@ -83,7 +91,7 @@ func TestCommitCycle(t *testing.T) {
 		{"begin twice is refused",
 			[]string{"begin", "begin"}, "begin! open"},
 		{"cycles repeat",
-			[]string{"begin", "commit", "ended-committed", "applied", "begin", "abort", "ended-aborted"}, "end apply ack abort discard idle"},
+			[]string{"begin", "commit", "prepared", "ended-committed", "applied", "begin", "abort", "ended-aborted"}, "prepare end apply ack abort discard idle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +107,7 @@ func TestCountsTrackOutcomes(t *testing.T) {
 	for range 3 {
 		_ = m.Begin()
 		_, _ = m.Commit()
+		_, _ = m.Prepared(nil)
 		_, _ = m.Ended(true, nil)
 		_, _ = m.Applied()
 	}
