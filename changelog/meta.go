@@ -269,17 +269,28 @@ func (t *TaskState) wrap(st *storeState, op string, err error) error {
 // partition to: task when it is set, else the task DB that holds the
 // store, else the partition's default one.
 func (db *DB) storeDB(name string, partition int32, task string) (*taskDB, error) {
+	tdb, task, err := db.resolveStoreTask(name, partition, task)
+	if err != nil || tdb != nil {
+		return tdb, err
+	}
+	return db.acquire(task, true)
+}
+
+// resolveStoreTask names the task DB of store name, partition: task when
+// it is set, else the open task DB that holds the store (returned,
+// pinned), else the partition's default task id.
+func (db *DB) resolveStoreTask(name string, partition int32, task string) (*taskDB, string, error) {
 	if task == "" {
 		tdb, err := db.locate(name, partition)
 		if err != nil || tdb != nil {
-			return tdb, err
+			return tdb, "", err
 		}
 		task = defaultTaskID(partition)
 	}
 	if !validTaskID(task) {
-		return nil, fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", task)
+		return nil, "", fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", task)
 	}
-	return db.acquire(task, true)
+	return nil, task, nil
 }
 
 // findStoreDB is storeDB for reads: it opens no task DB that does not
@@ -288,15 +299,9 @@ func (db *DB) findStoreDB(name string, partition int32, task string) (*taskDB, e
 	if db.legacy {
 		return db.acquire("", true)
 	}
-	if task == "" {
-		tdb, err := db.locate(name, partition)
-		if err != nil || tdb != nil {
-			return tdb, err
-		}
-		task = defaultTaskID(partition)
-	}
-	if !validTaskID(task) {
-		return nil, fmt.Errorf("changelog: task id %q: want letters, digits, '_' and '-'", task)
+	tdb, task, err := db.resolveStoreTask(name, partition, task)
+	if err != nil || tdb != nil {
+		return tdb, err
 	}
 	if _, err := os.Stat(db.taskDir(task)); err != nil {
 		return nil, nil

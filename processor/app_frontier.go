@@ -470,17 +470,7 @@ func (a *App) frontierFeeds(sink string) []frontier.Feed {
 // task. It returns the keys to tombstone.
 func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now time.Time, withCleanup bool) (map[string]frontier.Record, []string) {
 	a := s.app
-	fs.mu.Lock()
-	w := fs.watcher
-	own := make(map[string]frontier.Record, len(fs.own))
-	for k, r := range fs.own {
-		own[k] = r
-	}
-	fs.mu.Unlock()
-	view := frontier.NewView()
-	if w != nil {
-		view, _ = w.View()
-	}
+	view, _, own := fs.view()
 	var deleted []string
 	absorbed := map[string][]frontier.Record{}
 	if withCleanup {
@@ -705,12 +695,10 @@ func splitFrontierKey(key string) (sink, instance string, ok bool) {
 // frontierView is the application's frontier as this instance knows it:
 // the topic as the watcher read it, with this instance's committed records
 // (which the watcher may not have read yet).
-func (a *App) frontierView() (*frontier.View, *watch.Watcher, map[string]frontier.Record) {
-	v, ok := frontierServices.Load(a)
-	if !ok {
-		return frontier.NewView(), nil, nil // not running
-	}
-	fs := v.(*frontierService)
+// view is what the service knows of the application's frontier: the
+// records its watcher read (empty before it read any), the watcher, and a
+// copy of this instance's own committed records by sink.
+func (fs *frontierService) view() (*frontier.View, *watch.Watcher, map[string]frontier.Record) {
 	fs.mu.Lock()
 	w := fs.watcher
 	own := make(map[string]frontier.Record, len(fs.own))
@@ -722,6 +710,15 @@ func (a *App) frontierView() (*frontier.View, *watch.Watcher, map[string]frontie
 	if w != nil {
 		view, _ = w.View()
 	}
+	return view, w, own
+}
+
+func (a *App) frontierView() (*frontier.View, *watch.Watcher, map[string]frontier.Record) {
+	v, ok := frontierServices.Load(a)
+	if !ok {
+		return frontier.NewView(), nil, nil // not running
+	}
+	view, w, own := v.(*frontierService).view()
 	for sink, r := range own {
 		view.Put(string(FrontierKey(sink, a.cfg.InstanceID)), r)
 	}
