@@ -33,9 +33,13 @@ func TestNewOwnerRestoresPastADeadMembersOpenTransaction(t *testing.T) {
 			t.Fatal("x never reached its fourth commit")
 		}
 	}
+	died := time.Now()
 	y := startChild(t, childEnv(t, appID, in, out, "y"))
 	feed(300)
+	// Within checkCounts' minute, well below x's 120 s transaction
+	// timeout: y fenced x's open transaction instead of waiting it out.
 	checkCounts(t, out, want) // y took over after x's session timed out
+	t.Logf("every output visible %s after x died with its transaction open (its transaction timeout: 120s)", time.Since(died).Round(10*time.Millisecond))
 	y.terminate(t)
 	z := startChild(t, childEnv(t, appID, in, out, "z"))
 	feed(300)
