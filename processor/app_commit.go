@@ -56,7 +56,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		s.txn.mu.Lock()
 		rejectedOutput := s.txn.rejected
 		s.txn.mu.Unlock()
-		if err := s.aborted(prepErr.AbortErr); err != nil {
+		if err := s.aborted(prepErr.AbortErr, abortPrepare); err != nil {
 			return err
 		}
 		if rejectedOutput && !s.app.isolate {
@@ -74,28 +74,30 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		// Aborted: by the session (a rebalance) or after an End error
 		// resolved as not committed.
 		s.ctrl.ObserveCommitAborted(end)
-		s.app.metrics.aborts.Inc()
 		if err != nil {
+			s.app.metrics.aborts.WithLabelValues(abortEnd).Inc()
 			s.app.log.Warn("transaction aborted", "err", err)
 			if rerr := s.resetTasks(); rerr != nil {
 				return rerr
 			}
 			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}
+		s.app.metrics.aborts.WithLabelValues(abortRevoked).Inc()
 		s.app.log.Info("transaction aborted by the session: partitions revoked or the group generation changed")
 		return s.resetTasks()
 	}
 }
 
-func (s *session) abort(ctx context.Context) error {
+func (s *session) abort(ctx context.Context, cause string) error {
 	_, err := s.committer.Abort(ctx)
-	return s.aborted(err)
+	return s.aborted(err, cause)
 }
 
-// aborted rewinds after the transaction was aborted; err is the abort's.
-func (s *session) aborted(err error) error {
+// aborted rewinds after the transaction was aborted for cause; err is the
+// abort's.
+func (s *session) aborted(err error, cause string) error {
 	s.ctrl.ObserveCommitAborted(s.now())
-	s.app.metrics.aborts.Inc()
+	s.app.metrics.aborts.WithLabelValues(cause).Inc()
 	if err != nil && restartable(err) {
 		return fmt.Errorf("%w: %v", errRestartSession, err)
 	}

@@ -12,13 +12,19 @@ import (
 // appMetrics are the Prometheus metrics of one App, on a registry of its own
 // so several apps can live in one process.
 type appMetrics struct {
-	reg                   *prometheus.Registry
+	reg *prometheus.Registry
+	// registered lists every collector on reg: the test that checks the
+	// dashboard and alert rules in deploy/ name only metrics that exist
+	// describes them.
+	registered            []prometheus.Collector
 	recordsIn, recordsOut prometheus.Counter
 	processing            prometheus.Histogram
 	commitLatency         *prometheus.HistogramVec
 	endLatency            prometheus.Histogram
 	commits               *prometheus.CounterVec
-	aborts                prometheus.Counter
+	aborts                *prometheus.CounterVec
+	taskRecordsIn         *prometheus.CounterVec
+	taskLag               *prometheus.GaugeVec
 	sessionRestarts       *prometheus.CounterVec
 	fencedTxns            prometheus.Counter
 	stateRebuilds         prometheus.Counter
@@ -45,10 +51,14 @@ type appMetrics struct {
 
 func newAppMetrics(app string) *appMetrics {
 	reg := prometheus.NewRegistry()
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &appMetrics{reg: reg}
+	f := func(c prometheus.Collector) {
+		reg.MustRegister(c)
+		m.registered = append(m.registered, c)
+	}
 	labels := prometheus.Labels{"app": app}
 	staleBuckets := prometheus.ExponentialBuckets(0.001, 2, 16) // 1ms … 32s
-	m := &appMetrics{
+	*m = appMetrics{
 		reg:        reg,
 		recordsIn:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_records_in_total", Help: "Input records processed.", ConstLabels: labels}),
 		recordsOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_records_out_total", Help: "Output records committed.", ConstLabels: labels}),
@@ -58,7 +68,13 @@ func newAppMetrics(app string) *appMetrics {
 			ConstLabels: labels, Buckets: staleBuckets}, []string{"reason"}),
 		endLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_commit_end_seconds", Help: "EndTxn latency (L).", ConstLabels: labels, Buckets: staleBuckets}),
 		commits:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_commits_total", Help: "Committed transactions by trigger.", ConstLabels: labels}, []string{"reason"}),
-		aborts:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_aborts_total", Help: "Aborted transactions.", ConstLabels: labels}),
+		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_aborts_total",
+			Help:        "Aborted transactions by cause: revoked (the group rebalanced mid-transaction), prepare (a changelog, output or frontier record was not taken), end (EndTxn failed and resolved as aborted), redo (a bad record or a rejected output: redone without it).",
+			ConstLabels: labels}, []string{"cause"}),
+		taskRecordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_task_records_in_total",
+			Help: "Input records processed, per task.", ConstLabels: labels}, []string{"task"}),
+		taskLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_task_lag_records",
+			Help: "Records behind the input end offsets, per task, as of its last fetch.", ConstLabels: labels}, []string{"task"}),
 		sessionRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_session_restarts_total",
 			Help:        "Sessions replaced, by cause: fenced, outcome_unknown, transient (a broker outage, a leader election), rebuild (corrupt local state).",
 			ConstLabels: labels}, []string{"cause"}),
@@ -100,8 +116,9 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
 	}
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
+	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -127,4 +144,20 @@ func (m *appMetrics) observeCommit(reason string, total time.Duration, phases [3
 	for i, d := range phases {
 		m.commitPhase.WithLabelValues(phaseNames[i]).Observe(d.Seconds())
 	}
+}
+
+// Abort causes, the values of tidemark_aborts_total's cause label.
+const (
+	abortRevoked = "revoked"
+	abortPrepare = "prepare"
+	abortEnd     = "end"
+	abortRedo    = "redo"
+)
+
+// forgetTask drops a task's per-task series when it leaves this instance,
+// so a revoked task does not report a stale lag forever.
+func (m *appMetrics) forgetTask(task string) {
+	m.taskRecordsIn.DeleteLabelValues(task)
+	m.taskLag.DeleteLabelValues(task)
+	m.restoreRemaining.DeleteLabelValues(task)
 }

@@ -273,6 +273,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 				s.app.log.Warn("close revoked task", "task", id.String(), "err", err)
 			}
 			delete(s.tasks, id)
+			s.app.metrics.forgetTask(id.String())
 		}
 	}
 	s.app.ready.Store(false)
@@ -450,7 +451,7 @@ func (s *session) redo(ctx context.Context, err error) error {
 	if !errors.Is(err, errReplay) && !errors.Is(err, errRedo) {
 		return err
 	}
-	if aerr := s.abort(ctx); aerr != nil {
+	if aerr := s.abort(ctx, abortRedo); aerr != nil {
 		return aerr
 	}
 	if errors.Is(err, errRedo) {
@@ -506,19 +507,22 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	}
 	var lag int64
 	inputs := map[*liveTask][][]*kgo.Record{}
+	taskLag := map[*liveTask]int64{}
 	var unowned error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		n := len(p.Records)
 		if n == 0 {
 			return // an error-only or empty partition (e.g. after a broker restart)
 		}
-		lag += max(0, p.HighWatermark-p.Records[n-1].Offset-1)
+		behind := max(0, p.HighWatermark-p.Records[n-1].Offset-1)
+		lag += behind
 		lt := s.byInput[changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
 		if lt == nil {
 			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
 			return
 		}
 		inputs[lt] = append(inputs[lt], p.Records)
+		taskLag[lt] += behind
 	})
 	if unowned != nil {
 		// The consumer and the task table disagree (a revocation racing
@@ -530,6 +534,14 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 		lt := s.tasks[id]
 		if err := s.processTaskInputs(ctx, lt, inputs[lt]); err != nil {
 			return err
+		}
+		if parts, ok := inputs[lt]; ok {
+			k := 0
+			for _, recs := range parts {
+				k += len(recs)
+			}
+			s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
+			s.app.metrics.taskLag.WithLabelValues(id.String()).Set(float64(taskLag[lt]))
 		}
 	}
 	end := s.now()
