@@ -346,3 +346,56 @@ func TestResetRefusesAnotherApplicationsStateDir(t *testing.T) {
 		}
 	}
 }
+
+func TestResetToDatetimeTakesTheFirstOffsetAtOrAfter(t *testing.T) {
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	app, in, _ := fakeApp(t, "")
+	var recs []*kgo.Record
+	for i := range 4 {
+		recs = append(recs, &kgo.Record{Topic: in, Partition: 0, Value: []byte("v"), Timestamp: time.UnixMilli(int64(1000 * (i + 1)))})
+	}
+	kafkatest.Produce(t, recs...)
+	stdout, err := runSub(t, newResetCmd(), "--brokers", brokers, "--application", app,
+		"--to-datetime", time.UnixMilli(2500).UTC().Format(time.RFC3339Nano))
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, stdout)
+	}
+	// Partition 0: 3000 ms is offset 2; partition 1 is empty: its end.
+	for _, want := range []string{in + "/0: 7 -> 2", in + "/1: 9 -> 0", "local state directory: no --state-dir given"} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("dry run output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := runSub(t, newResetCmd(), "--brokers", brokers, "--application", app, "--to-datetime", "yesterday"); err == nil ||
+		!strings.Contains(err.Error(), `--to-datetime "yesterday"`) {
+		t.Fatalf("reset with a bad time = %v", err)
+	}
+}
+
+func TestResetKeepsTopicsOfALongerApplicationID(t *testing.T) {
+	groups := kadm.ListedGroups{"shop": {}, "shop-eu": {}}
+	for _, tc := range []struct {
+		topic    string
+		internal bool
+		other    string
+	}{
+		{"shop-inventory-changelog", true, ""},
+		{"shop-by-page-repartition", true, ""},
+		{"shop-frontier", true, ""},
+		{"shop-eu-inventory-changelog", true, "shop-eu"},
+		{"shop-eu-frontier", false, ""}, // not named like one of shop's
+		{"shop-orders", false, ""},
+		{"shop--changelog", false, ""},
+		{"shopping-x-changelog", false, ""},
+	} {
+		if got := isInternalTopic("shop", tc.topic); got != tc.internal {
+			t.Errorf("isInternalTopic(shop, %s) = %v", tc.topic, got)
+		}
+		if !tc.internal {
+			continue // reset only looks at topics named like its own
+		}
+		if got := longerGroup("shop", tc.topic, groups); got != tc.other {
+			t.Errorf("longerGroup(shop, %s) = %q, want %q", tc.topic, got, tc.other)
+		}
+	}
+}
