@@ -68,10 +68,12 @@ func runUntil(t *testing.T, topo *topology.Topology, dir, out string, want int) 
 // pageViews writes n views over 2 partitions: page-(i%3) by user-(i%4).
 func pageViews(t *testing.T, in string, n int) {
 	t.Helper()
+	// Recent timestamps: the broker's retention deletes records from 1970.
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var recs []*kgo.Record
 	for i := range n {
 		recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Key: fmt.Appendf(nil, "user-%d", i%4),
-			Value: fmt.Appendf(nil, "page-%d", i%3), Timestamp: time.UnixMilli(int64(1000 * (i + 1)))})
+			Value: fmt.Appendf(nil, "page-%d", i%3), Timestamp: base.Add(time.Duration(i+1) * time.Second)})
 	}
 	kafkatest.Produce(t, recs...)
 }
@@ -168,6 +170,28 @@ func TestResetReprocessesToTheSameOutputs(t *testing.T) {
 		t.Fatalf("second reset: %v\n%s", err, stdout)
 	}
 	checkOffsets(t, app, in, map[int32]int64{0: 0, 1: 0})
+	if _, err := os.Stat(filepath.Join(parent, app)); !os.IsNotExist(err) {
+		t.Fatalf("state directory after the second reset: %v, want it gone", err)
+	}
+
+	// What the reset's deletions are for: rewinding only the group's
+	// offsets keeps the state (changelogs and local directory), and the
+	// counts go on from where they were instead of starting over.
+	all = runUntil(t, topo, filepath.Join(parent, app), out, 3*n) // again from scratch: as the first run
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: in, Partition: 0, At: 0, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: in, Partition: 1, At: 0, LeaderEpoch: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if resp, err := kafkatest.Admin(t).CommitOffsets(ctx, app, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("rewind offsets only: %v %v", err, resp.Error())
+	}
+	all = runUntil(t, topo, filepath.Join(parent, app), out, 4*n)
+	if c := perKey(all[3*n:]); fmt.Sprint(c) == fmt.Sprint(a) {
+		t.Fatalf("after rewinding only the offsets the outputs equal the first run's: %v", c)
+	} else {
+		t.Logf("offsets rewound, state kept: %v\nafter tidemark reset:       %v", c, a)
+	}
 }
 
 // checkOffsets asserts the group's committed offsets of topic, and that
@@ -350,17 +374,18 @@ func TestResetRefusesAnotherApplicationsStateDir(t *testing.T) {
 func TestResetToDatetimeTakesTheFirstOffsetAtOrAfter(t *testing.T) {
 	brokers := strings.Join(kafkatest.Brokers(t), ",")
 	app, in, _ := fakeApp(t, "")
+	base := time.Now().Add(-time.Hour).Truncate(time.Second) // recent: retention keeps it
 	var recs []*kgo.Record
 	for i := range 4 {
-		recs = append(recs, &kgo.Record{Topic: in, Partition: 0, Value: []byte("v"), Timestamp: time.UnixMilli(int64(1000 * (i + 1)))})
+		recs = append(recs, &kgo.Record{Topic: in, Partition: 0, Value: []byte("v"), Timestamp: base.Add(time.Duration(i+1) * time.Second)})
 	}
 	kafkatest.Produce(t, recs...)
 	stdout, err := runSub(t, newResetCmd(), "--brokers", brokers, "--application", app,
-		"--to-datetime", time.UnixMilli(2500).UTC().Format(time.RFC3339Nano))
+		"--to-datetime", base.Add(2500*time.Millisecond).UTC().Format(time.RFC3339Nano))
 	if err != nil {
 		t.Fatalf("dry run: %v\n%s", err, stdout)
 	}
-	// Partition 0: 3000 ms is offset 2; partition 1 is empty: its end.
+	// Partition 0: base+3 s is offset 2; partition 1 is empty: its end.
 	for _, want := range []string{in + "/0: 7 -> 2", in + "/1: 9 -> 0", "local state directory: no --state-dir given"} {
 		if !strings.Contains(stdout, want) {
 			t.Fatalf("dry run output lacks %q:\n%s", want, stdout)
