@@ -1,0 +1,157 @@
+package processor_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
+)
+
+// logBuffer collects JSON log lines from the App's goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// taskStates returns the "task state" lines, in order, decoded.
+func (b *logBuffer) taskStates(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == "task state" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A task's life in one run: assigned, restoring when its changelogs hold
+// something to restore, running; rebalances may revoke and reassign it;
+// the shutdown closes it.
+var taskLife = regexp.MustCompile(`^(assigned (restoring )?running (revoked assigned (restoring )?running )*)+closed$`)
+
+// checkTaskStates groups the lines by task, checks each line's attributes
+// and each task's sequence of states, and returns the lines per task.
+func checkTaskStates(t *testing.T, lines []map[string]any, tasks ...string) map[string][]map[string]any {
+	t.Helper()
+	byTask := map[string][]map[string]any{}
+	for _, l := range lines {
+		t.Logf("%v %v state=%v restored=%v to_restore=%v reason=%v", l["task"], l["partition"], l["state"], l["restored"], l["to_restore"], l["reason"])
+		id, _ := l["task"].(string)
+		if l["level"] != "INFO" || fmt.Sprintf("%v_%v", l["subtopology"], l["partition"]) != id {
+			t.Errorf("task state line %v: want level INFO and task = subtopology_partition", l)
+		}
+		byTask[id] = append(byTask[id], l)
+	}
+	if len(byTask) != len(tasks) {
+		t.Errorf("task state lines for %d tasks, want %v: %v", len(byTask), tasks, lines)
+	}
+	for _, id := range tasks {
+		var states []string
+		for _, l := range byTask[id] {
+			states = append(states, fmt.Sprint(l["state"]))
+		}
+		if seq := strings.Join(states, " "); !taskLife.MatchString(seq) {
+			t.Errorf("task %s went through %q, want assigned → restoring? → running → ... → closed", id, seq)
+		}
+		if last := byTask[id][len(byTask[id])-1]; last["reason"] != "shutdown" {
+			t.Errorf("task %s closed with reason %v, want shutdown", id, last["reason"])
+		}
+	}
+	return byTask
+}
+
+// Every task state change is one "task state" line with the task, its
+// sub-topology and partition and the state: a first run with empty
+// changelogs goes assigned → running → closed; a second run on a fresh
+// state directory restores in between, and says how much.
+func TestAppLogsOneLinePerTaskStateChange(t *testing.T) {
+	in := kafkatest.NewTopic(t, 2, nil)
+	out := kafkatest.NewTopic(t, 2, nil)
+	topo := countTopology(t, kafkatest.UniqueName(t, "app"), in, out)
+	want := produceKeys(t, in, 0, 200, 12)
+
+	var first logBuffer
+	_, stop := runApp(t, topo, processor.WithLogger(slog.New(slog.NewJSONHandler(&first, nil))))
+	checkCounts(t, out, want)
+	stop()
+	byTask := checkTaskStates(t, first.taskStates(t), "0_0", "0_1")
+	for id, lines := range byTask {
+		for _, l := range lines {
+			if l["state"] == "restoring" {
+				t.Errorf("task %s restoring on empty changelogs: %v", id, l)
+			}
+			if l["state"] == "running" && (l["restored"] != 0.0 || l["restore_duration"] == nil) {
+				t.Errorf("task %s running line %v: want restored=0 and a restore_duration", id, l)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("first run's log:\n%s", first.String())
+	}
+
+	// A fresh state directory: the tasks restore their counts.
+	var second logBuffer
+	_, stop = runApp(t, topo, processor.WithLogger(slog.New(slog.NewJSONHandler(&second, nil))))
+	deadline := time.Now().Add(20 * time.Second)
+	for running := 0; running < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks not running within 20s:\n%s", second.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+		running = 0
+		for _, l := range second.taskStates(t) {
+			if l["state"] == "running" {
+				running++
+			}
+		}
+	}
+	stop()
+	byTask = checkTaskStates(t, second.taskStates(t), "0_0", "0_1")
+	for id, lines := range byTask {
+		var restoring, running map[string]any
+		for _, l := range lines {
+			switch l["state"] {
+			case "restoring":
+				restoring = l
+			case "running":
+				running = l
+			}
+		}
+		if restoring == nil || restoring["to_restore"].(float64) <= 0 {
+			t.Errorf("task %s: restoring line %v, want one with to_restore > 0", id, restoring)
+		}
+		if running == nil || running["restored"].(float64) <= 0 || running["restore_duration"] == nil {
+			t.Errorf("task %s: running line %v, want restored > 0 and a restore_duration", id, running)
+		}
+	}
+	if t.Failed() {
+		t.Logf("second run's log:\n%s", second.String())
+	}
+}
