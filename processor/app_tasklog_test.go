@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // logBuffer collects JSON log lines from the App's goroutines.
@@ -153,5 +157,56 @@ func TestAppLogsOneLinePerTaskStateChange(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("second run's log:\n%s", second.String())
+	}
+}
+
+// Another producer taking the instance's transactional id fences the
+// session: its tasks are logged fenced, and the next session brings them
+// back, assigned → running.
+func TestAppLogsFencedTasks(t *testing.T) {
+	in := kafkatest.NewTopic(t, 2, nil)
+	out := kafkatest.NewTopic(t, 2, nil)
+	appID := kafkatest.UniqueName(t, "app")
+	topo := countTopology(t, appID, in, out)
+	want := produceKeys(t, in, 0, 100, 12)
+
+	var logs logBuffer
+	_, stop := runApp(t, topo, processor.WithInstanceID("fenced"), processor.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	checkCounts(t, out, want)
+
+	// Take the transactional id: InitProducerID bumps the epoch.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkatest.Brokers(t)...), kgo.TransactionalID(txn.TransactionalID(appID, "fenced")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, _, err = cl.ProducerID(ctx)
+	cancel()
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, n := range produceKeys(t, in, 100, 100, 12) {
+		want[k] += n
+	}
+	checkCounts(t, out, want)
+	stop()
+
+	lines := logs.taskStates(t)
+	for _, id := range []string{"0_0", "0_1"} {
+		var states []string
+		for _, l := range lines {
+			if l["task"] == id {
+				states = append(states, fmt.Sprint(l["state"]))
+			}
+		}
+		seq := strings.Join(states, " ")
+		t.Logf("task %s: %s", id, seq)
+		if !regexp.MustCompile(`^assigned running .*fenced assigned (restoring )?running .*closed$`).MatchString(seq) {
+			t.Errorf("task %s went through %q, want assigned → running → fenced → assigned → running → closed", id, seq)
+		}
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", logs.String())
 	}
 }
