@@ -210,3 +210,58 @@ func TestAppLogsFencedTasks(t *testing.T) {
 		t.Logf("log:\n%s", logs.String())
 	}
 }
+
+// A second instance joining takes one of the two tasks: the first logs it
+// revoked, the second assigned → running, and each closes what it holds
+// when stopped.
+func TestAppLogsRevokedTasks(t *testing.T) {
+	in := kafkatest.NewTopic(t, 2, nil)
+	out := kafkatest.NewTopic(t, 2, nil)
+	topo := countTopology(t, kafkatest.UniqueName(t, "app"), in, out)
+	want := produceKeys(t, in, 0, 100, 12)
+
+	var logsA, logsB logBuffer
+	_, stopA := runApp(t, topo, processor.WithInstanceID("a"), processor.WithLogger(slog.New(slog.NewJSONHandler(&logsA, nil))))
+	checkCounts(t, out, want)
+	_, stopB := runApp(t, topo, processor.WithInstanceID("b"), processor.WithLogger(slog.New(slog.NewJSONHandler(&logsB, nil))))
+	deadline := time.Now().Add(20 * time.Second)
+	moved := ""
+	for moved == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no task moved to the second instance within 20s:\n%s\n%s", logsA.String(), logsB.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+		for _, l := range logsB.taskStates(t) {
+			if l["state"] == "running" {
+				moved = l["task"].(string)
+			}
+		}
+	}
+	stopB()
+	stopA()
+
+	seqs := func(lines []map[string]any) map[string]string {
+		out := map[string]string{}
+		for _, l := range lines {
+			id := l["task"].(string)
+			if fmt.Sprintf("%v_%v", l["subtopology"], l["partition"]) != id {
+				t.Errorf("task state line %v: task is not subtopology_partition", l)
+			}
+			out[id] = strings.TrimSpace(out[id] + " " + fmt.Sprint(l["state"]))
+		}
+		return out
+	}
+	a, b := seqs(logsA.taskStates(t)), seqs(logsB.taskStates(t))
+	t.Logf("instance a: %v; instance b: %v", a, b)
+	if !regexp.MustCompile(`^assigned running revoked( |$)`).MatchString(a[moved]) {
+		t.Errorf("task %s on the first instance went through %q, want assigned → running → revoked", moved, a[moved])
+	}
+	if !regexp.MustCompile(`^assigned (restoring )?running .*closed$`).MatchString(b[moved]) {
+		t.Errorf("task %s on the second instance went through %q, want assigned → restoring? → running → closed", moved, b[moved])
+	}
+	for id, seq := range a {
+		if id != moved && !taskLife.MatchString(seq) {
+			t.Errorf("task %s on the first instance went through %q, want assigned → running → closed", id, seq)
+		}
+	}
+}
