@@ -111,8 +111,8 @@ func TestAppLogsOneLinePerTaskStateChange(t *testing.T) {
 			if l["state"] == "restoring" {
 				t.Errorf("task %s restoring on empty changelogs: %v", id, l)
 			}
-			if l["state"] == "running" && (l["restored"] != 0.0 || l["restore_duration"] == nil) {
-				t.Errorf("task %s running line %v: want restored=0 and a restore_duration", id, l)
+			if l["state"] == "running" && (l["restored"] != 0.0 || l["restore_duration"] == nil || l["rebuilt"] == nil) {
+				t.Errorf("task %s running line %v: want restored=0, a restore_duration and rebuilt", id, l)
 			}
 		}
 	}
