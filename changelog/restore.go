@@ -51,8 +51,10 @@ type RestoreOptions struct {
 	// ClientOpts reach the cluster: seed brokers, TLS, SASL, dial timeout.
 	// Restore adds its own consumer options (read_committed, partitions).
 	ClientOpts []kgo.Opt
-	// Progress, when set, is called about every ProgressInterval and once
-	// at the end (Done set); it is the hook for metrics.
+	// Progress, when set, is called once before the first read when there
+	// is something to restore (Restored 0, Remaining = Total), about every
+	// ProgressInterval, and once at the end (Done set); it is the hook for
+	// metrics.
 	Progress         func(RestoreProgress)
 	ProgressInterval time.Duration // default 1s
 	// Logger for progress lines (every 5 s) and rebuild decisions; default
@@ -594,6 +596,9 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 				"records_per_s", int64(rate(n, now.Sub(start))))
 		}
 	}
+	// A first snapshot before reading: what is to restore is known now,
+	// and a restore shorter than ProgressInterval reports it too.
+	report(true)
 	var ferr error
 	var lastFetchWarn time.Time
 	lastMove, lastPos := time.Now(), remaining

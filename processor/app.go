@@ -162,7 +162,7 @@ func (a *App) loop(ctx context.Context) error {
 			if err != nil && !errors.Is(err, errRestartSession) {
 				s.abandon()
 			}
-			s.close()
+			s.close(sessionEnd(ctx, err))
 		}
 		if ctx.Err() != nil {
 			a.leaveGroup()
@@ -187,6 +187,27 @@ func (a *App) loop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// sessionEnd is the state the tasks of a session that ended with err
+// (nil on shutdown) are logged in as they close: fenced when another
+// producer with the instance's transactional id took over, closed
+// otherwise, with the reason: shutdown, the restart cause (restartCause),
+// or error when err ends the App.
+func sessionEnd(ctx context.Context, err error) (state string, attrs []any) {
+	if ctx.Err() != nil {
+		return taskClosed, []any{"reason", "shutdown"}
+	}
+	cause, restart := restartCause(err)
+	switch {
+	case cause == "fenced":
+		return taskFenced, nil
+	case restart:
+		return taskClosed, []any{"reason", cause}
+	case err == nil:
+		return taskClosed, []any{"reason", "shutdown"}
+	}
+	return taskClosed, []any{"reason", "error"}
 }
 
 // restartCause classifies a session's end: whether a new session can

@@ -69,7 +69,9 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	case err != nil && restartable(err):
 		s.ctrl.ObserveCommitAborted(end)
 		s.ctrl.ObserveFailure(end)
-		return fmt.Errorf("%w: %v", errRestartSession, err)
+		// Both wrapped: restartCause names the cause (fenced,
+		// outcome_unknown) and the tasks are logged fenced.
+		return fmt.Errorf("%w: %w", errRestartSession, err)
 	default:
 		// Aborted: by the session (a rebalance) or after an End error
 		// resolved as not committed.
@@ -99,7 +101,7 @@ func (s *session) aborted(err error, cause string) error {
 	s.ctrl.ObserveCommitAborted(s.now())
 	s.app.metrics.aborts.WithLabelValues(cause).Inc()
 	if err != nil && restartable(err) {
-		return fmt.Errorf("%w: %v", errRestartSession, err)
+		return fmt.Errorf("%w: %w", errRestartSession, err)
 	}
 	if s.gts == nil {
 		// Under at-least-once nothing rewinds the consumer (the

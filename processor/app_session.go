@@ -274,6 +274,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 			}
 			delete(s.tasks, id)
 			s.app.metrics.forgetTask(id.String())
+			s.taskState(id, taskRevoked)
 		}
 	}
 	s.app.ready.Store(false)
@@ -294,8 +295,11 @@ func (s *session) syncTasks(ctx context.Context) error {
 				return fmt.Errorf("processor: resume task clocks: %w", err)
 			}
 		}
+		s.taskState(id, taskAssigned)
 		lt, err := s.openTask(ctx, id, s.resumeState(resume, id))
 		if err != nil {
+			// The session ends with err; the loop logs why.
+			s.taskState(id, taskClosed, "reason", "open failed")
 			return err
 		}
 		s.tasks[id] = lt
@@ -353,14 +357,17 @@ func (s *session) resetTasks() error {
 	return nil
 }
 
-func (s *session) close() {
+// close closes the session's tasks, logging each one's end state (see
+// sessionEnd), and its client.
+func (s *session) close(state string, attrs []any) {
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
-	for id, lt := range s.tasks {
-		if err := lt.close(); err != nil {
+	for _, id := range s.sortedTaskIDs() {
+		if err := s.tasks[id].close(); err != nil {
 			s.app.log.Warn("close task", "task", id.String(), "err", err)
 		}
+		s.taskState(id, state, attrs...)
 	}
 	s.tasks = map[topology.TaskID]*liveTask{}
 	s.app.ready.Store(false)

@@ -93,8 +93,19 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		// Restore between opening the stores and the processors' Init,
 		// so Init reads restored state.
 		Restore: func([]task.OpenStore) error {
+			opts := s.restoreOptions(id, resume)
+			progress, announced := opts.Progress, false
+			// The first snapshot comes before the first read, and only
+			// when there is something to restore.
+			opts.Progress = func(p changelog.RestoreProgress) {
+				if !announced && !p.Done {
+					announced = true
+					s.taskState(id, taskRestoring, "to_restore", p.Total)
+				}
+				progress(p)
+			}
 			var err error
-			res, err = state.Restore(ctx, s.restoreOptions(id, resume))
+			res, err = state.Restore(ctx, opts)
 			return err
 		},
 	})
@@ -104,10 +115,6 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 			return nil, fmt.Errorf("%w: task %s: restore: %v", errCorruptState, id, err)
 		}
 		return nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	if res.Records > 0 || len(res.Rebuilt) > 0 {
-		a.log.Info("restored task", "task", id.String(), "records", res.Records,
-			"duration", res.Duration, "rebuilt", len(res.Rebuilt))
 	}
 	a.metrics.restoredRecords.Add(float64(res.Records))
 	if res.Records > 0 {
@@ -121,7 +128,34 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 	} else if found {
 		lt.floor = pos
 	}
+	s.taskState(id, taskRunning, "restored", res.Records, "restore_duration", res.Duration, "rebuilt", len(res.Rebuilt))
 	return lt, nil
+}
+
+// The states a task is logged in (session.taskState). A task is assigned
+// when the group gives this instance its partition, restoring while its
+// stores catch up with their changelogs (only when there is something to
+// restore), running once open, and it ends revoked (the group moved its
+// partition), fenced (the session's producer was fenced: another
+// instance took over its transactional id) or closed (shutdown, another
+// session restart, or a failure; attribute reason).
+const (
+	taskAssigned  = "assigned"
+	taskRestoring = "restoring"
+	taskRunning   = "running"
+	taskRevoked   = "revoked"
+	taskFenced    = "fenced"
+	taskClosed    = "closed"
+)
+
+// taskState logs one line per task state change, all with the message
+// "task state" and the attributes task ("0_3"), subtopology, partition and
+// state, followed by attrs: to_restore (changelog offsets to read) when
+// restoring; restored (records), restore_duration and rebuilt (changelog
+// partitions restored from their start) when running; reason when closed.
+func (s *session) taskState(id topology.TaskID, state string, attrs ...any) {
+	s.app.log.Info("task state", append([]any{"task", id.String(), "subtopology", id.SubTopology,
+		"partition", id.Partition, "state", state}, attrs...)...)
 }
 
 // restoreOptions restore task id at least to the changelog positions its

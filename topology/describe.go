@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -9,6 +10,20 @@ import (
 // TopologyDescription: what Describe prints, as data.
 type Description struct {
 	SubTopologies []SubTopologyDescription
+	// Stores are the topology's stores in declaration order.
+	Stores []StoreDescription
+	// RepartitionTopics are the internal topics between sub-topologies,
+	// sorted.
+	RepartitionTopics []string
+}
+
+// StoreDescription describes one store.
+type StoreDescription struct {
+	Name string
+	// Kind is the store's contract: key-value, window or session.
+	Kind string
+	// Changelog is the changelog topic, "" when the store is not logged.
+	Changelog string
 }
 
 // SubTopologyDescription describes one sub-topology.
@@ -47,6 +62,13 @@ func (t *Topology) Describe() Description {
 		}
 		d.SubTopologies = append(d.SubTopologies, sd)
 	}
+	for _, info := range t.Stores() {
+		d.Stores = append(d.Stores, StoreDescription{Name: info.Spec.Name, Kind: info.Spec.Kind.String(), Changelog: info.Changelog})
+	}
+	for _, r := range t.repart {
+		d.RepartitionTopics = append(d.RepartitionTopics, r.Name)
+	}
+	sort.Strings(d.RepartitionTopics)
 	return d
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 func init() { rootCmd.AddCommand(newRunCmd()) }
@@ -54,8 +55,15 @@ in capitals), then flags.`,
 			return s.run(cmd.Context(), cmd.ErrOrStderr())
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&configPath, "config", "", "YAML or JSON config file (default $TIDEMARK_CONFIG)")
+	addServiceFlags(cmd.Flags(), &configPath, &f)
+	return cmd
+}
+
+// addServiceFlags registers the flags of serviceConfig on fl: `tidemark
+// run` takes them, and `tidemark describe` takes the same ones so it
+// describes the topology a run with the same arguments runs.
+func addServiceFlags(fl *pflag.FlagSet, configPath *string, f *serviceConfig) {
+	fl.StringVar(configPath, "config", "", "YAML or JSON config file (default $TIDEMARK_CONFIG)")
 	fl.StringVar(&f.Application, "application", f.Application, "application id: consumer group and internal topic prefix")
 	fl.StringSliceVar(&f.Brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated")
 	fl.StringVar(&f.StateDir, "state-dir", f.StateDir, "parent of the local state: this instance keeps it in <state-dir>/<application> (processor.WithStateDir takes that full path)")
@@ -76,7 +84,6 @@ in capitals), then flags.`,
 	fl.StringVar(&f.ShipWithin, "ship-within", "", "fulfillment deadline after capture, event time (default 1m)")
 	fl.StringVar(&f.Grace, "grace", "", "allowed lateness of every event-time operator (default 5s)")
 	fl.StringVar(&f.LogLevel, "log-level", f.LogLevel, "debug, info, warn or error")
-	return cmd
 }
 
 // resolveServiceConfig layers defaults, the file, the environment and the
@@ -124,12 +131,17 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	return cfg, nil
 }
 
+// topology builds the topology of the configured pipelines.
+func (s *service) topology() (*topology.Topology, error) {
+	return pipelines.Build(s.cfg.Application, s.names, s.pipelines)
+}
+
 // app builds the topology and the App the service runs.
 func (s *service) app(logw io.Writer) (*processor.App, error) {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(s.cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
-	topo, err := pipelines.Build(s.cfg.Application, s.names, s.pipelines)
+	topo, err := s.topology()
 	if err != nil {
 		return nil, err
 	}

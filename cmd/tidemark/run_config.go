@@ -162,10 +162,16 @@ func parseDuration(field, v string) (time.Duration, error) {
 
 // validate checks every field, naming the one at fault and what it accepts.
 func (c serviceConfig) validate() (*service, error) {
-	s := &service{cfg: c}
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("config: brokers is required (flag --brokers, env TIDEMARK_BROKERS, or brokers: in the config file)")
 	}
+	return c.validateOffline()
+}
+
+// validateOffline is validate without the brokers, which only a run
+// needs: `tidemark describe` builds the topology without Kafka.
+func (c serviceConfig) validateOffline() (*service, error) {
+	s := &service{cfg: c}
 	if c.Application == "" {
 		return nil, errors.New("config: application must not be empty")
 	}
