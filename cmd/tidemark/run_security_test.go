@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -157,23 +158,31 @@ func TestRunOverSASL(t *testing.T) {
 		}
 		cl := b.Client(kgo.ConsumeTopics(pipelines.DefaultOutputs.Availability),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		// The topics appear once the service created them, through SASL.
+		adm := kadm.NewClient(cl)
 		deadline := time.Now().Add(60 * time.Second)
-		for { // the topics appear once the service created them
-			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := cl.ProduceSync(pctx, recs...).FirstErr()
-			pcancel()
-			if err == nil {
-				break
-			}
+		for {
 			select {
 			case rerr := <-done:
 				t.Fatalf("tidemark run returned early: %v\nlogs:\n%s", rerr, logs.String())
 			default:
 			}
+			lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+			td, err := adm.ListTopics(lctx, gen.DefaultTopics.Inventory, pipelines.DefaultOutputs.Availability)
+			lcancel()
+			if err == nil && td.Has(gen.DefaultTopics.Inventory) && td.Has(pipelines.DefaultOutputs.Availability) {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("produce inventory events: %v\nlogs:\n%s", err, logs.String())
+				t.Fatalf("topics not created within 60s: %v\nlogs:\n%s", err, logs.String())
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		err = cl.ProduceSync(pctx, recs...).FirstErr()
+		pcancel()
+		if err != nil {
+			t.Fatalf("produce inventory events: %v", err)
 		}
 		got := 0
 		for got == 0 && time.Now().Before(deadline) {
