@@ -18,31 +18,41 @@ import (
 	"github.com/tidemark-streams/tidemark/security"
 )
 
-// securedBroker starts a private broker with a SASL_PLAINTEXT listener
-// (PLAIN users admin and alice, SCRAM-SHA-256 for users created with kadm)
-// and an SSL listener whose certificate ca signs, beside its PLAINTEXT
-// one.
+// securedBroker starts a private broker with, beside its PLAINTEXT
+// listener: SASL_PLAINTEXT (PLAIN users admin and alice, SCRAM-SHA-256 for
+// users created with kadm), SSL with a certificate ca signs, MTLS (SSL
+// requiring a client certificate ca signs) and SASL_SSL (SCRAM-SHA-512).
 func securedBroker(t *testing.T, ca *kafkatest.CA) *kafkatest.Private {
 	t.Helper()
 	cert, key := ca.Issue("broker")
 	inline := func(pem []byte) string { return strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", `\n`) }
-	return kafkatest.PrivateBrokerListeners(t, map[string]string{
-		"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+	props := map[string]string{
+		"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms":       "SCRAM-SHA-512",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required ` +
 			`user_admin="secret" user_alice="alice-secret";`,
 		"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-		"listener.name.ssl.ssl.keystore.type":                         "PEM",
-		"listener.name.ssl.ssl.keystore.certificate.chain":            inline(cert),
-		"listener.name.ssl.ssl.keystore.key":                          inline(key),
-	}, map[string]string{"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SSL": "SSL"})
+		"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":       "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+		"listener.name.mtls.ssl.client.auth":                          "required",
+		"listener.name.mtls.ssl.truststore.type":                      "PEM",
+		"listener.name.mtls.ssl.truststore.certificates":              inline(ca.CertPEM),
+	}
+	for _, l := range []string{"ssl", "mtls", "sasl_ssl"} {
+		props["listener.name."+l+".ssl.keystore.type"] = "PEM"
+		props["listener.name."+l+".ssl.keystore.certificate.chain"] = inline(cert)
+		props["listener.name."+l+".ssl.keystore.key"] = inline(key)
+	}
+	return kafkatest.PrivateBrokerListeners(t, props, map[string]string{
+		"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_SSL": "SASL_SSL"})
 }
 
 // TestSecuredBroker runs against one broker with SASL and TLS listeners:
 // an App reaching the cluster only through SASL PLAIN counts exactly once
 // and answers /frontier (so its admin, transactional, restore and frontier
 // watcher clients authenticate), a wrong password fails Run
-// at once naming the failure, and SCRAM-SHA-256 and TLS (right and wrong
-// CA) carry a produce/consume round trip through security.Config.
+// at once naming the failure, and SCRAM-SHA-256, TLS (right and wrong
+// CA), mutual TLS and SCRAM-SHA-512 over TLS carry a produce/consume round
+// trip through security.Config.
 func TestSecuredBroker(t *testing.T) {
 	ca := kafkatest.NewCA(t, "tidemark-test-ca")
 	b := securedBroker(t, ca)
@@ -158,6 +168,33 @@ func TestSecuredBroker(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
 			t.Fatalf("SCRAM with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
 		}
+	})
+
+	t.Run("mutual TLS round trip, and no client certificate", func(t *testing.T) {
+		dir := t.TempDir()
+		cert, key := ca.Issue("tidemark-client")
+		caFile := kafkatest.WriteFile(t, dir, "ca.pem", ca.CertPEM)
+		roundTrip(t, b.Listener("MTLS"), newTopic("mtls", 1), security.Config{TLS: security.TLS{Enabled: true, CAFile: caFile,
+			CertFile: kafkatest.WriteFile(t, dir, "client.pem", cert), KeyFile: kafkatest.WriteFile(t, dir, "client.key", key)}})
+		err := dialErr(t, b.Listener("MTLS"), security.Config{TLS: security.TLS{Enabled: true, CAFile: caFile}})
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("without a client certificate: %v, want a TLS certificate error", err)
+		}
+		t.Logf("without a client certificate: %v", err)
+	})
+
+	t.Run("SCRAM-SHA-512 over TLS round trip", func(t *testing.T) {
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "carol-secret"}})
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Fatalf("create SCRAM credential: %v", err)
+		}
+		t.Setenv("TIDEMARK_TEST_KAFKA_PASSWORD", "carol-secret")
+		roundTrip(t, b.Listener("SASL_SSL"), newTopic("sasl-ssl", 1), security.Config{
+			TLS:  security.TLS{Enabled: true, CAFile: kafkatest.WriteFile(t, t.TempDir(), "ca.pem", ca.CertPEM)},
+			SASL: security.SASL{Mechanism: "SCRAM-SHA-512", Username: "carol", PasswordEnv: "TIDEMARK_TEST_KAFKA_PASSWORD"}})
 	})
 
 	t.Run("TLS round trip and a wrong CA", func(t *testing.T) {
