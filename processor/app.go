@@ -36,6 +36,7 @@ import (
 type App struct {
 	topo    *topology.Topology
 	cfg     Config
+	secOpts []kgo.Opt // Config.Security's client options
 	log     *slog.Logger
 	metrics *appMetrics
 
@@ -64,7 +65,7 @@ type App struct {
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
-// or the disk until Run.
+// or the disk until Run, but for reading the files Config.Security names.
 func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	if topo == nil {
 		return nil, errors.New("processor: NewApp: nil topology")
@@ -73,12 +74,17 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	if err == nil {
 		err = cfg.EnsureDefaults(topo.Application()).Validate()
 	}
+	var secOpts []kgo.Opt
+	if err == nil {
+		secOpts, err = cfg.Security.ClientOpts()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("processor: app %q: %w", topo.Application(), err)
 	}
 	a := &App{
 		topo:    topo,
 		cfg:     cfg,
+		secOpts: secOpts,
 		log:     cfg.Logger.With("app", topo.Application()),
 		metrics: newAppMetrics(topo.Application()),
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/security"
 	"github.com/tidemark-streams/tidemark/txn"
 )
 
@@ -155,7 +156,13 @@ type Config struct {
 	// FaultHook is called at each step of every commit (txn.Point); crash
 	// tests kill the process there. Nil in production.
 	FaultHook func(txn.Point)
-	// ClientOpts are appended to every franz-go client the app creates.
+	// Security is the TLS and SASL setting of every franz-go client the
+	// app creates (the group session, admin, restore, fencing and
+	// frontier clients). The zero value is plaintext without
+	// authentication. Validate reads the files it names.
+	Security security.Config
+	// ClientOpts are appended to every franz-go client the app creates,
+	// after Security's options.
 	ClientOpts []kgo.Opt
 
 	persistedID bool // InstanceID lives in StateDir/instance-id
@@ -177,6 +184,9 @@ func WithGuarantee(g Guarantee) Option      { return func(c *Config) { c.Guarant
 func WithHTTP(addr string) Option           { return func(c *Config) { c.HTTPAddr = addr } }
 func WithLogger(l *slog.Logger) Option      { return func(c *Config) { c.Logger = l } }
 func WithClientOpts(opts ...kgo.Opt) Option { return func(c *Config) { c.ClientOpts = opts } }
+
+// WithSecurity sets Config.Security.
+func WithSecurity(s security.Config) Option { return func(c *Config) { c.Security = s } }
 
 // WithIdleTimeout sets Config.IdleTimeout.
 func WithIdleTimeout(d time.Duration) Option { return func(c *Config) { c.IdleTimeout = d } }
@@ -362,6 +372,9 @@ func (c *Config) Validate() error {
 	}
 	if d.PollRecords < 1 {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
+	}
+	if err := d.Security.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }

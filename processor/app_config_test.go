@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/security"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
@@ -88,6 +89,10 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 		{"a commit interval longer than the transaction timeout allows is rejected",
 			processor.Config{Brokers: []string{"b"}, Commit: &frontier.Options{MaxInterval: time.Minute}}, "TransactionTimeout"},
 		{"bad frontier options name the Commit field", processor.Config{Brokers: []string{"b"}, Commit: &frontier.Options{Policy: "cron"}}, "Commit: frontier: invalid options: Policy"},
+		{"bad security settings name the field", processor.Config{Brokers: []string{"b"},
+			Security: security.Config{SASL: security.SASL{Mechanism: "SCRAM-SHA-1", Username: "u", Password: "p"}}}, `security.sasl.mechanism: "SCRAM-SHA-1" is not one of`},
+		{"a missing CA file is named", processor.Config{Brokers: []string{"b"},
+			Security: security.Config{TLS: security.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}}, "security.tls.ca_file: open /nonexistent/ca.pem: no such file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), "config: "+tt.field) {

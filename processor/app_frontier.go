@@ -149,7 +149,7 @@ func (a *App) startFrontier(ctx context.Context) (stop func(), err error) {
 	var w *watch.Watcher
 	if a.layout != nil && a.layout.frontier != "" {
 		w, err = watch.New(a.cfg.Brokers, a.topo.Application(), watch.WithTopic(a.layout.frontier),
-			watch.WithClientOpts(a.cfg.ClientOpts...), watch.WithLogger(a.log))
+			watch.WithClientOpts(a.userClientOpts()...), watch.WithLogger(a.log))
 		if err != nil {
 			return nil, fmt.Errorf("processor: frontier watcher: %w", err)
 		}

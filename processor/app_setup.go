@@ -38,8 +38,14 @@ func (l *layout) partitionCount(topic string) (int32, error) {
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.DialTimeout(5 * time.Second),
 		kgo.WithLogger(&kgoLogger{log: a.log.With("component", "kafka"), retries: a.metrics.produceRetries})}
-	opts = append(opts, a.cfg.ClientOpts...)
+	opts = append(opts, a.userClientOpts()...)
 	return append(opts, extra...)
+}
+
+// userClientOpts are the options of every client from the configuration:
+// Security's, then ClientOpts.
+func (a *App) userClientOpts() []kgo.Opt {
+	return append(append([]kgo.Opt(nil), a.secOpts...), a.cfg.ClientOpts...)
 }
 
 // setup checks the user topics, sizes and creates the internal ones, and

@@ -38,10 +38,18 @@ JSON file (--config or $TIDEMARK_CONFIG), TIDEMARK_* environment variables
 (TIDEMARK_BROKERS, TIDEMARK_STATE_DIR, TIDEMARK_HTTP, TIDEMARK_PIPELINES,
 TIDEMARK_GUARANTEE, TIDEMARK_COMMIT_POLICY, TIDEMARK_COMMIT_INTERVAL,
 TIDEMARK_STALENESS_TARGET, TIDEMARK_DEAD_LETTER_TOPIC, ...: the flag name
-in capitals), then flags.`,
+in capitals), then flags.
+
+Security (security: in the file, --tls-* and --sasl-* flags): TLS with a CA
+file, a client certificate for mutual TLS and a server name; SASL PLAIN,
+SCRAM-SHA-256 or SCRAM-SHA-512. The SASL password has no flag, so that it
+stays out of the process list: give it in the file, or name an environment
+variable (--sasl-password-env) or a file (--sasl-password-file) holding it.`,
 		Example: `  tidemark run --brokers localhost:9092 --create-topics
   TIDEMARK_BROKERS=kafka:9092 tidemark run --pipelines inventory,fraud --commit-policy fixed --commit-interval 100ms
-  tidemark run --config tidemark.yaml`,
+  tidemark run --config tidemark.yaml
+  KAFKA_PASSWORD=... tidemark run --brokers kafka:9093 --tls --tls-ca-file ca.pem \
+      --sasl-mechanism SCRAM-SHA-512 --sasl-username tidemark --sasl-password-env KAFKA_PASSWORD`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveServiceConfig(configPath, os.Getenv, cmd.Flags(), f)
@@ -84,6 +92,17 @@ func addServiceFlags(fl *pflag.FlagSet, configPath *string, f *serviceConfig) {
 	fl.StringVar(&f.ShipWithin, "ship-within", "", "fulfillment deadline after capture, event time (default 1m)")
 	fl.StringVar(&f.Grace, "grace", "", "allowed lateness of every event-time operator (default 5s)")
 	fl.StringVar(&f.LogLevel, "log-level", f.LogLevel, "debug, info, warn or error")
+	sec := &f.Security
+	fl.BoolVar(&sec.TLS.Enabled, "tls", false, "connect to the brokers over TLS")
+	fl.StringVar(&sec.TLS.CAFile, "tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system roots)")
+	fl.StringVar(&sec.TLS.CertFile, "tls-cert-file", "", "PEM client certificate, for brokers that require one (mutual TLS)")
+	fl.StringVar(&sec.TLS.KeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fl.StringVar(&sec.TLS.ServerName, "tls-server-name", "", "name the brokers' certificates must carry (default: the broker host)")
+	fl.BoolVar(&sec.TLS.InsecureSkipVerify, "tls-insecure-skip-verify", false, "accept any broker certificate: for tests only")
+	fl.StringVar(&sec.SASL.Mechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fl.StringVar(&sec.SASL.Username, "sasl-username", "", "SASL user name")
+	fl.StringVar(&sec.SASL.PasswordEnv, "sasl-password-env", "", "environment variable holding the SASL password")
+	fl.StringVar(&sec.SASL.PasswordFile, "sasl-password-file", "", "file holding the SASL password")
 }
 
 // resolveServiceConfig layers defaults, the file, the environment and the
@@ -128,6 +147,22 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	set("ship-within", func() { cfg.ShipWithin = f.ShipWithin })
 	set("grace", func() { cfg.Grace = f.Grace })
 	set("log-level", func() { cfg.LogLevel = f.LogLevel })
+	set("tls", func() { cfg.Security.TLS.Enabled = f.Security.TLS.Enabled })
+	set("tls-ca-file", func() { cfg.Security.TLS.CAFile = f.Security.TLS.CAFile })
+	set("tls-cert-file", func() { cfg.Security.TLS.CertFile = f.Security.TLS.CertFile })
+	set("tls-key-file", func() { cfg.Security.TLS.KeyFile = f.Security.TLS.KeyFile })
+	set("tls-server-name", func() { cfg.Security.TLS.ServerName = f.Security.TLS.ServerName })
+	set("tls-insecure-skip-verify", func() { cfg.Security.TLS.InsecureSkipVerify = f.Security.TLS.InsecureSkipVerify })
+	set("sasl-mechanism", func() { cfg.Security.SASL.Mechanism = f.Security.SASL.Mechanism })
+	set("sasl-username", func() { cfg.Security.SASL.Username = f.Security.SASL.Username })
+	// A password source given by flag replaces the file's, rather than
+	// clash with it.
+	set("sasl-password-env", func() {
+		cfg.Security.SASL.Password, cfg.Security.SASL.PasswordFile, cfg.Security.SASL.PasswordEnv = "", "", f.Security.SASL.PasswordEnv
+	})
+	set("sasl-password-file", func() {
+		cfg.Security.SASL.Password, cfg.Security.SASL.PasswordEnv, cfg.Security.SASL.PasswordFile = "", "", f.Security.SASL.PasswordFile
+	})
 	return cfg, nil
 }
 
@@ -152,6 +187,7 @@ func (s *service) app(logw io.Writer) (*processor.App, error) {
 		processor.WithGuarantee(s.guarantee),
 		processor.WithCommitPolicy(s.commit),
 		processor.WithLogger(log),
+		processor.WithSecurity(s.cfg.Security),
 	}
 	if s.cfg.InstanceID != "" {
 		opts = append(opts, processor.WithInstanceID(s.cfg.InstanceID))
@@ -179,7 +215,11 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 		if s.cfg.DeadLetterTopic != "" {
 			topics = append(topics, s.cfg.DeadLetterTopic)
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(s.cfg.Brokers...))
+		sec, err := s.cfg.Security.ClientOpts()
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, sec...)...)
 		if err != nil {
 			return fmt.Errorf("run: admin client: %w", err)
 		}

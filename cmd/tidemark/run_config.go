@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/security"
 )
 
 // serviceConfig is the configuration of `tidemark run`, from a YAML or
@@ -48,6 +49,8 @@ type serviceConfig struct {
 	ShipWithin      string   `yaml:"ship_within" json:"ship_within"`
 	Grace           string   `yaml:"grace" json:"grace"`
 	LogLevel        string   `yaml:"log_level" json:"log_level"`
+	// Security is TLS and SASL for every connection to the brokers.
+	Security security.Config `yaml:"security" json:"security"`
 }
 
 // defaultServiceConfig documents every default in one place.
@@ -102,11 +105,23 @@ func applyEnv(cfg *serviceConfig, getenv func(string) string) error {
 		"TIDEMARK_COMMIT_INTERVAL": &cfg.CommitInterval, "TIDEMARK_STALENESS_TARGET": &cfg.StalenessTarget,
 		"TIDEMARK_DEAD_LETTER_TOPIC": &cfg.DeadLetterTopic, "TIDEMARK_TOPIC_PREFIX": &cfg.TopicPrefix,
 		"TIDEMARK_SHIP_WITHIN": &cfg.ShipWithin, "TIDEMARK_GRACE": &cfg.Grace, "TIDEMARK_LOG_LEVEL": &cfg.LogLevel,
+		"TIDEMARK_TLS_CA_FILE": &cfg.Security.TLS.CAFile, "TIDEMARK_TLS_CERT_FILE": &cfg.Security.TLS.CertFile,
+		"TIDEMARK_TLS_KEY_FILE": &cfg.Security.TLS.KeyFile, "TIDEMARK_TLS_SERVER_NAME": &cfg.Security.TLS.ServerName,
+		"TIDEMARK_SASL_MECHANISM": &cfg.Security.SASL.Mechanism, "TIDEMARK_SASL_USERNAME": &cfg.Security.SASL.Username,
 	}
 	for k, p := range str {
 		if v := getenv(k); v != "" {
 			*p = v
 		}
+	}
+	// A password source from the environment replaces the file's rather
+	// than clash with it.
+	sasl := &cfg.Security.SASL
+	if v := getenv("TIDEMARK_SASL_PASSWORD_ENV"); v != "" {
+		sasl.Password, sasl.PasswordFile, sasl.PasswordEnv = "", "", v
+	}
+	if v := getenv("TIDEMARK_SASL_PASSWORD_FILE"); v != "" {
+		sasl.Password, sasl.PasswordEnv, sasl.PasswordFile = "", "", v
 	}
 	if v := getenv("TIDEMARK_BROKERS"); v != "" {
 		cfg.Brokers = splitList(v)
@@ -114,7 +129,8 @@ func applyEnv(cfg *serviceConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_PIPELINES"); v != "" {
 		cfg.Pipelines = splitList(v)
 	}
-	for k, p := range map[string]*bool{"TIDEMARK_CREATE_TOPICS": &cfg.CreateTopics, "TIDEMARK_SKIP_UNDECODABLE": &cfg.SkipUndecodable} {
+	for k, p := range map[string]*bool{"TIDEMARK_CREATE_TOPICS": &cfg.CreateTopics, "TIDEMARK_SKIP_UNDECODABLE": &cfg.SkipUndecodable,
+		"TIDEMARK_TLS": &cfg.Security.TLS.Enabled, "TIDEMARK_TLS_INSECURE_SKIP_VERIFY": &cfg.Security.TLS.InsecureSkipVerify} {
 		if v := getenv(k); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -229,6 +245,9 @@ func (c serviceConfig) validateOffline() (*service, error) {
 		return nil, fmt.Errorf("config: fraud_threshold %d: must be ≥ 1 (0 keeps the default)", c.FraudThreshold)
 	}
 	if err := p.EnsureDefaults().Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.Security.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	s.pipelines = p

@@ -29,6 +29,7 @@ type Private struct {
 	t         testing.TB
 	cfg       testbroker.Config
 	bootstrap string
+	listeners map[string]string
 }
 
 // PrivateBroker starts a fresh broker for t and stops it at cleanup. Where
@@ -42,11 +43,20 @@ func PrivateBroker(t testing.TB) *Private {
 // PrivateBrokerWith is PrivateBroker with extra server properties.
 func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
 	t.Helper()
+	return PrivateBrokerListeners(t, props, nil)
+}
+
+// PrivateBrokerListeners is PrivateBrokerWith with extra client listeners,
+// name to security protocol (testbroker.Config.Listeners); Listener
+// returns their addresses. Their security settings go in props.
+func PrivateBrokerListeners(t testing.TB, props, listeners map[string]string) *Private {
+	t.Helper()
 	p := &Private{t: t, cfg: testbroker.Config{
 		StateDir:    t.TempDir(),
 		HeapMB:      256,
 		StopTimeout: 10 * time.Second,
 		Properties:  props,
+		Listeners:   listeners,
 	}}
 	if err := p.cfg.EnsureDefaults(); err != nil {
 		t.Fatalf("kafkatest: private broker: %v", err)
@@ -67,7 +77,7 @@ func PrivateBrokerWith(t testing.TB, props map[string]string) *Private {
 	if err != nil {
 		p.fail("start", err)
 	}
-	p.bootstrap = r.Bootstrap
+	p.bootstrap, p.listeners = r.Bootstrap, r.Listeners
 	t.Logf("kafkatest: private broker at %s started in %s; log %s", r.Bootstrap, r.Started.Round(time.Millisecond), p.LogFile())
 	return p
 }
@@ -104,6 +114,17 @@ func NeedBrokerTools(t testing.TB) {
 // Bootstrap returns the broker's seed brokers; they stay valid across Kill,
 // Stop, Start and Restart.
 func (p *Private) Bootstrap() []string { return []string{p.bootstrap} }
+
+// Listener returns the address of the extra listener name; it fails the
+// test if the broker has none of that name.
+func (p *Private) Listener(name string) string {
+	p.t.Helper()
+	addr, ok := p.listeners[name]
+	if !ok {
+		p.t.Fatalf("kafkatest: private broker %s has no listener %s", p.bootstrap, name)
+	}
+	return addr
+}
 
 // LogFile is the broker's console log, kept across restarts.
 func (p *Private) LogFile() string { return p.cfg.LogFile() }

@@ -39,6 +39,14 @@ type Config struct {
 	// overriding) the defaults; tests use them to provoke broker
 	// behaviour, e.g. add.partitions.to.txn.retry.backoff.max.ms=0.
 	Properties map[string]string
+	// Listeners are extra client listeners, listener name (e.g.
+	// SASL_PLAINTEXT, as in listener.name.sasl_plaintext.* properties) to
+	// security protocol (SASL_PLAINTEXT, SSL, SASL_SSL). Up gives each a
+	// free port on 127.0.0.1 and reports the addresses in
+	// Running.Listeners; the PLAINTEXT listener (Bootstrap), the
+	// controller and inter-broker traffic stay PLAINTEXT. Their security
+	// settings go in Properties.
+	Listeners map[string]string
 }
 
 // EnsureDefaults fills zero fields. It finds RepoRoot by walking up from the

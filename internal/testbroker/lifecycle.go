@@ -19,6 +19,9 @@ import (
 // Running describes a broker Up or Start started or found.
 type Running struct {
 	Bootstrap string
+	// Listeners are the addresses of Config.Listeners, by name; only Up
+	// of a fresh broker sets them.
+	Listeners map[string]string
 	PID       int
 	// Reused is true when Up or Start found a broker that was already
 	// answering (for Start: or still starting).
@@ -72,11 +75,12 @@ func (c *Config) Up(ctx context.Context, progress func(string)) (Running, error)
 			return Running{}, fmt.Errorf("broker: %w", err)
 		}
 	}
-	ports, err := freePorts(2)
+	ports, err := freePorts(2 + len(c.Listeners))
 	if err != nil {
 		return Running{}, err
 	}
-	if err := os.WriteFile(c.propsFile(), []byte(serverProperties(ports[0], ports[1], c.dataDir())+extraProperties(c.Properties)), 0o644); err != nil {
+	extra := extraListeners(c.Listeners, ports[2:])
+	if err := os.WriteFile(c.propsFile(), []byte(serverProperties(ports[0], ports[1], c.dataDir(), extra...)+extraProperties(c.Properties)), 0o644); err != nil {
 		return Running{}, fmt.Errorf("broker: %w", err)
 	}
 	if err := os.WriteFile(c.log4jFile(), []byte(log4j2Properties), 0o644); err != nil {
@@ -89,7 +93,14 @@ func (c *Config) Up(ctx context.Context, progress func(string)) (Running, error)
 	if out, err := format.CombinedOutput(); err != nil {
 		return Running{}, fmt.Errorf("broker: storage format: %w\n%s", err, tail(string(out), 20))
 	}
-	return c.launch(ctx, progress, fmt.Sprintf("127.0.0.1:%d", ports[0]), start, false)
+	r, err := c.launch(ctx, progress, fmt.Sprintf("127.0.0.1:%d", ports[0]), start, false)
+	if err == nil && len(extra) > 0 {
+		r.Listeners = map[string]string{}
+		for _, l := range extra {
+			r.Listeners[l.name] = fmt.Sprintf("127.0.0.1:%d", l.port)
+		}
+	}
+	return r, err
 }
 
 // Down stops the recorded broker like Stop (SIGTERM, then SIGKILL after

@@ -183,3 +183,22 @@ func TestBootstrapFromProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestServerPropertiesExtraListeners(t *testing.T) {
+	extra := extraListeners(map[string]string{"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}, []int{19094, 19095})
+	props := serverProperties(19092, 19093, "/data", extra...)
+	for _, want := range []string{
+		"listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,SASL_PLAINTEXT://127.0.0.1:19094,SSL://127.0.0.1:19095\n",
+		"advertised.listeners=PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19094,SSL://127.0.0.1:19095\n",
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL\n",
+		"inter.broker.listener.name=PLAINTEXT\n",
+	} {
+		if !strings.Contains(props, want) {
+			t.Errorf("server.properties lacks %q:\n%s", want, props)
+		}
+	}
+	// A restart still finds the PLAINTEXT bootstrap among the listeners.
+	if got, err := bootstrapFromProperties(props); err != nil || got != "127.0.0.1:19092" {
+		t.Fatalf("bootstrap with extra listeners = %q, %v; want 127.0.0.1:19092", got, err)
+	}
+}

@@ -10,17 +10,28 @@ import (
 
 // serverProperties is a single-node KRaft broker with static voters (so
 // `format` needs no quorum flag), internal topics sized for one broker, and
-// auto-creation off so tests catch missing-topic bugs.
-func serverProperties(port, controllerPort int, dataDir string) string {
+// auto-creation off so tests catch missing-topic bugs. Extra client
+// listeners (Config.Listeners) are added to listeners,
+// advertised.listeners and the protocol map; brokers and the controller
+// keep talking PLAINTEXT.
+func serverProperties(port, controllerPort int, dataDir string, extra ...listener) string {
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, controllerPort)
+	advertised := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", port)
+	protocols := "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+	for _, l := range extra {
+		listeners += fmt.Sprintf(",%s://127.0.0.1:%d", l.name, l.port)
+		advertised += fmt.Sprintf(",%s://127.0.0.1:%d", l.name, l.port)
+		protocols += "," + l.name + ":" + l.protocol
+	}
 	lines := []string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", controllerPort),
-		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, controllerPort),
-		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", port),
+		"listeners=" + listeners,
+		"advertised.listeners=" + advertised,
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
-		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"listener.security.protocol.map=" + protocols,
 		"log.dirs=" + dataDir,
 		"num.partitions=1",
 		"default.replication.factor=1",
@@ -43,6 +54,27 @@ func serverProperties(port, controllerPort int, dataDir string) string {
 		"log.retention.check.interval.ms=30000",
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// listener is an extra client listener: Config.Listeners with its port.
+type listener struct {
+	name, protocol string
+	port           int
+}
+
+// extraListeners gives each of Config.Listeners, sorted by name, one of
+// ports.
+func extraListeners(m map[string]string, ports []int) []listener {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ls := make([]listener, len(names))
+	for i, n := range names {
+		ls[i] = listener{name: n, protocol: m[n], port: ports[i]}
+	}
+	return ls
 }
 
 // extraProperties renders Config.Properties, sorted, one per line.
