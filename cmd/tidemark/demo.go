@@ -57,7 +57,7 @@ read_committed consumer sees it, lag, and live inventory read with
 interactive queries. When stdout is not a terminal it prints one summary
 line per second instead. The app's web view (/ui: live charts, the output
 frontier, the topology) is printed on stderr and opened in a browser when
-xdg-open exists (--open=false: not).
+xdg-open and a display exist (--open=false: not).
 
 Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 		Example: `  tidemark demo
@@ -76,7 +76,7 @@ Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 	fl.Int32Var(&f.partitions, "partitions", 2, "partitions of each topic the demo creates")
 	fl.StringVar(&f.stateDir, "state-dir", "", "state directory (default: a temporary directory, removed at exit)")
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:0", "address of the app's HTTP API (/ui, /stores, /frontier, /metrics)")
-	fl.BoolVar(&f.open, "open", true, "open the web view (/ui) with xdg-open when the machine has one")
+	fl.BoolVar(&f.open, "open", true, "open the web view (/ui) with xdg-open when the machine has one and a display")
 	fl.StringVar(&f.app, "application", "tidemark-demo", "application id (consumer group, internal topic prefix)")
 	fl.Int64Var(&f.threshold, "fraud-threshold", 20, "payment attempts per user per minute that raise a fraud alert")
 	fl.DurationVar(&f.disorder, "max-disorder", 2*time.Second, "how far before its send time an event may be stamped (0: in order); staleness includes it")
@@ -284,9 +284,14 @@ func splitList(s string) []string {
 	return out
 }
 
-// openBrowser opens url with xdg-open when the machine has one; without
-// one (a server, a container) the printed URL is all there is.
+// openBrowser opens url with xdg-open when the machine has one and a
+// graphical session (without one xdg-open falls back to a text browser,
+// which would fight the dashboard for the terminal); otherwise the printed
+// URL is all there is.
 func openBrowser(stderr io.Writer, url string) {
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return
+	}
 	path, err := exec.LookPath("xdg-open")
 	if err != nil {
 		return
