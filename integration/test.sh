@@ -15,6 +15,24 @@ if ! need java || ! need mvn; then
 	fi
 fi
 
+# The web view test (cmd/tidemark) drives Debian's chromium headless.
+if [ ! -x /usr/bin/chromium ]; then
+	if [ "$(id -u)" = 0 ] && need apt-get; then
+		echo "make test: installing chromium for the web view test (apt-get install chromium)" >&2
+		t0=$(date +%s)
+		export DEBIAN_FRONTEND=noninteractive
+		if ! apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+			echo "make test: install failed; apt-get update and retry" >&2
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+		fi
+		echo "make test: chromium installed in $(($(date +%s) - t0))s" >&2
+	else
+		echo "make test: the web view test needs chromium: apt-get install -y chromium" >&2
+		exit 1
+	fi
+fi
+export TIDEMARK_REQUIRE_BROWSER=1
+
 go build -o bin/brokerctl ./internal/testbroker/cmd/brokerctl
 started=0
 if ! bin/brokerctl status >/dev/null 2>&1; then

@@ -62,6 +62,7 @@ type App struct {
 	pub      published     // read by HTTP handlers
 	iq       queryRegistry // what queries may read; see app_queryable.go
 	httpAddr atomic.Value  // string: the bound address
+	ui       uiState       // the web view's samples (app_ui.go)
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -136,6 +137,12 @@ func (a *App) Run(ctx context.Context) error {
 			return srv.Shutdown(sctx)
 		})
 	}
+	g.Go(func() error {
+		// Handler may be mounted elsewhere, so /ui's samples are taken
+		// whether or not Run serves HTTP itself: one look a second.
+		a.runUISampler(gctx)
+		return nil
+	})
 	g.Go(func() error {
 		defer func() {
 			if srv != nil {

@@ -155,6 +155,11 @@ func (o outputs) Discard() {
 func (s *session) acknowledge(now time.Time) {
 	s.txn.mu.Lock()
 	oldest, outputs, deadLettered := s.txn.oldest, s.txn.outputs, s.txn.deadLettered
+	for sink, o := range s.txn.oldestBySink {
+		if !s.app.topo.IsRepartitionTopic(sink) {
+			s.app.ui.observeStaleness(sink, now, now.Sub(o))
+		}
+	}
 	s.txn.mu.Unlock()
 	if !oldest.IsZero() {
 		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())

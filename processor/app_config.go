@@ -121,8 +121,8 @@ type Config struct {
 	// A partition that never had a record holds the frontier back for one
 	// timeout. Negative: never idle. Default 5s.
 	IdleTimeout time.Duration
-	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier and
-	// interactive queries. Empty disables it.
+	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier, the web
+	// view (/ui) and interactive queries. Empty disables it.
 	HTTPAddr string
 	// AdvertisedHTTP is the address other instances give clients for keys
 	// this instance owns. Default HTTPAddr.

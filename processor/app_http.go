@@ -71,6 +71,7 @@ func advertisedAddr(adv, bound string) string {
 //	GET /healthz                                    200 while the process runs
 //	GET /readyz                                     200 once every assigned task is restored
 //	GET /frontier[?sink=S&covers=T]                 committed output frontier per sink partition
+//	GET /ui                                         the web view: live charts, frontier, topology (app_ui.go)
 //	GET /stores/{store}/keys/{key}                  a key of a key-value store
 //	GET /stores/{store}/range[?from=&to=&limit=]    keys in [from, to) of this instance's partitions
 //	GET /stores/{store}/windows/{key}[?from=&to=]   a key's windows whose start is in [from, to] (ms)
@@ -118,6 +119,10 @@ func (a *App) Handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /frontier", a.serveFrontier)
+	mux.HandleFunc("GET /ui", a.serveUI)
+	mux.HandleFunc("GET /ui/api/series", a.serveUISeries)
+	mux.HandleFunc("GET /ui/api/frontier", a.serveUIFrontier)
+	mux.HandleFunc("GET /ui/api/topology", a.serveUITopology)
 	mux.HandleFunc("GET /stores/{store}/keys/{key}", a.serveGet)
 	mux.HandleFunc("GET /stores/{store}/range", a.serveRange)
 	mux.HandleFunc("GET /stores/{store}/windows/{key}", a.serveWindows)

@@ -61,6 +61,8 @@ type txnState struct {
 	marks   map[changelog.TopicPartition]int64 // highest sink offset produced
 	oldest  time.Time                          // oldest input time among outputs
 	outputs int                                // sink records
+	// oldestBySink is oldest per sink topic, for the web view's staleness.
+	oldestBySink map[string]time.Time
 	// deadLettered counts the dead-letter records of the transaction,
 	// added to the metric when it commits.
 	deadLettered int
@@ -179,6 +181,7 @@ func (t *txnState) reset() {
 	defer t.mu.Unlock()
 	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected = nil, time.Time{}, 0, 0, false
 	t.marks = map[changelog.TopicPartition]int64{}
+	clear(t.oldestBySink)
 }
 
 // participants are the transaction's shares: every task, then the outputs
@@ -724,6 +727,12 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 	s.txn.outputs++
 	if s.txn.oldest.IsZero() || inputTime.Before(s.txn.oldest) {
 		s.txn.oldest = inputTime
+	}
+	if o, ok := s.txn.oldestBySink[rec.Topic]; !ok || inputTime.Before(o) {
+		if s.txn.oldestBySink == nil {
+			s.txn.oldestBySink = map[string]time.Time{}
+		}
+		s.txn.oldestBySink[rec.Topic] = inputTime
 	}
 	s.txn.mu.Unlock()
 	s.ctrl.ObserveOutput(s.now(), "", inputTime, 1)

@@ -269,7 +269,8 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 		}
 	}
 	if httpAddr != "" {
-		fmt.Fprintf(&b, "\n  HTTP: http://%s/stores/%s/keys/<sku>   /frontier   /metrics\n", httpAddr, pipelines.StoreAvailability)
+		fmt.Fprintf(&b, "\n  Web view: http://%s/ui\n", httpAddr)
+		fmt.Fprintf(&b, "  HTTP: http://%s/stores/%s/keys/<sku>   /frontier   /metrics\n", httpAddr, pipelines.StoreAvailability)
 	}
 	if logPath != "" {
 		fmt.Fprintf(&b, "  log: %s\n", logPath)

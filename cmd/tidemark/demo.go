@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type demoFlags struct {
 	threshold  int64
 	disorder   time.Duration
 	verbose    bool
+	open       bool
+	// onApp, when set (tests), is called with the app before it runs.
+	onApp func(*processor.App)
 }
 
 func newDemoCmd() *cobra.Command {
@@ -51,7 +55,9 @@ dashboard refreshes every second: input and output rates, the commit
 interval the frontier controller chose, end-to-end staleness (p50/p99) as a
 read_committed consumer sees it, lag, and live inventory read with
 interactive queries. When stdout is not a terminal it prints one summary
-line per second instead.
+line per second instead. The app's web view (/ui: live charts, the output
+frontier, the topology) is printed on stderr and opened in a browser when
+xdg-open and a display exist (--open=false: not).
 
 Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 		Example: `  tidemark demo
@@ -69,7 +75,8 @@ Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "generator seed")
 	fl.Int32Var(&f.partitions, "partitions", 2, "partitions of each topic the demo creates")
 	fl.StringVar(&f.stateDir, "state-dir", "", "state directory (default: a temporary directory, removed at exit)")
-	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:0", "address of the app's HTTP API (/stores, /frontier, /metrics)")
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:0", "address of the app's HTTP API (/ui, /stores, /frontier, /metrics)")
+	fl.BoolVar(&f.open, "open", true, "open the web view (/ui) with xdg-open when the machine has one and a display")
 	fl.StringVar(&f.app, "application", "tidemark-demo", "application id (consumer group, internal topic prefix)")
 	fl.Int64Var(&f.threshold, "fraud-threshold", 20, "payment attempts per user per minute that raise a fraud alert")
 	fl.DurationVar(&f.disorder, "max-disorder", 2*time.Second, "how far before its send time an event may be stamped (0: in order); staleness includes it")
@@ -170,6 +177,9 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.onApp != nil {
+		f.onApp(app)
+	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("demo: generator client: %w", err)
@@ -211,11 +221,20 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	g.Go(func() error {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
+		announced := false
 		for {
 			select {
 			case <-gctx.Done():
 				return nil
 			case <-tick.C:
+			}
+			if addr := app.HTTPAddr(); addr != "" && !announced {
+				announced = true
+				url := "http://" + addr + "/ui"
+				fmt.Fprintf(stderr, "demo: web view at %s\n", url)
+				if f.open {
+					openBrowser(stderr, url)
+				}
 			}
 			dash.pollProgress(gctx, adm, f.app, inputs)
 			dash.pollInventory(gctx, app, 5)
@@ -263,4 +282,24 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// openBrowser opens url with xdg-open when the machine has one and a
+// graphical session (without one xdg-open falls back to a text browser,
+// which would fight the dashboard for the terminal); otherwise the printed
+// URL is all there is.
+func openBrowser(stderr io.Writer, url string) {
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return
+	}
+	path, err := exec.LookPath("xdg-open")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(path, url)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "demo: xdg-open: %v\n", err)
+		return
+	}
+	go func() { _ = cmd.Wait() }()
 }

@@ -75,7 +75,7 @@ func addServiceFlags(fl *pflag.FlagSet, configPath *string, f *serviceConfig) {
 	fl.StringVar(&f.Application, "application", f.Application, "application id: consumer group and internal topic prefix")
 	fl.StringSliceVar(&f.Brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated")
 	fl.StringVar(&f.StateDir, "state-dir", f.StateDir, "parent of the local state: this instance keeps it in <state-dir>/<application> (processor.WithStateDir takes that full path)")
-	fl.StringVar(&f.HTTP, "http", f.HTTP, "HTTP listen address for /metrics, /healthz, /readyz, /frontier, /stores (empty: off)")
+	fl.StringVar(&f.HTTP, "http", f.HTTP, "HTTP listen address for /metrics, /healthz, /readyz, /frontier, /stores, /ui (empty: off)")
 	fl.StringVar(&f.AdvertisedHTTP, "advertised-http", "", "address other replicas give clients for keys this one owns (default --http)")
 	fl.StringVar(&f.InstanceID, "instance-id", "", "stable instance id (default: persisted in the state dir)")
 	fl.StringSliceVar(&f.Pipelines, "pipelines", f.Pipelines, "pipelines to run: inventory, fraud, orders")
