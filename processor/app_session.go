@@ -134,7 +134,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onRevoked),
 	)
-	var sess txn.Session
+	var sess txn.Transactor
 	switch a.cfg.Guarantee {
 	case ExactlyOnce:
 		opts = append(opts,
@@ -159,13 +159,13 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 			s.gts.Close()
 			return nil, fmt.Errorf("processor: init transactional producer %s: %w", txn.TransactionalID(a.topo.Application(), a.cfg.InstanceID), err)
 		}
-		sess = txn.NewKafkaSession(s.gts, group)
+		sess = txn.NewGroupTransactor(s.gts, group)
 	default:
 		s.cl, err = kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
 		if err != nil {
 			return nil, fmt.Errorf("processor: client: %w", err)
 		}
-		sess = txn.NewAtLeastOnceSession(s.cl, group)
+		sess = txn.NewAtLeastOnceTransactor(s.cl, group)
 	}
 	s.producer = s.cl
 	var copts []txn.CommitterOption

@@ -28,9 +28,9 @@ func (m Metadata) Set(topic string, partition int32, md string) {
 	m[topic][partition] = md
 }
 
-// Session is the transactional client the Committer drives. NewKafkaSession
+// Transactor is the transactional client the Committer drives. NewGroupTransactor
 // adapts kgo.GroupTransactSession; tests substitute fakes.
-type Session interface {
+type Transactor interface {
 	Begin() error
 	// End flushes, commits the consumed offsets inside the transaction,
 	// each with its entry of md, and ends it. committed=false with a nil
@@ -102,10 +102,10 @@ type Stats struct {
 	Apply   time.Duration
 }
 
-// Committer runs the commit protocol over a Session. It is used from one
+// Committer runs the commit protocol over a Transactor. It is used from one
 // goroutine: the process's commit loop.
 type Committer struct {
-	sess         Session
+	sess         Transactor
 	participants func() []Participant
 	now          func() time.Time
 	fault        func(Point)
@@ -127,7 +127,7 @@ func WithFaultHook(fn func(Point)) CommitterOption {
 
 // NewCommitter returns a Committer. participants is called at each commit
 // and abort to list the overlays of the tasks the transaction covers.
-func NewCommitter(sess Session, participants func() []Participant, opts ...CommitterOption) *Committer {
+func NewCommitter(sess Transactor, participants func() []Participant, opts ...CommitterOption) *Committer {
 	c := &Committer{sess: sess, participants: participants, now: time.Now, fault: func(Point) {}}
 	for _, o := range opts {
 		o(c)

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-type fakeSession struct {
+type fakeTransactor struct {
 	log       *[]string
 	committed bool
 	endErr    error
@@ -21,13 +21,13 @@ type fakeSession struct {
 	unstable  int // answers UNSTABLE_OFFSET_COMMIT this many times first
 }
 
-func (f *fakeSession) Begin() error { *f.log = append(*f.log, "begin"); return nil }
-func (f *fakeSession) End(_ context.Context, commit bool, md Metadata) (bool, error) {
+func (f *fakeTransactor) Begin() error { *f.log = append(*f.log, "begin"); return nil }
+func (f *fakeTransactor) End(_ context.Context, commit bool, md Metadata) (bool, error) {
 	*f.log = append(*f.log, fmt.Sprintf("end(commit=%v%s)", commit, renderMetadata(md)))
 	return f.committed && commit, f.endErr
 }
-func (f *fakeSession) Pending() Offsets { return f.pending }
-func (f *fakeSession) Committed(context.Context, Offsets) (Offsets, error) {
+func (f *fakeTransactor) Pending() Offsets { return f.pending }
+func (f *fakeTransactor) Committed(context.Context, Offsets) (Offsets, error) {
 	*f.log = append(*f.log, "fetch-stable")
 	if f.unstable > 0 {
 		f.unstable--
@@ -76,7 +76,7 @@ func offsets(at int64) Offsets { return Offsets{"carts": {0: at, 1: at + 1}} }
 func TestCommitterFollowsTheProtocol(t *testing.T) {
 	tests := []struct {
 		name     string
-		sess     fakeSession
+		sess     fakeTransactor
 		applyErr error
 		abort    bool
 		wantLog  string
@@ -89,41 +89,41 @@ func TestCommitterFollowsTheProtocol(t *testing.T) {
 		withMD     bool
 	}{
 		{name: "the participants' metadata goes with the offsets, merged",
-			sess:    fakeSession{committed: true, pending: offsets(10)},
+			sess:    fakeTransactor{committed: true, pending: offsets(10)},
 			withMD:  true,
 			wantLog: "begin fault:3 fault:0 end(commit=true,md=carts/0:t0;carts/1:t1) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
 		{name: "a failed prepare aborts and discards every participant",
-			sess: fakeSession{committed: true, pending: offsets(10)}, prepareErr: errPrepareForTest,
+			sess: fakeTransactor{committed: true, pending: offsets(10)}, prepareErr: errPrepareForTest,
 			wantLog: "begin fault:3 fault:0 end(commit=false) discard:t0 discard:t1", wantErr: errPrepareForTest},
 		{name: "commit applies every participant after EndTxn, then faults in order",
-			sess:    fakeSession{committed: true, pending: offsets(10)},
+			sess:    fakeTransactor{committed: true, pending: offsets(10)},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fault:1 apply:t0 apply:t1 fault:2", wantComm: true},
 		{name: "an abort discards every participant",
-			sess: fakeSession{pending: offsets(10)}, abort: true,
+			sess: fakeTransactor{pending: offsets(10)}, abort: true,
 			wantLog: "begin fault:0 end(commit=false) discard:t0 discard:t1"},
 		{name: "a session abort at commit (rebalance) discards",
-			sess:    fakeSession{committed: false, pending: offsets(10)},
+			sess:    fakeTransactor{committed: false, pending: offsets(10)},
 			wantLog: "begin fault:3 fault:0 end(commit=true) discard:t0 discard:t1"},
 		{name: "an End error whose offsets landed is applied, then the session restarts",
-			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10)},
+			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10)},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
 		{name: "an End error whose markers are still being written is resolved once they land",
-			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10), unstable: 2},
+			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10), unstable: 2},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fetch-stable fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
 		{name: "an End error whose offsets did not land is discarded",
-			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(4)},
+			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(4)},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable discard:t0 discard:t1", anyErr: true},
 		{name: "an End error that cannot be resolved neither applies nor discards",
-			sess:    fakeSession{endErr: errors.New("timeout"), pending: offsets(10), stableErr: errors.New("down")},
+			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stableErr: errors.New("down")},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable", wantErr: ErrOutcomeUnknown},
 		{name: "a transaction without input offsets cannot be resolved",
-			sess:    fakeSession{endErr: errors.New("timeout")},
+			sess:    fakeTransactor{endErr: errors.New("timeout")},
 			wantLog: "begin fault:3 fault:0 end(commit=true)", wantErr: ErrOutcomeUnknown},
 		{name: "a fenced session neither applies nor discards",
-			sess:    fakeSession{endErr: fmt.Errorf("%w: producer fenced", ErrFenced), pending: offsets(10)},
+			sess:    fakeTransactor{endErr: fmt.Errorf("%w: producer fenced", ErrFenced), pending: offsets(10)},
 			wantLog: "begin fault:3 fault:0 end(commit=true)", wantErr: ErrFenced},
 		{name: "an Apply failure after commit asks for a restart",
-			sess: fakeSession{committed: true, pending: offsets(10)}, applyErr: errors.New("disk full"),
+			sess: fakeTransactor{committed: true, pending: offsets(10)}, applyErr: errors.New("disk full"),
 			wantLog: "begin fault:3 fault:0 end(commit=true) fault:1 apply:t0", wantErr: ErrOutcomeUnknown, wantComm: true},
 	}
 	for _, tt := range tests {

@@ -12,7 +12,7 @@
 //     their offsets) and returns the offset Metadata it wants committed
 //     (a task's clocks and changelog positions);
 //  2. add the consumed input offsets to the transaction, each with its
-//     participant's metadata, passed to Session.End (TxnOffsetCommit);
+//     participant's metadata, passed to Transactor.End (TxnOffsetCommit);
 //  3. EndTxn(commit);
 //  4. only after the commit succeeded: Apply each participant in order (a
 //     task's state overlay goes to local state with the changelog offsets
@@ -30,6 +30,6 @@
 //
 // Machine is the deterministic core (no clocks, no sockets): it takes the
 // outcome of each step and says what to do next. Committer is the I/O edge
-// that runs a Machine against a Session, the interface GroupTransactSession
-// satisfies through NewKafkaSession.
+// that runs a Machine against a Transactor, the interface GroupTransactSession
+// satisfies through NewGroupTransactor.
 package txn

@@ -10,25 +10,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// KafkaSession adapts kgo.GroupTransactSession (EOS v2: one producer for all
+// GroupTransactor adapts kgo.GroupTransactSession (EOS v2: one producer for all
 // of the process's tasks, offsets committed in the transaction with group
-// metadata, aborts on rebalance) to Session.
-type KafkaSession struct {
+// metadata, aborts on rebalance) to Transactor.
+type GroupTransactor struct {
 	s     *kgo.GroupTransactSession
 	group string
 }
 
-// NewKafkaSession wraps an existing session; group is its consumer group.
-func NewKafkaSession(s *kgo.GroupTransactSession, group string) *KafkaSession {
-	return &KafkaSession{s: s, group: group}
+// NewGroupTransactor wraps an existing session; group is its consumer group.
+func NewGroupTransactor(s *kgo.GroupTransactSession, group string) *GroupTransactor {
+	return &GroupTransactor{s: s, group: group}
 }
 
 // Client is the session's client, for producing and polling.
-func (k *KafkaSession) Client() *kgo.Client { return k.s.Client() }
+func (k *GroupTransactor) Client() *kgo.Client { return k.s.Client() }
 
-func (k *KafkaSession) Begin() error { return k.s.Begin() }
+func (k *GroupTransactor) Begin() error { return k.s.Begin() }
 
-func (k *KafkaSession) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
+func (k *GroupTransactor) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
 	committed, err := k.s.End(withOffsetMetadata(ctx, md), kgo.TransactionEndTry(commit))
 	if err != nil && isFenced(err) {
 		err = fmt.Errorf("%w: %v", ErrFenced, err)
@@ -39,7 +39,7 @@ func (k *KafkaSession) End(ctx context.Context, commit bool, md Metadata) (bool,
 // Pending lists only partitions whose offset advances: a partition that was
 // assigned but not consumed from cannot tell a committed outcome from an
 // aborted one.
-func (k *KafkaSession) Pending() Offsets {
+func (k *GroupTransactor) Pending() Offsets {
 	cl := k.s.Client()
 	before := cl.CommittedOffsets()
 	out := Offsets{}
@@ -57,7 +57,7 @@ func (k *KafkaSession) Pending() Offsets {
 	return out
 }
 
-func (k *KafkaSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
+func (k *GroupTransactor) Committed(ctx context.Context, of Offsets) (Offsets, error) {
 	return committedOffsets(ctx, k.s.Client(), k.group, of)
 }
 
@@ -92,23 +92,23 @@ func isFenced(err error) bool {
 		errors.Is(err, kerr.FencedInstanceID)
 }
 
-// AtLeastOnceSession runs the same commit path without transactions for
+// AtLeastOnceTransactor runs the same commit path without transactions for
 // users who accept duplicates after a crash: End flushes, then commits the
 // consumed offsets; outputs are visible as soon as they are produced.
-type AtLeastOnceSession struct {
+type AtLeastOnceTransactor struct {
 	cl    *kgo.Client
 	group string
 }
 
-// NewAtLeastOnceSession wraps a group-consuming, non-transactional client
+// NewAtLeastOnceTransactor wraps a group-consuming, non-transactional client
 // created with kgo.DisableAutoCommit.
-func NewAtLeastOnceSession(cl *kgo.Client, group string) *AtLeastOnceSession {
-	return &AtLeastOnceSession{cl: cl, group: group}
+func NewAtLeastOnceTransactor(cl *kgo.Client, group string) *AtLeastOnceTransactor {
+	return &AtLeastOnceTransactor{cl: cl, group: group}
 }
 
-func (a *AtLeastOnceSession) Begin() error { return nil }
+func (a *AtLeastOnceTransactor) Begin() error { return nil }
 
-func (a *AtLeastOnceSession) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
+func (a *AtLeastOnceTransactor) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
 	if !commit {
 		// Produced records cannot be taken back; rewinding makes the
 		// aborted work run again (at least once).
@@ -123,7 +123,7 @@ func (a *AtLeastOnceSession) End(ctx context.Context, commit bool, md Metadata) 
 	return true, nil
 }
 
-func (a *AtLeastOnceSession) Pending() Offsets {
+func (a *AtLeastOnceTransactor) Pending() Offsets {
 	out := Offsets{}
 	for topic, ps := range a.cl.UncommittedOffsets() {
 		out[topic] = map[int32]int64{}
@@ -134,7 +134,7 @@ func (a *AtLeastOnceSession) Pending() Offsets {
 	return out
 }
 
-func (a *AtLeastOnceSession) Committed(ctx context.Context, of Offsets) (Offsets, error) {
+func (a *AtLeastOnceTransactor) Committed(ctx context.Context, of Offsets) (Offsets, error) {
 	return committedOffsets(ctx, a.cl, a.group, of)
 }
 

@@ -24,7 +24,7 @@ func (o *overlay) Prepare(context.Context) (txn.Metadata, error) { return o.md, 
 func (o *overlay) Apply(context.Context) error                   { o.applied++; return nil }
 func (o *overlay) Discard()                                      { o.discarded++ }
 
-func newSession(t *testing.T, in, out, group, txnID string) *txn.KafkaSession {
+func newSession(t *testing.T, in, out, group, txnID string) *txn.GroupTransactor {
 	t.Helper()
 	s, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(kafkatest.Brokers(t)...),
@@ -39,7 +39,7 @@ func newSession(t *testing.T, in, out, group, txnID string) *txn.KafkaSession {
 		t.Fatalf("session: %v", err)
 	}
 	t.Cleanup(s.Close)
-	return txn.NewKafkaSession(s, group)
+	return txn.NewGroupTransactor(s, group)
 }
 
 // pollN polls until n records arrived.
