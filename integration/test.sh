@@ -15,23 +15,27 @@ if ! need java || ! need mvn; then
 	fi
 fi
 
-# The web view test (cmd/tidemark) drives Debian's chromium headless.
-if [ ! -x /usr/bin/chromium ]; then
+# The web view test (cmd/tidemark) drives Debian's chromium headless;
+# tidemark describe --format svg runs Graphviz's dot.
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+need dot || missing+=(graphviz)
+if [ "${#missing[@]}" -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && need apt-get; then
-		echo "make test: installing chromium for the web view test (apt-get install chromium)" >&2
+		echo "make test: installing ${missing[*]} (apt-get install) for the web view and describe tests" >&2
 		t0=$(date +%s)
 		export DEBIAN_FRONTEND=noninteractive
-		if ! apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+		if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
 			echo "make test: install failed; apt-get update and retry" >&2
-			apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+			apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 		fi
-		echo "make test: chromium installed in $(($(date +%s) - t0))s" >&2
+		echo "make test: ${missing[*]} installed in $(($(date +%s) - t0))s" >&2
 	else
-		echo "make test: the web view test needs chromium: apt-get install -y chromium" >&2
+		echo "make test: the web view and describe tests need: apt-get install -y ${missing[*]}" >&2
 		exit 1
 	fi
 fi
-export TIDEMARK_REQUIRE_BROWSER=1
+export TIDEMARK_REQUIRE_BROWSER=1 TIDEMARK_REQUIRE_GRAPHVIZ=1
 
 go build -o bin/brokerctl ./internal/testbroker/cmd/brokerctl
 started=0

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -31,11 +36,11 @@ internal topics) and --topic-prefix.
 --format text prints sub-topologies, nodes, topics and stores in the layout
 of Kafka Streams' TopologyDescription. --format dot prints a Graphviz graph:
 one cluster per sub-topology, external topics solid, internal repartition
-and changelog topics dashed, stores as cylinders; render it with
-'dot -Tsvg'.`,
+and changelog topics dashed, stores as cylinders. --format svg renders that
+graph with Graphviz's dot, which must be on PATH (apt-get install graphviz).`,
 		Example: `  tidemark describe
   tidemark describe inventory
-  tidemark describe --config tidemark.yaml --format dot | dot -Tsvg > topology.svg`,
+  tidemark describe --config tidemark.yaml --format svg > topology.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.Flags().Changed("pipelines") {
 				return errors.New("describe: name the pipelines either as arguments or with --pipelines, not both")
@@ -61,13 +66,40 @@ and changelog topics dashed, stores as cylinders; render it with
 				_, err = fmt.Fprint(cmd.OutOrStdout(), d.String())
 			case "dot":
 				_, err = fmt.Fprint(cmd.OutOrStdout(), d.DOT())
+			case "svg":
+				err = renderSVG(cmd.Context(), cmd.OutOrStdout(), d.DOT())
 			default:
-				return fmt.Errorf("describe: --format %q: want text or dot", format)
+				return fmt.Errorf("describe: --format %q: want text, dot or svg", format)
 			}
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or dot (Graphviz)")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, dot (Graphviz) or svg (rendered by Graphviz's dot)")
 	addServiceFlags(cmd.Flags(), &configPath, &f)
 	return cmd
+}
+
+// dotCommand is the Graphviz renderer describe --format svg runs.
+var dotCommand = "dot"
+
+// renderSVG renders a DOT graph to SVG with Graphviz's dot.
+func renderSVG(ctx context.Context, w io.Writer, dot string) error {
+	path, err := exec.LookPath(dotCommand)
+	if err != nil {
+		return fmt.Errorf("describe: --format svg needs Graphviz's %q on PATH (apt-get install graphviz), or use --format dot: %w", dotCommand, err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	c := exec.CommandContext(ctx, path, "-Tsvg")
+	c.Stdin = bytes.NewBufferString(dot)
+	c.Stdout = w
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("describe: %s -Tsvg: %w: %s", path, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
 }

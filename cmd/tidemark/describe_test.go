@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -106,7 +108,7 @@ func TestDescribeErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--format", "svg"}, `--format "svg": want text or dot`},
+		{[]string{"--format", "png"}, `--format "png": want text, dot or svg`},
 		{[]string{"inventory", "--pipelines", "fraud"}, "either as arguments or with --pipelines"},
 		{[]string{"shipping"}, `pipeline "shipping"`},
 	} {
@@ -114,5 +116,47 @@ func TestDescribeErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("describe %v: error %v, want one containing %q (output %q)", tc.args, err, tc.want, out)
 		}
+	}
+}
+
+// TestDescribeRendersSVG renders the marketplace topology with Graphviz:
+// the SVG names every sub-topology cluster and every topic. make test
+// installs graphviz; without it the test fails saying how to get it.
+func TestDescribeRendersSVG(t *testing.T) {
+	clearServiceEnv(t)
+	if _, err := exec.LookPath("dot"); err != nil {
+		if os.Getenv("TIDEMARK_REQUIRE_BROWSER") != "" || os.Getenv("TIDEMARK_REQUIRE_GRAPHVIZ") != "" {
+			t.Fatalf("Graphviz's dot is not on PATH: apt-get install -y graphviz (make test does): %v", err)
+		}
+		t.Skipf("Graphviz's dot is not on PATH (apt-get install -y graphviz; make test installs it): %v", err)
+	}
+	got, err := runDescribe(t, "--format", "svg")
+	if err != nil {
+		t.Fatalf("describe --format svg: %v\n%s", err, got)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(got), "<?xml") || !strings.Contains(got, "<svg") || !strings.HasSuffix(strings.TrimSpace(got), "</svg>") {
+		t.Fatalf("not an SVG document:\n%.300s", got)
+	}
+	d := runTopology(t)
+	for i := range d.SubTopologies {
+		if want := fmt.Sprintf("<title>cluster_%d</title>", i); !strings.Contains(got, want) {
+			t.Errorf("the SVG has no %s", want)
+		}
+	}
+	for _, topic := range []string{"inventory", "payments", "carts"} {
+		if !strings.Contains(got, ">"+topic+"<") {
+			t.Errorf("the SVG does not show topic %s", topic)
+		}
+	}
+}
+
+func TestDescribeSVGWithoutGraphvizSaysHowToGetIt(t *testing.T) {
+	clearServiceEnv(t)
+	old := dotCommand
+	dotCommand = "tidemark-no-such-dot"
+	defer func() { dotCommand = old }()
+	_, err := runDescribe(t, "--format", "svg")
+	if err == nil || !strings.Contains(err.Error(), "apt-get install graphviz") {
+		t.Fatalf("error %v, want one that says how to install Graphviz", err)
 	}
 }
