@@ -52,6 +52,9 @@ const (
 	// an inner join, a repartition feeding no left or outer join) got a
 	// record with a null key.
 	DropNullKey
+	// DropDuplicate: Deduplicate had seen the record's id within its
+	// window.
+	DropDuplicate
 )
 
 func (r DropReason) String() string {
@@ -66,6 +69,8 @@ func (r DropReason) String() string {
 		return "undecodable"
 	case DropNullKey:
 		return "null-key"
+	case DropDuplicate:
+		return "duplicate"
 	}
 	return "unknown"
 }

@@ -11,7 +11,7 @@ import "time"
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
-//	                     stream-stream joins: Named, WithoutChangelog, WithChangelogConfig
+//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
 //	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
 //	                     and WithRetention

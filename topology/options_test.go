@@ -30,6 +30,7 @@ func TestOperatorOptionsAreTyped(t *testing.T) {
 		`s.Process(func() topology.Processor[string, string, string, string] { return nil }, topology.Named("n16"), topology.WithStores("st"))`,
 		`s.Split(topology.Named("n17")).Branch(keep, topology.Named("n18"))`,
 		`tab.GroupBy(func(k, v string) (string, string) { return k, v }, str, str, topology.WithPartitions(2)).Count(topology.Named("n19"))`,
+		`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.Named("n20"), topology.WithoutChangelog(), topology.WithChangelogConfig(nil))`,
 	}
 	wrong := []struct{ call, missing string }{
 		{`s.GroupByKey().Count(topology.EmitFinal())`, "storeOption"},
@@ -48,6 +49,8 @@ func TestOperatorOptionsAreTyped(t *testing.T) {
 		{`s.JoinTable(tab, func(_, v, _ string) string { return v }, topology.WithoutChangelog())`, "Option"},
 		{`s.Process(func() topology.Processor[string, string, string, string] { return nil }, topology.WithoutChangelog())`, "ProcessOption"},
 		{`s.GroupByKey(topology.WithoutChangelog())`, "RepartitionOption"},
+		{`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.WithRetention(time.Hour))`, "slidingWindowOption"},
+		{`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.WithPartitions(3))`, "StoreOption"},
 	}
 	var src strings.Builder
 	src.WriteString(`package main

@@ -241,3 +241,41 @@ func TestSubTopologiesListTopicsAndStores(t *testing.T) {
 		t.Errorf("sink topics = %v", topo.SinkTopics())
 	}
 }
+
+func TestDeduplicateDeclaresAStore(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder("app")
+	b.Stream("in", str, str).Deduplicate(func(_, v string) string { return v }, time.Minute, topology.Named("seen")).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `Topologies:
+   Sub-topology: 0
+    Source: in-SOURCE (topics: [in])
+      --> seen
+    Processor: seen (stores: [seen])
+      --> seen-SINK-1
+      <-- in-SOURCE
+    Sink: seen-SINK-1 (topic: out)
+      <-- seen
+
+`
+	if got := topo.String(); got != want {
+		t.Errorf("describe:\n%s\nwant:\n%s", got, want)
+	}
+	if cl := topo.ChangelogTopics(); len(cl) != 1 || cl[0].Name != "app-seen-changelog" || cl[0].Config["cleanup.policy"] != "compact" {
+		t.Errorf("changelogs = %+v, want app-seen-changelog, compacted", cl)
+	}
+
+	b = topology.NewBuilder("app")
+	b.Stream("in", str, str).Deduplicate(func(_, v string) string { return v }, 0).To("out")
+	if _, err := b.Build(); !errors.Is(err, topology.ErrInvalidWindow) {
+		t.Errorf("window 0: Build error %v, want ErrInvalidWindow", err)
+	}
+	b = topology.NewBuilder("app", topology.RequireNamedState())
+	b.Stream("in", str, str).Deduplicate(func(_, v string) string { return v }, time.Minute).To("out")
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "in-DEDUPLICATE-1") {
+		t.Errorf("unnamed under RequireNamedState: Build error %v, want one naming in-DEDUPLICATE-1", err)
+	}
+}

@@ -27,8 +27,9 @@ import (
 //	                                outside the claim: they are the declared disorder bound.
 //	stateless or non-windowed node  min over its parents (a filter, map, flatMap, branch, merge,
 //	                                stream-table and table-table join, non-windowed aggregation,
-//	                                toStream, repartition: each output's timestamp is that of the
-//	                                record that caused it, or the max of it and stored rows')
+//	                                toStream, repartition, deduplicate: each output's timestamp is
+//	                                that of the record that caused it, or the max of it and stored
+//	                                rows')
 //	tumbling/hopping window         with c = the operator's clock (largest timestamp it has seen),
 //	(size s, advance a, grace g)    x = c − g − s, the first open window starts at
 //	                                F = max(⌊x/a⌋·a + a, 0), and W = F − 1
@@ -79,6 +80,11 @@ import (
 //     emit unjoined as it arrives (one with a null key can join nothing)
 //     keeps its own timestamp. The clock bound holds only while every clock
 //     advance runs the check for due unjoined records.
+//
+//   - Deduplicate (dedup.go) keeps state but no operator clock: it forwards
+//     a record unchanged, with its own timestamp, as it arrives, or drops
+//     it, and emits nothing later (no punctuator). Its output is a subset
+//     of its input, so its parent's bound holds, as for a filter.
 //
 // A user processor (Stream.Process) is treated as stateless: records it
 // forwards, from Process or a punctuator, must not be timestamped below the

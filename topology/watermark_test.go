@@ -46,6 +46,9 @@ func TestOutputBoundsFollowTheGraph(t *testing.T) {
 		{"stateless chain", func(b *topology.Builder) {
 			b.Stream("in", str, str).Filter(func(_, _ string) bool { return true }).To("out")
 		}, 0, "out", "input(in)", nil},
+		{"deduplicate: stateful, but bounded by its input like a filter, no clock", func(b *topology.Builder) {
+			b.Stream("in", str, str).Deduplicate(func(_, v string) string { return v }, time.Hour, topology.Named("d")).To("out")
+		}, 0, "out", "input(in)", nil},
 		{"merge of two inputs, and a source reading two topics", func(b *topology.Builder) {
 			b.Stream("a", str, str).Merge(b.StreamOf([]string{"b", "c"}, str, str)).To("out")
 		}, 0, "out", "min(input(a), input(b), input(c))", nil},
