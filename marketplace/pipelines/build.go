@@ -25,6 +25,7 @@ var All = []string{Inventory, Fraud, Orders}
 const (
 	StoreAvailability = "inventory-availability"
 	StoreVelocity     = "payment-velocity"
+	StorePaymentDedup = "payment-dedup"
 	StoreCarts        = "checkout-join" // the window stores checkout-join-this/-other
 	StoreOrderState   = "order-state"
 	StoreShipDeadline = "ship-deadline"
@@ -166,7 +167,13 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), vs.Inventory, src("inventory-events")...)
 	}
 	if want[Fraud] || want[Orders] {
-		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), vs.Payment, src("payment-events")...)
+		// Redelivered payment events (same event id) would count twice in
+		// the fraud velocity and repeat order updates. A redelivery has
+		// the original's key (the order id), so it is in the same
+		// partition: no repartition by id is needed.
+		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), vs.Payment, src("payment-events")...).
+			Deduplicate(func(_ string, p schemas.PaymentEvent) string { return p.EventID }, cfg.PaymentDedupWindow,
+				topology.Named(StorePaymentDedup))
 	}
 	if want[Orders] {
 		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), vs.Cart, src("cart-events")...)

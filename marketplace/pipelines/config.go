@@ -48,6 +48,12 @@ type Config struct {
 	// default disorder of 2s.
 	Grace time.Duration
 
+	// PaymentDedupWindow is how far apart in event time two payment
+	// events with the same event id may be for the later to be dropped
+	// as a redelivery (Stream.Deduplicate, store StorePaymentDedup),
+	// before the fraud and order pipelines see them. Default 1h.
+	PaymentDedupWindow time.Duration
+
 	// FraudWindow and FraudAdvance shape the hopping windows of the fraud
 	// signal; defaults 1m and 10s.
 	FraudWindow, FraudAdvance time.Duration
@@ -104,6 +110,7 @@ func (c *Config) EnsureDefaults() *Config {
 		}
 	}
 	def(&c.Grace, 5*time.Second)
+	def(&c.PaymentDedupWindow, time.Hour)
 	def(&c.FraudWindow, time.Minute)
 	def(&c.FraudAdvance, 10*time.Second)
 	def(&c.CheckoutWindow, 30*time.Minute)
@@ -128,6 +135,8 @@ func (c *Config) check() error {
 	switch {
 	case c.Grace < 0 || c.Grace > 24*time.Hour:
 		return fmt.Errorf("pipelines: Grace is %v, accepted range 0..24h", c.Grace)
+	case c.PaymentDedupWindow < time.Second || c.PaymentDedupWindow > 24*time.Hour:
+		return fmt.Errorf("pipelines: PaymentDedupWindow is %v, accepted range 1s..24h", c.PaymentDedupWindow)
 	case c.FraudWindow < time.Second || c.FraudWindow > 24*time.Hour:
 		return fmt.Errorf("pipelines: FraudWindow is %v, accepted range 1s..24h", c.FraudWindow)
 	case c.FraudAdvance < time.Millisecond || c.FraudAdvance > c.FraudWindow:

@@ -12,6 +12,12 @@
 // checkout join re-keys payments by cart id and joins them with carts, the
 // late-fulfillment join pairs payments with fulfillment by order id.
 //
+// Payment events are deduplicated by event id first (store
+// StorePaymentDedup, window Config.PaymentDedupWindow), so a redelivered
+// payment event counts once in both pipelines that read payments. The
+// generator never redelivers, so this changes none of the reference
+// results.
+//
 // The three pipelines:
 //
 //   - Inventory: availability per sku as a table in the key-value store StoreAvailability, queryable over the App's HTTP API at

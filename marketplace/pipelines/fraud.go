@@ -35,7 +35,7 @@ func IsAttempt(p schemas.PaymentEvent) bool {
 
 // addFraud adds the payment-velocity fraud signal:
 //
-//	Inputs.Payments (key order id) → attempts only (IsAttempt)
+//	Inputs.Payments (key order id) → deduplicated by event id (StorePaymentDedup) → attempts only (IsAttempt)
 //	  → re-key by user id (repartition <app>-payments-by-user-repartition)
 //	  → hopping windows FraudWindow/FraudAdvance, grace Grace, store StoreVelocity, emit-final
 //	  → windows with Attempts ≥ FraudThreshold → Outputs.FraudAlerts (key user id, FraudAlert JSON)

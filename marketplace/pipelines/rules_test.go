@@ -9,6 +9,8 @@ import (
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/schemas"
 	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/task"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // Hand-written cases for the rules the reference test checks in bulk.
@@ -106,6 +108,38 @@ func TestFraudAlertAtThresholdEmittedOnceWhenTheWindowCloses(t *testing.T) {
 	want := pipelines.FraudAlert{UserID: "mallory", Attempts: 3, Declined: 1, AmountCents: 3000, WindowStartMs: t0, WindowEndMs: t0 + 60_000}
 	if len(recs) != 1 || recs[0].Value != want {
 		t.Fatalf("alerts %+v, want exactly %+v", recs, want)
+	}
+}
+
+func TestRedeliveredPaymentCountsOnce(t *testing.T) {
+	cfg := pipelines.Config{FraudThreshold: 3, FraudWindow: time.Minute, FraudAdvance: time.Minute, Grace: time.Second}
+	d := newDriver(t, pipelines.Fraud, cfg)
+	pays := tidemarktest.Input(d, gen.DefaultTopics.Payments, serde.String(), schemas.Payment.Avro())
+	out := tidemarktest.Output(d, pipelines.DefaultOutputs.FraudAlerts, serde.String(), serde.JSON[pipelines.FraudAlert]())
+	o1 := payment("o1", "mallory", schemas.PaymentAuthorized, t0+1_000)
+	for i, p := range []schemas.PaymentEvent{
+		o1,
+		o1, // redelivered: same event id, same order key
+		payment("o2", "mallory", schemas.PaymentFailed, t0+2_000),
+		o1, // redelivered again, after another event
+		payment("o3", "mallory", schemas.PaymentAuthorized, t0+4_000),
+		payment("o9", "bob", schemas.PaymentAuthorized, t0+61_000), // closes [t0, t0+60s)
+	} {
+		if err := pays.Pipe(p.OrderID, p, p.EventTime.UnixMilli()); err != nil {
+			t.Fatalf("payment %d: %v", i, err)
+		}
+	}
+	recs, err := out.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pipelines.FraudAlert{UserID: "mallory", Attempts: 3, Declined: 1, AmountCents: 3000, WindowStartMs: t0, WindowEndMs: t0 + 60_000}
+	if len(recs) != 1 || recs[0].Value != want {
+		t.Fatalf("alerts %+v, want exactly %+v: o1 counted once, not three times", recs, want)
+	}
+	m := d.Metrics()
+	if n := m.DroppedBy[task.DropKey{Node: pipelines.StorePaymentDedup, Reason: topology.DropDuplicate}]; n != 2 || m.TotalDropped() != 2 {
+		t.Errorf("dropped %v, want the 2 redeliveries as duplicates at %s", m.DroppedBy, pipelines.StorePaymentDedup)
 	}
 }
 
