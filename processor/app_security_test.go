@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -91,20 +90,7 @@ func TestSecuredBroker(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- app.Run(rctx) }()
-		got := consumeExactly(t, b, out, len(recs), time.Minute, 2*time.Second)
-		next := map[string]int64{}
-		for _, r := range got {
-			k, n := string(r.Key), int64(binary.BigEndian.Uint64(r.Value))
-			if n != next[k]+1 {
-				t.Fatalf("key %s: count %d after %d: a duplicate or a lost update", k, n, next[k])
-			}
-			next[k] = n
-		}
-		for k, n := range want {
-			if next[k] != int64(n) {
-				t.Fatalf("key %s: final count %d, want %d", k, next[k], n)
-			}
-		}
+		checkCountRecords(t, consumeExactly(t, b, out, len(recs), time.Minute, 2*time.Second), want)
 		// /frontier syncs the frontier watcher, a client of its own, first.
 		var fr struct {
 			Sinks map[string]struct {

@@ -98,7 +98,13 @@ func checkCounts(t *testing.T, out string, want map[string]int) {
 	for _, n := range want {
 		total += n
 	}
-	recs := kafkatest.ConsumeExactly(t, out, total, time.Minute, 2*time.Second)
+	checkCountRecords(t, kafkatest.ConsumeExactly(t, out, total, time.Minute, 2*time.Second), want)
+}
+
+// checkCountRecords checks per-key count outputs: every key's counts go
+// 1, 2, … in order, ending at want's count.
+func checkCountRecords(t *testing.T, recs []*kgo.Record, want map[string]int) {
+	t.Helper()
 	next := map[string]int64{}
 	for _, r := range recs {
 		k := string(r.Key)

@@ -272,6 +272,21 @@ func dryRun(ctx context.Context, w io.Writer, cfg gen.Config, count uint64, d ti
 	return nil
 }
 
+// connect returns a client of brokers and the options it was made with,
+// once a broker answers (see ping). The caller closes the client.
+func connect(ctx context.Context, brokers []string, dialTimeout time.Duration) (*kgo.Client, []kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DialTimeout(dialTimeout)}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka client: %w", err)
+	}
+	if err := ping(ctx, cl, brokers, dialTimeout); err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return cl, opts, nil
+}
+
 // ping fails fast, naming the addresses, when no broker answers: a kgo
 // client would otherwise retry produces forever (gen) or fetches for a long
 // time (replay).

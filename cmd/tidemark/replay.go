@@ -13,7 +13,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
 )
@@ -82,15 +81,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 		return fmt.Errorf("--memory-mb is %d, must be at least 16", f.memory)
 	}
 	ctx := cmd.Context()
-	clientOpts := []kgo.Opt{kgo.SeedBrokers(f.brokers...), kgo.DialTimeout(f.dialTimeout)}
-	cl, err := kgo.NewClient(clientOpts...)
+	cl, clientOpts, err := connect(ctx, f.brokers, f.dialTimeout)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	if err := ping(ctx, cl, f.brokers, f.dialTimeout); err != nil {
 		return err
 	}
+	defer cl.Close()
 	targets, err := replayTargets(ctx, kadm.NewClient(cl), f)
 	if err != nil {
 		return err

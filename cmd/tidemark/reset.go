@@ -139,15 +139,11 @@ func runReset(ctx context.Context, out, errw io.Writer, f resetFlags) error {
 		at = t
 	}
 	log := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	clientOpts := []kgo.Opt{kgo.SeedBrokers(f.brokers...), kgo.DialTimeout(f.dialTimeout)}
-	cl, err := kgo.NewClient(clientOpts...)
+	cl, clientOpts, err := connect(ctx, f.brokers, f.dialTimeout)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	if err := ping(ctx, cl, f.brokers, f.dialTimeout); err != nil {
 		return err
 	}
+	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
 	state, err := groupIdle(ctx, log, adm, f.app)
