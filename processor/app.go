@@ -55,6 +55,8 @@ type App struct {
 	rejectAttempts map[recordKey]int
 	isolate        bool
 
+	purge *purger // repartition topic purging (app_purge.go)
+
 	commitWatch      commitWatch // loop goroutine only
 	lastReflectedLog time.Time   // loop goroutine only
 
@@ -93,6 +95,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		rejectAttempts: map[recordKey]int{},
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
+	a.purge = newPurger(a)
 	return a, nil
 }
 
@@ -141,6 +144,12 @@ func (a *App) Run(ctx context.Context) error {
 		// Handler may be mounted elsewhere, so /ui's samples are taken
 		// whether or not Run serves HTTP itself: one look a second.
 		a.runUISampler(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		// Deletes repartition records below the committed offsets, off
+		// the record loop; Run's shutdown cancels it and waits.
+		a.purge.run(gctx, a.adm)
 		return nil
 	})
 	g.Go(func() error {

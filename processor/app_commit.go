@@ -37,6 +37,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	}
 	st, err := s.committer.Commit(ctx)
 	end := s.now()
+	s.app.purge.observe(st) // only a committed attempt's offsets count
 	var prepErr *txn.PrepareError
 	switch {
 	case st.Committed:

@@ -121,6 +121,13 @@ type Config struct {
 	// A partition that never had a record holds the frontier back for one
 	// timeout. Negative: never idle. Default 5s.
 	IdleTimeout time.Duration
+	// RepartitionPurgeInterval is how often the records of the
+	// repartition topics this instance consumes are deleted (DeleteRecords)
+	// below the offsets its committed transactions consumed them to, like
+	// Kafka Streams' repartition.purge.interval.ms. Repartition topics keep
+	// retention.ms=-1: purging is what bounds them. Offsets of aborted
+	// transactions are never purged. Negative: never purge. Default 30s.
+	RepartitionPurgeInterval time.Duration
 	// HTTPAddr serves /metrics, /healthz, /readyz, /frontier, the web
 	// view (/ui) and interactive queries. Empty disables it.
 	HTTPAddr string
@@ -190,6 +197,11 @@ func WithSecurity(s security.Config) Option { return func(c *Config) { c.Securit
 
 // WithIdleTimeout sets Config.IdleTimeout.
 func WithIdleTimeout(d time.Duration) Option { return func(c *Config) { c.IdleTimeout = d } }
+
+// WithRepartitionPurgeInterval sets Config.RepartitionPurgeInterval.
+func WithRepartitionPurgeInterval(d time.Duration) Option {
+	return func(c *Config) { c.RepartitionPurgeInterval = d }
+}
 
 // WithCommitPolicy configures the frontier controller.
 func WithCommitPolicy(o frontier.Options) Option { return func(c *Config) { c.Commit = &o } }
@@ -309,6 +321,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 5 * time.Second
+	}
+	if c.RepartitionPurgeInterval == 0 {
+		c.RepartitionPurgeInterval = 30 * time.Second
 	}
 	if c.StartupTimeout == 0 {
 		c.StartupTimeout = 60 * time.Second

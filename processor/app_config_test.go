@@ -74,7 +74,8 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 		t.Fatalf("Validate modified the config: %+v", c)
 	}
 	c.EnsureDefaults("shop")
-	if c.StateDir != "tidemark-state/shop" || c.TransactionTimeout != 10*time.Second || c.Commit.FixedInterval != frontier.DefaultFixedInterval || c.Logger == nil {
+	if c.StateDir != "tidemark-state/shop" || c.TransactionTimeout != 10*time.Second || c.Commit.FixedInterval != frontier.DefaultFixedInterval || c.Logger == nil ||
+		c.RepartitionPurgeInterval != 30*time.Second {
 		t.Fatalf("defaults not filled: %+v", c)
 	}
 	if commit.FixedInterval != 0 {

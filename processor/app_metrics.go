@@ -47,6 +47,10 @@ type appMetrics struct {
 	deadLettered          prometheus.Counter
 	checkpoints           prometheus.Counter
 	checkpointSeconds     prometheus.Histogram
+	// repartitionPurged and repartitionPurgeErrors count the purger's
+	// work (app_purge.go).
+	repartitionPurged      prometheus.Counter
+	repartitionPurgeErrors prometheus.Counter
 }
 
 func newAppMetrics(app string) *appMetrics {
@@ -114,12 +118,17 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Local state checkpoints (Badger syncs).", ConstLabels: labels}),
 		checkpointSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_checkpoint_seconds",
 			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
+		repartitionPurged: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_repartition_purged_records_total",
+			Help: "Repartition topic records deleted below the committed offsets (the low watermarks' advance).", ConstLabels: labels}),
+		repartitionPurgeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_repartition_purge_errors_total",
+			Help: "Failed purges of repartition topics (retried at the next interval).", ConstLabels: labels}),
 	}
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
 		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
+		m.repartitionPurged, m.repartitionPurgeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
