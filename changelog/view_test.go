@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,28 +362,32 @@ func TestStagedApplyNeverShowsAReaderAPositionAheadOfItsData(t *testing.T) {
 	}})
 	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 0})
 	kv := openKV(t, task, "kv", false)
-	const keys, rounds = 24, 40
+	// At least minRounds applies, and more while the readers (slow on a
+	// loaded machine) have read fewer snapshots than that.
+	const keys, minRounds, maxRounds = 24, 40, 2000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
-	reads := make([]int, 3)
-	for i := range 3 {
+	var reads atomic.Int64
+	for range 3 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if err := checkRound(ctx, db, keys); err != nil {
 					errs <- err
 					return
 				}
-				reads[i]++
+				reads.Add(1)
 			}
 		})
 	}
-	for round := 1; round <= rounds; round++ {
+	rounds := 0
+	for rounds < minRounds || (reads.Load() < minRounds && rounds < maxRounds) {
+		rounds++
 		for k := range keys {
-			mustPut(t, kv, fmt.Sprintf("k%02d", k), strconv.Itoa(round))
+			mustPut(t, kv, fmt.Sprintf("k%02d", k), strconv.Itoa(rounds))
 		}
-		if err := task.ApplyAt(nil, pos("in", 0, int64(round))); err != nil {
+		if err := task.ApplyAt(nil, pos("in", 0, int64(rounds))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,10 +397,10 @@ func TestStagedApplyNeverShowsAReaderAPositionAheadOfItsData(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if st := db.Stats(); st.StagedApplies != rounds {
+	if st := db.Stats(); st.StagedApplies != int64(rounds) {
 		t.Fatalf("%d of %d applies were staged, want all", st.StagedApplies, rounds)
 	}
-	if n := reads[0] + reads[1] + reads[2]; n < rounds {
+	if n := reads.Load(); n < minRounds {
 		t.Fatalf("readers read %d snapshots over %d applies: the race was hardly run", n, rounds)
 	}
 }
