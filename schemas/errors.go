@@ -3,6 +3,8 @@ package schemas
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tidemark-streams/tidemark/serde"
 )
 
 // Sentinels for why a record could not be decoded. Each is wrapped together
@@ -11,10 +13,12 @@ var (
 	// ErrMalformed: the payload is not valid Avro (or JSON) for the schema.
 	ErrMalformed = errors.New("malformed payload")
 	// ErrWireFormat: the Confluent header is missing, short, or does not
-	// start with magic byte 0.
-	ErrWireFormat = errors.New("bad schema registry wire format")
-	// ErrUnknownSchemaID: the registry has no schema under the record's id.
-	ErrUnknownSchemaID = errors.New("unknown schema id")
+	// start with magic byte 0. It is serde.ErrWireFormat, shared with the
+	// generic serde.Avro.
+	ErrWireFormat = serde.ErrWireFormat
+	// ErrUnknownSchemaID: the registry has no schema under the record's
+	// id. It is serde.ErrUnknownSchemaID.
+	ErrUnknownSchemaID = serde.ErrUnknownSchemaID
 	// ErrWrongEventType: the record was written as a different event type
 	// than the serde reads. A *WrongEventTypeError carries both names.
 	ErrWrongEventType = errors.New("wrong event type")
@@ -30,8 +34,9 @@ var (
 
 // ErrRegistry wraps failures to talk to the Schema Registry (network, 5xx).
 // It deliberately does not wrap serde.ErrDecode: the record may be fine, so
-// a caller should retry rather than dead-letter it.
-var ErrRegistry = errors.New("schema registry unavailable")
+// a caller should retry rather than dead-letter it. It is serde.ErrRegistry,
+// shared with the generic serde.Avro.
+var ErrRegistry = serde.ErrRegistry
 
 // WrongEventTypeError reports a record whose writer schema names another
 // record type than the one the serde reads.

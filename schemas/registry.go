@@ -156,16 +156,9 @@ func (r *RegistrySerde[T]) Decode(b []byte) (T, error) {
 // registry if this serde has not seen the id yet.
 func (r *RegistrySerde[T]) DecodeContext(ctx context.Context, b []byte) (T, error) {
 	var zero T
-	typ := zero.Type()
-	if len(b) < 5 {
-		return zero, decodeErr(typ, ErrWireFormat, fmt.Sprintf("%d bytes, the header alone is 5", len(b)))
-	}
-	if b[0] != 0 {
-		return zero, decodeErr(typ, ErrWireFormat, fmt.Sprintf("magic byte is %#x, want 0x0", b[0]))
-	}
-	id, payload, err := r.header.DecodeID(b)
+	id, payload, err := serde.SplitWireFormat(b)
 	if err != nil {
-		return zero, decodeErr(typ, ErrWireFormat, err)
+		return zero, fmt.Errorf("schemas: %s: %w", zero.Type(), err)
 	}
 	res, err := r.resolution(ctx, id)
 	if err != nil {

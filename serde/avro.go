@@ -274,22 +274,36 @@ func registryErr(err error) error {
 // it is cached, and decodes the payload resolved to the reader schema.
 func (s *avroSerde[T]) Decode(b []byte) (T, error) {
 	var zero T
-	if len(b) < 5 {
-		return zero, fmt.Errorf("%w: avro %T: %w: %d bytes, the header alone is 5", ErrDecode, zero, ErrWireFormat, len(b))
-	}
-	if b[0] != 0 {
-		return zero, fmt.Errorf("%w: avro %T: %w: magic byte is %#x, want 0x0", ErrDecode, zero, ErrWireFormat, b[0])
-	}
-	var h sr.ConfluentHeader
-	id, payload, err := h.DecodeID(b)
+	id, payload, err := SplitWireFormat(b)
 	if err != nil {
-		return zero, fmt.Errorf("%w: avro %T: %w: %w", ErrDecode, zero, ErrWireFormat, err)
+		return zero, fmt.Errorf("avro %T: %w", zero, err)
 	}
 	w, err := s.writer(id)
 	if err != nil {
 		return zero, err
 	}
 	return s.decodeWith(w, payload)
+}
+
+// SplitWireFormat splits a record in the Confluent wire format (magic byte
+// 0, the 4-byte big-endian schema id, the payload) into the schema id and
+// the payload. A record that is shorter than the header or starts with
+// another byte fails with ErrWireFormat and ErrDecode. It is the framing
+// every registry serde shares (Avro[T] here, the marketplace events'
+// schemas.RegistrySerde).
+func SplitWireFormat(b []byte) (id int, payload []byte, err error) {
+	if len(b) < 5 {
+		return 0, nil, fmt.Errorf("%w: %w: %d bytes, the header alone is 5", ErrDecode, ErrWireFormat, len(b))
+	}
+	if b[0] != 0 {
+		return 0, nil, fmt.Errorf("%w: %w: magic byte is %#x, want 0x0", ErrDecode, ErrWireFormat, b[0])
+	}
+	var h sr.ConfluentHeader
+	id, payload, err = h.DecodeID(b)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w: %w", ErrDecode, ErrWireFormat, err)
+	}
+	return id, payload, nil
 }
 
 func (s *avroSerde[T]) writer(id int) (*avroWriter, error) {
