@@ -16,6 +16,7 @@ import (
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/retry"
+	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
@@ -620,6 +621,10 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 		return nil
 	case errors.Is(perr, errReplay), errors.Is(perr, errRedo), errors.Is(perr, errFatal):
 		return perr // from Collect: a rejected output
+	case errors.Is(perr, serde.ErrRegistry):
+		// A serde could not reach its schema registry: the record was
+		// not judged, so no handler may skip or dead-letter it.
+		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	case changelog.IsCorrupt(perr):
 		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), perr)
 	case errors.Is(perr, topology.ErrDeserialize):

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -69,13 +70,13 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 	var err error
 	if !r.NullKey {
 		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
-			return s.undecodable(in, fmt.Errorf("%w key: %w", ErrDeserialize, err))
+			return s.undecodable(in, "key", err)
 		}
 	}
 	if in.Value == nil {
 		r.Tombstone = true
 	} else if r.Value, err = s.op.vs.Decode(in.Value); err != nil {
-		return s.undecodable(in, fmt.Errorf("%w value: %w", ErrDeserialize, err))
+		return s.undecodable(in, "value", err)
 	}
 	if s.op.extract != nil {
 		r.Timestamp = s.op.extract(r, s.env.StreamTime())
@@ -91,7 +92,17 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 	return nil
 }
 
-func (s *sourceInst[K, V]) undecodable(in *InputRecord, err error) error {
+// undecodable handles a serde's failure to decode the record's key or
+// value (what). A serde that could not reach its schema registry
+// (serde.ErrRegistry) has not judged the record, which may be fine:
+// skipping or dead-lettering it would lose it, so the task fails without
+// ErrDeserialize, whatever SkipUndecodable or the deserialization handler
+// say, and the record is read again when the task is retried.
+func (s *sourceInst[K, V]) undecodable(in *InputRecord, what string, err error) error {
+	if errors.Is(err, serde.ErrRegistry) {
+		return s.wrap(in, fmt.Errorf("%s not decoded yet: %w", what, err))
+	}
+	err = fmt.Errorf("%w %s: %w", ErrDeserialize, what, err)
 	if s.op.skipBad {
 		s.env.Dropped(s.env.node, DropUndecodable)
 		return nil
