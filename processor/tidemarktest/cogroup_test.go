@@ -435,7 +435,9 @@ func TestGoldenCogroupSessions(t *testing.T) {
 func TestCogroupResultIsATable(t *testing.T) {
 	b := topology.NewBuilder("app")
 	cogroupInputs(b).Aggregate(func() orderSummary { return orderSummary{} }, serde.JSON[orderSummary](), topology.Named("order-summary")).
-		MapValues(func(_ string, s orderSummary) string { return fmt.Sprintf("%d items, %d paid, %d parcels", s.Items, s.Paid, s.Parcels) }).
+		MapValues(func(_ string, s orderSummary) string {
+			return fmt.Sprintf("%d items, %d paid, %d parcels", s.Items, s.Paid, s.Parcels)
+		}).
 		ToStream().WithSerdes(nil, serde.String()).To("lines")
 	d := newDriver(t, b)
 	p := newCogroupPipes(d)
