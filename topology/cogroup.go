@@ -94,9 +94,13 @@ func (c CogroupedStream[K, VA]) Cogroup[V any](g GroupedStream[K, V], add func(k
 
 // Aggregate folds every input's records into one aggregate per key,
 // starting from init(), each record with its own input's adder, in the
-// order the task processes them (across inputs, the task's choice of the
-// record with the smallest timestamp among its input partitions, as for
-// Merge). It emits one update per input record, as GroupedStream.Aggregate
+// order the task processes them: each partition in its own order, and
+// across inputs as the runtime interleaves them (the service by record
+// timestamp within what each poll returns, like Kafka Streams' choice of
+// the head record with the lowest timestamp; the test driver in the order
+// records are piped). So an order-sensitive aggregate (a list, a last
+// value) is only as deterministic across inputs as that interleaving.
+// It emits one update per input record, as GroupedStream.Aggregate
 // does: the new aggregate, timestamped with the largest timestamp
 // aggregated for the key so far. Records with a null key are dropped
 // (DropNullKey) and tombstones skipped (DropSkipped), counted by the
@@ -115,7 +119,10 @@ func (c CogroupedStream[K, VA]) Cogroup[V any](g GroupedStream[K, V], add func(k
 // are listed by CopartitionGroups under the aggregation's name and checked
 // against real partition counts when the service starts; Build already
 // fails (ErrNotCopartitioned) when the inputs' repartition topics have
-// different fixed counts (WithPartitions).
+// different fixed counts (WithPartitions). A repartition topic without a
+// fixed count gets the partition count of the topics it is written from,
+// not that of the other inputs as in Kafka Streams: when those differ,
+// give the GroupBy WithPartitions(n) with the other inputs' count.
 func (c CogroupedStream[K, VA]) Aggregate(init func() VA, aggSerde serde.Serde[VA], opts ...StoreOption) Table[K, VA] {
 	steps, ok := c.merge(newOpConfig(opts))
 	if !ok {

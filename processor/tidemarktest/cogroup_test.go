@@ -1,12 +1,14 @@
 package tidemarktest_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -448,5 +450,47 @@ func TestCogroupResultIsATable(t *testing.T) {
 	want := []kv{{"o1", "1 items, 0 paid, 0 parcels"}, {"o1", "1 items, 300 paid, 0 parcels"}, {"o1", "1 items, 300 paid, 1 parcels"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("lines %v, want %v", got, want)
+	}
+}
+
+// Inputs with different partition counts cannot be co-partitioned: the
+// runtime refuses to start, naming the cogroup, until the re-keyed input's
+// repartition topic is given the other inputs' count.
+func TestCogroupRequiresCopartitionedInputs(t *testing.T) {
+	build := func(opts ...topology.RepartitionOption) *topology.Topology {
+		b := topology.NewBuilder("app")
+		carts := b.Stream("carts", serde.String(), serde.String()).GroupByKey()
+		shipments := b.Stream("shipments", serde.String(), serde.JSON[shipment]()).
+			GroupBy(func(_ string, s shipment) string { return s.Order }, serde.String(), append(opts, topology.Named("shipments-by-order"))...)
+		carts.Cogroup(func(_, _ string, n int64) int64 { return n + 1 }).
+			Cogroup(shipments, func(_ string, _ shipment, n int64) int64 { return n + 1 }).
+			Aggregate(nil, serde.Int64(), topology.Named("order-events")).ToStream().To("out")
+		topo, err := b.Build()
+		must(t, err)
+		return topo
+	}
+	parts := []tidemarktest.Option{tidemarktest.WithPartitions("carts", 2), tidemarktest.WithPartitions("shipments", 4)}
+	_, err := tidemarktest.New(build(), parts...)
+	if !errors.Is(err, topology.ErrNotCopartitioned) || !strings.Contains(err.Error(), `"order-events"`) {
+		t.Fatalf("carts 2 partitions, shipments (repartitioned from 4) 4: New = %v, want ErrNotCopartitioned naming order-events", err)
+	}
+	d, err := tidemarktest.New(build(topology.WithPartitions(2)), parts...)
+	must(t, err)
+	t.Cleanup(func() { must(t, d.Close()) })
+	p := newCogroupPipes(d)
+	out := tidemarktest.Output(d, "out", serde.String(), serde.Int64())
+	for i := range 20 {
+		order := fmt.Sprintf("o%d", i%5)
+		p.pipe(t, cogroupEvent{input: "carts", key: order, order: order, item: "x", ts: int64(i)})
+		p.pipe(t, cogroupEvent{input: "shipments", key: fmt.Sprintf("parcel%d", i), order: order, parcel: fmt.Sprintf("parcel%d", i), ts: int64(i)})
+	}
+	final := map[string]int64{}
+	for _, r := range readAll(t, out) {
+		final[r.Key] = r.Value
+	}
+	for i := range 5 {
+		if n := final[fmt.Sprintf("o%d", i)]; n != 8 {
+			t.Errorf("o%d: %d events aggregated, want 8 (4 carts, 4 shipments, all in one task)", i, n)
+		}
 	}
 }
