@@ -52,6 +52,12 @@ import (
 //     against stream time (queries against the stream time the committed
 //     state reflects, see ExpiringKeyValue).
 //
+// TTL on the aggregation of a grouped table (Table.GroupBy(...).Count,
+// Aggregate) forgets a group's aggregate while the rows it counted may
+// live on upstream: a later change of such a row subtracts from a fresh
+// init(). Expire the upstream table instead, and its rows leave their
+// groups as they expire.
+//
 // The expiry index is a second key-value store, "<store>-TTL-INDEX",
 // owned by the same operator and logged like the table's store (its
 // changelog "<app>-<store>-TTL-INDEX-changelog"), so with exactly-once
@@ -115,12 +121,14 @@ func (b *Builder) addTableStore(n *node, cfg *opConfig) (string, ttlSpec) {
 	return name, spec
 }
 
-// ttlPunctuation is the stream-time interval at which an expiring table
-// sweeps when its own input is quiet but other inputs of its task advance
-// stream time. Records reaching the table sweep anyway, and reads check
-// timestamps, so this bounds only how late the deletes of such a table
-// are forwarded.
-const ttlPunctuation = time.Second
+// ttlPunctuation is the stream-time interval of an expiring table's
+// punctuator, which sweeps when other inputs of its task advance stream
+// time while the table's own input is quiet (records reaching the table
+// sweep first anyway). The smallest interval fires on every advance, so
+// deletes are forwarded, and the stream time queries check against is
+// written, as soon as stream time expires a row; when nothing is due a
+// sweep costs a comparison.
+const ttlPunctuation = time.Millisecond
 
 // expiry is the task instance of an expiring table's TTL: it keeps the
 // time index of the table's store and sweeps expired rows.
@@ -157,8 +165,7 @@ func newExpiry[K, V any](env *opEnv, kv *tsStore[K, V], spec ttlSpec, next forwa
 	if found && len(raw) == 8 {
 		e.clock = int64(binary.BigEndian.Uint64(raw))
 	}
-	interval := min(ttlPunctuation, time.Duration(spec.ms)*time.Millisecond)
-	if _, err := env.Schedule(interval, StreamTime, func(now int64) error {
+	if _, err := env.Schedule(ttlPunctuation, StreamTime, func(now int64) error {
 		_, err := e.advance(now)
 		return err
 	}); err != nil {
