@@ -2,6 +2,7 @@ package dsl_test
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -233,9 +234,55 @@ func TestTTLAcrossRestart(t *testing.T) {
 
 	produce(t, in, partitions, recs[n/2:]...)
 	wantT, wantC = run(m, recs[n/2:])
-	startApp(t, build(), t.TempDir()) // a fresh state dir: restore from changelogs
+	a := queryableApp(t, build(), t.TempDir()) // a fresh state dir: restore from changelogs
 	check("after the restart", outT, wantT)
 	check("after the restart", outC, wantC)
+
+	// Interactive queries answer the live rows only.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for k := range wantT {
+		p := processor.DefaultPartition([]byte(k), partitions)
+		row, live := m.tables[p].rows[k]
+		res, err := a.Get(ctx, "orders", []byte(k))
+		if err != nil {
+			t.Fatalf("Get(orders, %s): %v", k, err)
+		}
+		if res.Found != live || live && string(res.Entries[0].Value) != string(topology.EncodeTimestamped(nil, row.ts, []byte(row.value))) {
+			t.Errorf("Get(orders, %s) = %v %v, want found=%v %+v", k, res.Found, res.Entries, live, row)
+		}
+	}
+	res, err := a.Range(ctx, "order-count", nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(m.counts[0].rows) + len(m.counts[1].rows); len(res.Entries) != want {
+		t.Errorf("Range(order-count): %d rows, want the %d live ones", len(res.Entries), want)
+	}
+}
+
+// queryableApp is startApp returning the App, to query it.
+func queryableApp(t *testing.T, topo *topology.Topology, dir string) *processor.App {
+	t.Helper()
+	a, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("app did not stop within 60s")
+		}
+	})
+	return a
 }
 
 // byKey groups a change stream's records by key, in order.
