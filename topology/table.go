@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"math"
+
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -108,13 +110,14 @@ func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
 			return nil, err
 		}
 		return receiverFunc[K, V](func(r Record[K, V]) error {
+			cut := int64(math.MinInt64)
 			if exp != nil {
-				cut, err := exp.advance(r.Timestamp)
-				if err != nil || exp.late(r.Timestamp, cut) {
+				var err error
+				if cut, err = exp.advance(r.Timestamp); err != nil {
 					return err
 				}
 			}
-			if dropNullKey(env, &r) {
+			if dropNullKey(env, &r) || exp != nil && exp.late(r.Timestamp, cut) {
 				return nil
 			}
 			old, oldTS, found, err := kv.get(r.Key)

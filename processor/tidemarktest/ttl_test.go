@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -26,6 +27,7 @@ type ttlIn struct {
 	key, value string
 	ts         int64
 	tomb       bool
+	nullKey    bool
 }
 
 // ttlOut is one output record of a table's change stream (ToStream).
@@ -50,6 +52,7 @@ type ttlModel struct {
 	rows  map[string]ttlRow
 	out   []ttlOut
 	late  int
+	nulls int
 }
 
 func newTTLModel(ttl int64, count bool) *ttlModel {
@@ -90,6 +93,8 @@ func (m *ttlModel) apply(in ttlIn) {
 	cut := m.advance(in.ts)
 	old, found := m.rows[in.key]
 	switch {
+	case in.nullKey: // dropped, after advancing stream time
+		m.nulls++
 	case m.count && in.tomb: // skipped by the aggregation
 	case m.count:
 		ts := in.ts
@@ -117,6 +122,19 @@ func (m *ttlModel) apply(in ttlIn) {
 	}
 }
 
+// ttlSeed is the random seed of a test, logged; TIDEMARK_SEED replays one.
+func ttlSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		must(t, err)
+		seed = v
+	}
+	t.Logf("seed %d (replay: TIDEMARK_SEED=%d go test -run '^%s$' ./processor/tidemarktest)", seed, seed, t.Name())
+	return seed
+}
+
 // ttlInputs are n random records over a few keys: time moves forward in
 // small steps, a third of the records are out of order (some by more than
 // ttl: late), some are tombstones and some jumps let every key expire.
@@ -133,6 +151,7 @@ func ttlInputs(rng *rand.Rand, n int, ttl int64) []ttlIn {
 			r.ts -= rng.Int64N(2 * ttl)
 		}
 		r.tomb = rng.IntN(7) == 0
+		r.nullKey = rng.IntN(25) == 0
 		in = append(in, r)
 	}
 	return in
@@ -140,7 +159,9 @@ func ttlInputs(rng *rand.Rand, n int, ttl int64) []ttlIn {
 
 func pipeTTL(t *testing.T, in *tidemarktest.InputTopic[string, string], r ttlIn) {
 	t.Helper()
-	if r.tomb {
+	if r.nullKey {
+		must(t, in.PipeNullKey(r.value, r.ts, 0))
+	} else if r.tomb {
 		must(t, in.PipeTombstone(r.key, r.ts))
 	} else {
 		must(t, in.Pipe(r.key, r.value, r.ts))
@@ -153,8 +174,7 @@ func pipeTTL(t *testing.T, in *tidemarktest.InputTopic[string, string], r ttlIn)
 // the late records dropped, with ttlModel's.
 func TestTTLAgainstModel(t *testing.T) {
 	const ttl = 100
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := ttlSeed(t)
 	cases := []struct {
 		name  string
 		count bool
@@ -197,9 +217,9 @@ func TestTTLAgainstModel(t *testing.T) {
 					m.out = nil
 				}
 				checkTTLStore(t, d, m, fmt.Sprintf("run %d", run))
-				dropped := d.Metrics().DroppedBy[task.DropKey{Node: "s", Reason: topology.DropLate}]
-				if dropped != int64(m.late) {
-					t.Errorf("run %d: %d dropped late, want %d", run, dropped, m.late)
+				dropped := d.Metrics().DroppedBy
+				if late, nulls := dropped[task.DropKey{Node: "s", Reason: topology.DropLate}], dropped[task.DropKey{Node: "s", Reason: topology.DropNullKey}]; late != int64(m.late) || nulls != int64(m.nulls) {
+					t.Errorf("run %d: dropped %d late and %d null keys, want %d and %d", run, late, nulls, m.late, m.nulls)
 				}
 			}
 		})
@@ -260,8 +280,7 @@ func rawTTLSizes(t *testing.T, d *tidemarktest.Driver, name string) (rows, index
 // expire, so it always counts the rows the table holds.
 func TestTTLDownstreamAggregationSubtracts(t *testing.T) {
 	const ttl = 100
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := ttlSeed(t)
 	group := func(_ string, v string) (string, string) { return "g" + v[len(v)-1:], v }
 	for run := range 20 {
 		rng := rand.New(rand.NewPCG(uint64(seed), uint64(run)))
