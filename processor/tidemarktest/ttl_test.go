@@ -378,3 +378,51 @@ func TestTTLReadsHideExpiredRows(t *testing.T) {
 		t.Errorf("Get(a) found=%v err=%v, want expired", found, err)
 	}
 }
+
+// TestTTLTableSteps walks through WithTTL's rules on a ToTable with a ttl
+// of 10s, one record at a time.
+func TestTTLTableSteps(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.Stream("in", serde.String(), serde.String()).ToTable(topology.Named("s"), topology.WithTTL(10*time.Second)).ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "in", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "out", serde.String(), serde.String())
+	tomb := func(k string, ts int64) ttlOut { return ttlOut{Key: k, TS: ts, Tombstone: true} }
+	steps := []struct {
+		in   ttlIn
+		want []ttlOut
+		why  string
+	}{
+		{ttlIn{key: "a", value: "1", ts: 1000}, []ttlOut{{"a", "1", 1000, false}}, "a lives while stream time ≤ 11000"},
+		{ttlIn{key: "b", value: "1", ts: 5000}, []ttlOut{{"b", "1", 5000, false}}, "b lives while stream time ≤ 15000"},
+		{ttlIn{key: "a", value: "2", ts: 8000}, []ttlOut{{"a", "2", 8000, false}}, "the update moves a's expiry to 18000"},
+		{ttlIn{key: "c", value: "1", ts: 15000}, []ttlOut{{"c", "1", 15000, false}}, "b (5000) is not older than 15000 − 10000"},
+		{ttlIn{key: "d", value: "1", ts: 15001}, []ttlOut{tomb("b", 15001), {"d", "1", 15001, false}}, "now it is: b expires first, stamped with the stream time"},
+		{ttlIn{key: "b", value: "late", ts: 5000}, nil, "late (5000 < 15001 − 10000): dropped, b stays expired"},
+		{ttlIn{key: "a", tomb: true, ts: 4000}, nil, "a late tombstone is dropped too: a (8000) is newer and lives"},
+		{ttlIn{key: "b", value: "2", ts: 6000}, []ttlOut{{"b", "2", 6000, false}}, "out of order but not late: b is back until 16000"},
+		{ttlIn{key: "x", value: "1", ts: 18001}, []ttlOut{tomb("b", 18001), tomb("a", 18001), {"x", "1", 18001, false}}, "b (6000) then a (8000) expire, in timestamp order"},
+	}
+	for _, s := range steps {
+		pipeTTL(t, in, s.in)
+		var got []ttlOut
+		for _, o := range readAll(t, out) {
+			got = append(got, ttlOut{o.Key, o.Value, o.Timestamp, o.Tombstone})
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("%s: out %+v, want %+v", s.why, got, s.want)
+		}
+	}
+	entries, err := tidemarktest.ReadStore(d, "s", serde.String(), serde.String())
+	must(t, err)
+	var keys []string
+	for _, e := range entries {
+		keys = append(keys, e.Key)
+	}
+	if want := []string{"c", "d", "x"}; !slices.Equal(keys, want) {
+		t.Errorf("store keys %q, want %q", keys, want)
+	}
+	if n := d.Metrics().DroppedBy[task.DropKey{Node: "s", Reason: topology.DropLate}]; n != 2 {
+		t.Errorf("%d dropped late, want 2", n)
+	}
+}
