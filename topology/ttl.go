@@ -21,7 +21,8 @@ import (
 // Count and Aggregate of grouped tables return. Given to any other
 // operator (windowed aggregations and stream-stream joins, whose stores
 // expire by retention; Deduplicate, which has its own window), it is a
-// Build error, as is a ttl below 1ms.
+// Build error, as is a ttl below 1ms (a ttl is used in whole ms, the
+// rest truncated, like every event-time duration).
 //
 // A row's timestamp is that of its last update (for aggregations, the
 // largest timestamp aggregated into it, as their outputs carry). With st
@@ -50,7 +51,10 @@ import (
 //   - Reads never see an expired row, even before the sweep deleted it:
 //     table getters (joins) and interactive queries check the timestamp
 //     against stream time (queries against the stream time the committed
-//     state reflects, see ExpiringKeyValue).
+//     state reflects, see ExpiringKeyValue). A Processor API operator
+//     connected to the store with WithStores reads it raw; as every
+//     advance of stream time sweeps at once, it holds no expired row
+//     between two records.
 //
 // TTL on the aggregation of a grouped table (Table.GroupBy(...).Count,
 // Aggregate) forgets a group's aggregate while the rows it counted may
