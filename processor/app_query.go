@@ -333,6 +333,12 @@ func readPartition(snap *changelog.Snapshot, q storeQuery, info topology.StoreIn
 		st, err = snap.Session(q.name, p)
 	default:
 		st, err = snap.KeyValue(q.name, p)
+		if err == nil && info.TTL > 0 { // WithTTL: expired rows are not answered, swept or not
+			var index store.KeyValue
+			if index, err = snap.KeyValue(info.TTLIndex, p); err == nil {
+				st, err = topology.ExpiringKeyValue(st.(store.KeyValue), index, info)
+			}
+		}
 	}
 	if err != nil {
 		return err

@@ -93,11 +93,16 @@ func dedupIDKey(buf []byte, id string) []byte {
 	return append(append(buf[:0], dedupIDPrefix), id...)
 }
 
-func dedupTimeKey(buf []byte, ts int64, id string) []byte {
+// dedupTimeKey is a time index entry's key. WithTTL's expiry index (ttl.go)
+// uses the same encoding, with an encoded table key as the id.
+func dedupTimeKey[ID string | []byte](buf []byte, ts int64, id ID) []byte {
 	buf = append(buf[:0], dedupTimePrefix)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(ts)^(1<<63))
 	return append(buf, id...)
 }
+
+// dedupKeyTime decodes the time of a time index key of at least 9 bytes.
+func dedupKeyTime(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63)) }
 
 // dedup is the task instance of Deduplicate.
 type dedup[K, V any] struct {
@@ -194,7 +199,7 @@ func (d *dedup[K, V]) forget(cut int64) error {
 	d.lowest = math.MaxInt64
 	if err := d.kv.Range(to, []byte{dedupTimePrefix + 1}, func(k, _ []byte) bool {
 		if len(k) >= 9 {
-			d.lowest = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
+			d.lowest = dedupKeyTime(k)
 		}
 		return false
 	}); err != nil {

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"time"
+
 	"github.com/tidemark-streams/tidemark/store"
 )
 
@@ -141,6 +143,12 @@ type StoreInfo struct {
 	Changelog string
 	// Nodes are the processors connected to the store.
 	Nodes []string
+	// TTL is the store's WithTTL, 0 without: a (timestamped key-value)
+	// entry whose timestamp is older than stream time − TTL is expired.
+	// TTLIndex names the store holding its expiry index and the stream
+	// time queries check against (ExpiringKeyValue).
+	TTL      time.Duration
+	TTLIndex string
 }
 
 // InternalTopic is a topic the application creates and owns.

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tidemark-streams/tidemark/serde"
 )
@@ -73,16 +74,28 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 // KStreamAggregate and KStreamReduce do; a grouped table's deltas are never
 // tombstones (their encoding is never empty) and never have null keys.
 func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []StoreOption, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
-	cfg := newOpConfig(opts)
+	cfg := tableConfig(newOpConfig(opts))
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
-	name := s.b.addStore(n, cfg, "", kvSpec(), true)
+	name, ttl := s.b.addTableStore(n, cfg)
 	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
 	n.impl = opFunc[K, V, K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, V], error) {
 		kv, err := tsKV(env, name, s.ks, aggSerde)
 		if err != nil {
 			return nil, err
 		}
+		kv.ttl = ttl.ms
+		exp, err := newExpiry(env, kv, ttl, next)
+		if err != nil {
+			return nil, err
+		}
 		return receiverFunc[K, V](func(r Record[K, V]) error {
+			cut := int64(math.MinInt64)
+			if exp != nil {
+				var err error
+				if cut, err = exp.advance(r.Timestamp); err != nil {
+					return err
+				}
+			}
 			if dropNullKey(env, &r) {
 				return nil
 			}
@@ -99,14 +112,22 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 			if found && oldTS > ts {
 				ts = oldTS
 			}
+			if exp != nil && exp.late(ts, cut) {
+				return nil
+			}
 			if err := kv.put(r.Key, ts, agg); err != nil {
 				return err
+			}
+			if exp != nil {
+				if err := exp.moved(r.Key, oldTS, found, ts, true); err != nil {
+					return err
+				}
 			}
 			return next.forward(Record[K, change[VA]]{Key: r.Key, Timestamp: ts, Headers: r.Headers,
 				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}})
 		}), nil
 	})
-	return Table[K, VA]{b: s.b, n: n, ks: s.ks, vs: aggSerde, store: name, src: &storeGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
+	return Table[K, VA]{b: s.b, n: n, ks: s.ks, vs: aggSerde, store: name, src: &storeGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde, ttl: ttl.ms}}
 }
 
 // tsStore is a typed view of a timestamped key-value store, reusing its
@@ -122,6 +143,10 @@ type tsStore[K, V any] struct {
 	ks         serde.Serde[K]
 	vs         serde.Serde[V]
 	kbuf, vbuf []byte
+	// ttl is the store's WithTTL in ms (0: none): get hides rows older
+	// than the task's stream time − ttl, swept or not (ttl.go).
+	ttl int64
+	env *opEnv
 }
 
 func tsKV[K, V any](env *opEnv, name string, ks serde.Serde[K], vs serde.Serde[V]) (*tsStore[K, V], error) {
@@ -129,7 +154,7 @@ func tsKV[K, V any](env *opEnv, name string, ks serde.Serde[K], vs serde.Serde[V
 	if err != nil {
 		return nil, err
 	}
-	return &tsStore[K, V]{name: name, node: env.node, kv: kv, ks: ks, vs: vs}, nil
+	return &tsStore[K, V]{name: name, node: env.node, kv: kv, ks: ks, vs: vs, env: env}, nil
 }
 
 func (s *tsStore[K, V]) key(k K) ([]byte, error) {
@@ -154,6 +179,9 @@ func (s *tsStore[K, V]) get(k K) (v V, ts int64, found bool, err error) {
 		return v, 0, false, err
 	}
 	ts, vb, err := DecodeTimestamped(raw)
+	if err == nil && s.ttl > 0 && ts < s.env.StreamTime()-s.ttl {
+		return v, 0, false, nil
+	}
 	if err == nil {
 		v, err = s.vs.Decode(vb)
 	}

@@ -11,7 +11,8 @@ import "time"
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
-//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig
+//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig,
+//	                     and (tables and non-windowed aggregations only, else a Build error) WithTTL
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
 //	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
 //	                     and WithRetention
@@ -127,6 +128,9 @@ type opConfig struct {
 	notLogged     bool
 	changelogConf map[string]string
 	skipBad       bool
+	ttl           time.Duration // WithTTL (ttl.go)
+	hasTTL        bool
+	ttlAllowed    bool // set by the operators that honour WithTTL
 }
 
 func newOpConfig[O option](opts []O) *opConfig {

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"math"
+
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
 )
@@ -43,10 +45,16 @@ type storeGetters[K, V any] struct {
 	name string
 	ks   serde.Serde[K]
 	vs   serde.Serde[V]
+	ttl  int64 // WithTTL in ms, 0 without: getters hide expired rows
 }
 
 func (s *storeGetters[K, V]) newGetter(env *opEnv) (getter[K, V], error) {
-	return tsKV(env, s.name, s.ks, s.vs)
+	kv, err := tsKV(env, s.name, s.ks, s.vs)
+	if err != nil {
+		return nil, err
+	}
+	kv.ttl = s.ttl
+	return kv, nil
 }
 func (s *storeGetters[K, V]) storeNames() []string { return []string{s.name} }
 
@@ -81,8 +89,9 @@ func (s Stream[K, V]) ToTable(opts ...StoreOption) Table[K, V] {
 }
 
 func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
+	cfg = tableConfig(cfg)
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
-	name := s.b.addStore(n, cfg, "", kvSpec(), true)
+	name, ttl := s.b.addTableStore(n, cfg)
 	if s.ks == nil {
 		s.b.fail(errorf(n.name, "%w: key serde for store %q", ErrMissingSerde, name))
 	}
@@ -95,11 +104,23 @@ func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
 		if err != nil {
 			return nil, err
 		}
+		kv.ttl = ttl.ms
+		exp, err := newExpiry(env, kv, ttl, next)
+		if err != nil {
+			return nil, err
+		}
 		return receiverFunc[K, V](func(r Record[K, V]) error {
-			if dropNullKey(env, &r) {
+			cut := int64(math.MinInt64)
+			if exp != nil {
+				var err error
+				if cut, err = exp.advance(r.Timestamp); err != nil {
+					return err
+				}
+			}
+			if dropNullKey(env, &r) || exp != nil && exp.late(r.Timestamp, cut) {
 				return nil
 			}
-			old, _, found, err := kv.get(r.Key)
+			old, oldTS, found, err := kv.get(r.Key)
 			if err != nil {
 				return err
 			}
@@ -116,10 +137,15 @@ func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
 			if err != nil {
 				return err
 			}
+			if exp != nil {
+				if err := exp.moved(r.Key, oldTS, found, r.Timestamp, c.hasNew); err != nil {
+					return err
+				}
+			}
 			return next.forward(Record[K, change[V]]{Key: r.Key, Value: c, Timestamp: r.Timestamp, Headers: r.Headers})
 		}), nil
 	})
-	return Table[K, V]{b: s.b, n: n, ks: ks, vs: vs, store: name, src: &storeGetters[K, V]{name: name, ks: ks, vs: vs}}
+	return Table[K, V]{b: s.b, n: n, ks: ks, vs: vs, store: name, src: &storeGetters[K, V]{name: name, ks: ks, vs: vs, ttl: ttl.ms}}
 }
 
 // Name is the operator producing the table.

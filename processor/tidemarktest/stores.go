@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -35,7 +36,11 @@ func ReadStore[K, V any](d *Driver, name string, keys serde.Serde[K], values ser
 			if os.Spec.Name != name {
 				continue
 			}
-			part, err := readOne(os.Store, info, t.ID().Partition, keys, values)
+			st, err := expiring(t, os.Store, info)
+			if err != nil {
+				return nil, err
+			}
+			part, err := readOne(st, info, t.ID().Partition, keys, values)
 			if err != nil {
 				return nil, err
 			}
@@ -43,6 +48,21 @@ func ReadStore[K, V any](d *Driver, name string, keys serde.Serde[K], values ser
 		}
 	}
 	return out, nil
+}
+
+// expiring hides the expired rows of a store with WithTTL, as interactive
+// queries do (topology.ExpiringKeyValue).
+func expiring(t *task.Task, s store.Store, info topology.StoreInfo) (store.Store, error) {
+	kv, ok := s.(store.KeyValue)
+	if !ok || info.TTL <= 0 {
+		return s, nil
+	}
+	for _, os := range t.Stores() {
+		if index, ok := os.Store.(store.KeyValue); ok && os.Spec.Name == info.TTLIndex {
+			return topology.ExpiringKeyValue(kv, index, info)
+		}
+	}
+	return nil, fmt.Errorf("tidemarktest: store %q: no ttl index %q", info.Spec.Name, info.TTLIndex)
 }
 
 func readOne[K, V any](s store.Store, info topology.StoreInfo, p int32, keys serde.Serde[K], values serde.Serde[V]) ([]StoreEntry[K, V], error) {
