@@ -96,7 +96,13 @@ func UntilTimeLimit(limit time.Duration, buf BufferConfig) Suppression {
 // aggregations, and the operator's stream time is kept across restarts
 // with the other operator clocks; so with exactly-once processing a
 // restart neither loses a buffered update nor emits one twice. Name it in
-// production (RequireNamedState).
+// production (RequireNamedState). Each buffered key costs three store
+// entries: its update, and its place in two time indexes (by entry time,
+// to emit; by latest timestamp, for the output watermark).
+//
+// Output watermarks (OutputBounds) account for the delay: a sink after
+// Suppress is covered up to min(the input's bound, the smallest timestamp
+// still buffered − 1), so a key held back holds the watermark back.
 //
 // The suppressed table is computed on read for operators that look it up
 // (joins): as in Kafka Streams, a buffered key reads as its value before
@@ -130,15 +136,17 @@ func (t Table[K, V]) Suppress(s Suppression, opts ...StoreOption) Table[K, V] {
 		t.b.fail(errorf(n.name, "%w: value serde for store %q", ErrMissingSerde, name))
 	}
 	ks, vs, buf := t.ks, t.vs, s.buf
-	n.impl = opFunc[K, change[V], K, change[V]](func(env *opEnv, next forwarder[K, change[V]]) (receiver[K, change[V]], error) {
+	n.impl = suppressOp[K, V]{name: name, opFunc: func(env *opEnv, next forwarder[K, change[V]]) (receiver[K, change[V]], error) {
 		kv, err := env.keyValue(name)
 		if err != nil {
 			return nil, err
 		}
-		sp := &suppress[K, V]{env: env, next: next, kv: kv, ks: ks, vs: vs, limit: limit, buf: buf, lowest: math.MinInt64}
+		sp := &suppress[K, V]{env: env, next: next, kv: kv, ks: ks, vs: vs, limit: limit, buf: buf, lowest: math.MinInt64, held: math.MaxInt64}
 		sp.observed = operatorClock(env, name, func() int64 { return sp.observed })
+		// The held clock is recomputed from the store, not restored.
+		operatorClock(env, name+suppressHeldClock, sp.heldClock)
 		return sp, nil
-	})
+	}}
 	up := t.src
 	src := &funcGetters[K, V]{stores: append([]string{name}, up.storeNames()...), mk: func(env *opEnv) (getter[K, V], error) {
 		g, err := up.newGetter(env)
@@ -175,19 +183,46 @@ func (t Table[K, V]) Suppress(s Suppression, opts ...StoreOption) Table[K, V] {
 	return Table[K, V]{b: t.b, n: n, ks: ks, vs: vs, src: src}
 }
 
-// The suppress buffer store holds two kinds of entries, told apart by
+// The suppress buffer store holds three kinds of entries, told apart by
 // their first byte:
 //
-//	suppressKeyPrefix  key                    → suppressEntry (encodeSuppressEntry)
-//	suppressTimePrefix entry time (8 bytes) key → suppressIndexValue
+//	suppressKeyPrefix  key                          → suppressEntry (encodeSuppressEntry)
+//	suppressTimePrefix entry time (8 bytes) key       → suppressIndexValue
+//	suppressHeldPrefix latest timestamp (8 bytes) key → suppressIndexValue
 //
 // The time index sorts keys by the time they entered the buffer (the sign
 // bit flipped so that bytes order like int64s), so emitting due or oldest
-// keys scans only what it emits.
+// keys scans only what it emits. The held index sorts them by the
+// timestamp they will be emitted with, so the smallest one, which bounds
+// the operator's output watermark (suppressOp.outputBound), is one seek
+// away.
 const (
 	suppressKeyPrefix  byte = 0
 	suppressTimePrefix byte = 1
+	suppressHeldPrefix byte = 2
 )
+
+// suppressHeldClock suffixes the store name to name the operator clock
+// holding the smallest timestamp buffered (ClockKeeper).
+const suppressHeldClock = "-held"
+
+// suppressOp is the node of a Suppress: its instances, and its output
+// bound. Records leave a Suppress later than they arrive, with the
+// timestamp of their key's latest update, so its output is bounded by its
+// input (future updates) and by the smallest timestamp still buffered, H:
+// W = min(parent, H − 1), no constraint from H when the buffer is empty.
+// A new update in the claim (timestamp above the parent's bound) never
+// moves W back.
+type suppressOp[K, V any] struct {
+	opFunc[K, change[V], K, change[V]]
+	name string
+}
+
+func (o suppressOp[K, V]) clockName() string { return o.name }
+
+func (o suppressOp[K, V]) outputBound(parent *boundExpr) *boundExpr {
+	return minOf(parent, &boundExpr{op: boundHeld, clock: o.name + suppressHeldClock})
+}
 
 // suppressIndexValue is the value of index entries: not empty, since a nil
 // value is a delete.
@@ -203,7 +238,11 @@ func suppressKeyKey(encoded []byte) []byte {
 }
 
 func suppressTimeKey(buf []byte, t int64, key []byte) []byte {
-	buf = append(buf[:0], suppressTimePrefix)
+	return suppressIndexKey(buf, suppressTimePrefix, t, key)
+}
+
+func suppressIndexKey(buf []byte, prefix byte, t int64, key []byte) []byte {
+	buf = append(buf[:0], prefix)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(t)^(1<<63))
 	return append(buf, key...)
 }
@@ -341,9 +380,24 @@ type suppress[K, V any] struct {
 	// lowest is at most the smallest entry time in the buffer
 	// (math.MinInt64: unknown), so that emitDue scans only when something
 	// may be due.
-	lowest     int64
+	lowest int64
+	// held is the smallest timestamp buffered (math.MaxInt64: none), exact
+	// after every record; heldStale says it must be read from the held
+	// index again.
+	held       int64
+	heldStale  bool
 	kbuf, vbuf []byte
 	tkey, ekey []byte
+}
+
+// heldClock is the held operator clock: math.MinInt64 (no claim) until the
+// buffer restored from the changelog was counted, math.MaxInt64 when it is
+// empty.
+func (s *suppress[K, V]) heldClock() int64 {
+	if !s.loaded {
+		return math.MinInt64
+	}
+	return s.held
 }
 
 func (s *suppress[K, V]) process(r Record[K, change[V]]) error {
@@ -368,6 +422,24 @@ func (s *suppress[K, V]) process(r Record[K, change[V]]) error {
 			return err
 		}
 	}
+	if s.heldStale {
+		return s.readHeld()
+	}
+	return nil
+}
+
+// readHeld sets held from the held index.
+func (s *suppress[K, V]) readHeld() error {
+	held := int64(math.MaxInt64)
+	if err := s.kv.Range([]byte{suppressHeldPrefix}, []byte{suppressHeldPrefix + 1}, func(k, _ []byte) bool {
+		if len(k) >= 9 {
+			held = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
+		}
+		return false
+	}); err != nil {
+		return errorf(s.env.node, "scan held index: %w", err)
+	}
+	s.held, s.heldStale = held, false
 	return nil
 }
 
@@ -394,6 +466,9 @@ func (s *suppress[K, V]) load() error {
 	if err != nil {
 		return errorf(s.env.node, "count buffered updates: %w", err)
 	}
+	if err := s.readHeld(); err != nil {
+		return err
+	}
 	s.loaded = true
 	return nil
 }
@@ -417,6 +492,9 @@ func (s *suppress[K, V]) buffer(r Record[K, change[V]]) error {
 			return errorf(s.env.node, "%w", err)
 		}
 		s.bytes -= e.size(keyLen)
+		if err := s.unhold(e.ts, s.kbuf); err != nil {
+			return err
+		}
 	} else {
 		e.entered = r.Timestamp
 		if e.hasPrior = r.Value.hasOld; e.hasPrior {
@@ -432,6 +510,11 @@ func (s *suppress[K, V]) buffer(r Record[K, change[V]]) error {
 		s.lowest = min(s.lowest, e.entered)
 	}
 	e.ts, e.headers, e.hasNew, e.newValue = r.Timestamp, r.Headers, r.Value.hasNew, nil
+	s.tkey = suppressIndexKey(s.tkey, suppressHeldPrefix, e.ts, s.kbuf)
+	if err := s.kv.Put(s.tkey, suppressIndexValue); err != nil {
+		return errorf(s.env.node, "put held index: %w", err)
+	}
+	s.held = min(s.held, e.ts)
 	if e.hasNew {
 		if e.newValue, err = s.vs.Encode(nil, r.Value.newV); err != nil {
 			return errorf(s.env.node, "encode new value: %w", err)
@@ -441,6 +524,18 @@ func (s *suppress[K, V]) buffer(r Record[K, change[V]]) error {
 	s.vbuf = encodeSuppressEntry(s.vbuf[:0], &e)
 	if err := s.kv.Put(s.ekey, s.vbuf); err != nil {
 		return errorf(s.env.node, "put buffered update: %w", err)
+	}
+	return nil
+}
+
+// unhold removes the held index entry of a key buffered with timestamp ts.
+func (s *suppress[K, V]) unhold(ts int64, key []byte) error {
+	s.tkey = suppressIndexKey(s.tkey, suppressHeldPrefix, ts, key)
+	if err := s.kv.Delete(s.tkey); err != nil {
+		return errorf(s.env.node, "delete held index: %w", err)
+	}
+	if ts == s.held {
+		s.heldStale = true
 	}
 	return nil
 }
@@ -516,6 +611,9 @@ func (s *suppress[K, V]) emit(tk []byte) error {
 	}
 	if err := s.kv.Delete(s.ekey); err != nil {
 		return errorf(s.env.node, "delete buffered update: %w", err)
+	}
+	if err := s.unhold(e.ts, kb); err != nil {
+		return err
 	}
 	s.records--
 	s.bytes -= e.size(len(kb))

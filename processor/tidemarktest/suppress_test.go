@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -81,6 +82,10 @@ type suppressModel struct {
 	buf        map[string]*pending
 	view       map[string]string // what downstream saw: emitted values
 	out        []supOut
+	// For the output watermark: the input's stream time, and whether an
+	// update reached the operator since the (re)start.
+	inputTime int64
+	reached   bool
 }
 
 type pending struct {
@@ -116,6 +121,7 @@ func (m *suppressModel) bytes() int64 {
 
 // update applies one input record (value nil: a tombstone).
 func (m *suppressModel) update(k string, v *string, ts int64, seq string) {
+	m.inputTime = max(m.inputTime, ts)
 	old, had := m.table[k]
 	if v == nil && !had {
 		return // the upstream table forwards nothing: the key does not exist
@@ -126,6 +132,7 @@ func (m *suppressModel) update(k string, v *string, ts int64, seq string) {
 		m.table[k] = *v
 	}
 	m.observed = max(m.observed, ts)
+	m.reached = true
 	p, ok := m.buf[k]
 	if !ok {
 		p = &pending{entered: ts}
@@ -173,6 +180,22 @@ func (m *suppressModel) emit(k string) {
 		delete(m.view, k)
 	}
 	m.out = append(m.out, o)
+}
+
+// watermark is the task's output watermark for the suppressed table's
+// sink (no allowed lateness): the input's stream time, held back below the
+// smallest timestamp still buffered; none before the first record, nor
+// until an update reached the operator after a restart (it has not counted
+// its restored buffer yet).
+func (m *suppressModel) watermark() int64 {
+	if m.inputTime < 0 || !m.reached {
+		return math.MinInt64
+	}
+	w := m.inputTime
+	for _, p := range m.buf {
+		w = min(w, p.ts-1)
+	}
+	return w
 }
 
 // countsByValue is what the per-value count downstream must hold: the
@@ -233,7 +256,9 @@ func TestSuppressMatchesReferenceModel(t *testing.T) {
 					out := tidemarktest.Output(d, "out", serde.String(), serde.String())
 					// The driver does not carry task clocks over a restart:
 					// the operator's stream time starts again at -1.
-					m.observed = -1
+					m.observed, m.inputTime, m.reached = -1, -1, false
+					bounds, err := topo.OutputBounds(0)
+					must(t, err)
 					for i := range n / 2 {
 						base += rng.Int64N(300)
 						ts := base
@@ -255,6 +280,13 @@ func TestSuppressMatchesReferenceModel(t *testing.T) {
 							m.update(k, &rec.Value, ts, seq)
 						}
 						must(t, in.PipeRecord(rec))
+						if tk := d.Tasks()[0]; tk.ID().SubTopology == 0 {
+							wms, err := tk.OutputWatermarks(bounds, nil)
+							must(t, err)
+							if got, want := wms["out"].Ms, m.watermark(); got != want {
+								t.Fatalf("after update %s: output watermark %d, model %d", seq, got, want)
+							}
+						}
 					}
 					got = append(got, readSup(t, out)...)
 					for _, r := range readAll(t, tidemarktest.Output(d, "counts", serde.String(), serde.Int64())) {
