@@ -474,3 +474,30 @@ func TestSuppressedTableLookupSeesPriorValue(t *testing.T) {
 	must(t, in.Pipe("x", "", 3100))
 	lookup("<none>", "the delete emitted")
 }
+
+// Suppress works on windowed tables too, per (key, window): here it
+// rate-limits the updates of a running windowed count (EmitFinal is what
+// gives one final result per window).
+func TestSuppressWindowedTable(t *testing.T) {
+	str := serde.String()
+	b := topology.NewBuilder("app")
+	topology.WindowedBy(b.Stream("in", str, str).GroupByKey(), topology.TumblingWindows(10*time.Second, 0)).
+		Count(topology.Named("counts")).
+		Suppress(topology.UntilTimeLimit(5*time.Second, topology.BufferConfig{}), topology.Named("counts-5s")).
+		ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "in", str, str)
+	out := tidemarktest.Output(d, "out", topology.WindowedSerde(str), serde.Int64())
+	for _, ts := range []int64{1000, 2000, 6000, 12000, 20000} {
+		must(t, in.Pipe("k", "", ts))
+	}
+	var got []string
+	for _, r := range readAll(t, out) {
+		got = append(got, fmt.Sprintf("%s@%d=%d@%d", r.Key.Key, r.Key.Start, r.Value, r.Timestamp))
+	}
+	// [0, 10s) entered at 1000 and is emitted at 6000 with its count then;
+	// [10s, 20s) entered at 12000 and is emitted at 20000 (≥ 17000).
+	if want := []string{"k@0=3@6000", "k@10000=1@12000"}; !slices.Equal(got, want) {
+		t.Errorf("out = %v, want %v", got, want)
+	}
+}
