@@ -203,8 +203,10 @@ const (
 )
 
 // suppressHeldClock suffixes the store name to name the operator clock
-// holding the smallest timestamp buffered (ClockKeeper).
-const suppressHeldClock = "-held"
+// holding the smallest timestamp buffered (ClockKeeper). Other clocks are
+// named after stores, and a logged store's name has no '/' (its changelog
+// topic could not), so they cannot take this name.
+const suppressHeldClock = "/held"
 
 // suppressOp is the node of a Suppress: its instances, and its output
 // bound. Records leave a Suppress later than they arrive, with the

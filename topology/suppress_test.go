@@ -97,10 +97,10 @@ func TestSuppressOutputBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := bs.Sinks["out"]
-	if got, want := bound.String(), "min(input(in), held(s-held))"; got != want {
+	if got, want := bound.String(), "min(input(in), held(s/held))"; got != want {
 		t.Errorf("bound %s, want %s", got, want)
 	}
-	if want := []string{"s", "s-held"}; strings.Join(bs.Clocks, ",") != strings.Join(want, ",") {
+	if want := []string{"s", "s/held"}; strings.Join(bs.Clocks, ",") != strings.Join(want, ",") {
 		t.Errorf("clocks %v, want %v", bs.Clocks, want)
 	}
 	tests := []struct {
@@ -109,12 +109,12 @@ func TestSuppressOutputBound(t *testing.T) {
 		want     int64
 		wantIdle bool
 	}{
-		{"nothing buffered: the input's", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s-held": math.MaxInt64}}, 8000, false},
-		{"a buffered timestamp below it holds it back", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s-held": 5000}}, 4999, false},
-		{"a buffered timestamp above it does not", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s-held": 8500}}, 8000, false},
+		{"nothing buffered: the input's", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": math.MaxInt64}}, 8000, false},
+		{"a buffered timestamp below it holds it back", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": 5000}}, 4999, false},
+		{"a buffered timestamp above it does not", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": 8500}}, 8000, false},
 		{"buffer not counted yet (after a restore): no claim", env{inputs: map[string]int64{"in": 9000}}, math.MinInt64, false},
-		{"idle input, nothing buffered: idle, the input's", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s-held": math.MaxInt64}}, 8000, true},
-		{"idle input, something buffered: held", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s-held": 3000}}, 2999, false},
+		{"idle input, nothing buffered: idle, the input's", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s/held": math.MaxInt64}}, 8000, true},
+		{"idle input, something buffered: held", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s/held": 3000}}, 2999, false},
 	}
 	for _, tt := range tests {
 		if got, idle := bound.Eval(tt.e); got != tt.want || idle != tt.wantIdle {
