@@ -11,7 +11,7 @@ import "time"
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
-//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig,
+//	                     stream-stream joins, Deduplicate, Table.Suppress: Named, WithoutChangelog, WithChangelogConfig,
 //	                     and (tables and non-windowed aggregations only, else a Build error) WithTTL
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
 //	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
@@ -174,7 +174,10 @@ func WithPartitions(n int32) RepartitionOption {
 
 // EmitFinal makes a windowed aggregation emit one result per window, once the
 // window has closed (stream time ≥ window end + grace), instead of one per
-// update. Kafka Streams calls this EmitStrategy.onWindowClose.
+// update. Kafka Streams calls this EmitStrategy.onWindowClose, and
+// suppress(untilWindowCloses(...)) does the same; tidemark has no
+// untilWindowCloses Suppression. To rate-limit a table's updates instead,
+// see Table.Suppress.
 func EmitFinal() SlidingWindowOption {
 	return slidingOpt{windowOpt{func(c *opConfig) { c.emitFinal = true }}}
 }

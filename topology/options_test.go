@@ -31,6 +31,7 @@ func TestOperatorOptionsAreTyped(t *testing.T) {
 		`s.Split(topology.Named("n17")).Branch(keep, topology.Named("n18"))`,
 		`tab.GroupBy(func(k, v string) (string, string) { return k, v }, str, str, topology.WithPartitions(2)).Count(topology.Named("n19"))`,
 		`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.Named("n20"), topology.WithoutChangelog(), topology.WithChangelogConfig(nil))`,
+		`tab.Suppress(topology.UntilTimeLimit(time.Second, topology.BufferConfig{MaxRecords: 10}), topology.Named("n21"), topology.WithoutChangelog(), topology.WithChangelogConfig(nil))`,
 	}
 	wrong := []struct{ call, missing string }{
 		{`s.GroupByKey().Count(topology.EmitFinal())`, "storeOption"},
@@ -51,6 +52,7 @@ func TestOperatorOptionsAreTyped(t *testing.T) {
 		{`s.GroupByKey(topology.WithoutChangelog())`, "RepartitionOption"},
 		{`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.WithRetention(time.Hour))`, "slidingWindowOption"},
 		{`s.Deduplicate(func(_, v string) string { return v }, time.Hour, topology.WithPartitions(3))`, "StoreOption"},
+		{`tab.Suppress(topology.UntilTimeLimit(time.Second, topology.BufferConfig{}), topology.EmitFinal())`, "storeOption"},
 	}
 	var src strings.Builder
 	src.WriteString(`package main

@@ -38,6 +38,8 @@ import (
 //	session, every update (gap)     W = parent − gap
 //	stream-stream join (before b,   inner: W = c − g − max(b, af) − 1; left and outer: the min of
 //	after af, grace g)              that and the parent's
+//	table suppress                  min(parent, H − 1), H the smallest timestamp buffered (a clock);
+//	                                the parent's when nothing is buffered
 //
 // Why, from the operators' code:
 //
@@ -85,6 +87,11 @@ import (
 //     a record unchanged, with its own timestamp, as it arrives, or drops
 //     it, and emits nothing later (no punctuator). Its output is a subset
 //     of its input, so its parent's bound holds, as for a filter.
+//
+//   - Table.Suppress (suppress.go) forwards a buffered update later, with
+//     the timestamp of its key's latest update: every record still
+//     buffered has a timestamp ≥ H, every future one comes from an update
+//     bounded by the parent.
 //
 // A user processor (Stream.Process) is treated as stateless: records it
 // forwards, from Process or a punctuator, must not be timestamped below the
@@ -207,6 +214,7 @@ const (
 	boundSessionFinal                    // emit-final session aggregation clock
 	boundSessionEager                    // args[0] − gap
 	boundJoin                            // stream-stream join clock
+	boundHeld                            // suppress: smallest buffered timestamp − 1
 )
 
 type boundExpr struct {
@@ -271,6 +279,15 @@ func (e *boundExpr) eval(env BoundEnv, lateness int64, mode int, follow int64) (
 		return env.OperatorClock(e.clock) - e.grace - e.gap - 1, false
 	case boundJoin:
 		return env.OperatorClock(e.clock) - e.grace - e.reach - 1, false
+	case boundHeld:
+		switch h := env.OperatorClock(e.clock); {
+		case h == math.MaxInt64: // nothing buffered
+			return 0, true
+		case h < 0: // not known yet
+			return math.MinInt64, false
+		default:
+			return h - 1, false
+		}
 	case boundSessionEager:
 		pv, ptop := e.args[0].eval(env, lateness, mode, follow)
 		if ptop || pv == math.MinInt64 {
@@ -309,6 +326,8 @@ func (e *boundExpr) String() string {
 		return fmt.Sprintf("session-eager(gap=%d, %s)", e.gap, e.args[0])
 	case boundJoin:
 		return fmt.Sprintf("join(%s reach=%d grace=%d)", e.clock, e.reach, e.grace)
+	case boundHeld:
+		return fmt.Sprintf("held(%s)", e.clock)
 	}
 	return "?"
 }
@@ -383,7 +402,15 @@ func (d *boundDeriver) derive(n *node) (*boundExpr, error) {
 		return nil, err
 	}
 	d.clocks[cb.clockName()] = true
-	return cb.outputBound(parent), nil
+	e := cb.outputBound(parent)
+	if e.op == boundMin {
+		for _, a := range e.args {
+			if a.op == boundHeld {
+				d.clocks[a.clock] = true
+			}
+		}
+	}
+	return e, nil
 }
 
 // isWindowedOp names the operators whose parameters live in the closure
