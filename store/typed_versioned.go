@@ -66,3 +66,13 @@ func (s *TypedVersioned[K, V]) GetAsOf(k K, asOf int64) (v V, validFrom int64, f
 	v, err = s.decodeValue(vb)
 	return v, validFrom, err == nil, err
 }
+
+// LatestTimestamp returns the timestamp of k's latest version, a delete
+// included (see Versioned.LatestTimestamp).
+func (s *TypedVersioned[K, V]) LatestTimestamp(k K) (ts int64, found bool, err error) {
+	kb, err := s.encodeKey(k)
+	if err != nil {
+		return 0, false, err
+	}
+	return s.vs.LatestTimestamp(kb)
+}

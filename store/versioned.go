@@ -55,7 +55,7 @@ type Versioned interface {
 	// Cutoff is observed stream time − history (math.MinInt64 before the
 	// first put): puts older than it are dropped, lookups as of earlier
 	// times answer not found.
-	Cutoff() int64
+	Cutoff() (int64, error)
 }
 
 // VersionedKeyValue implements Versioned on a KeyValue store, so that every
@@ -82,7 +82,8 @@ type VersionedKeyValue struct {
 	kv      KeyValue
 	history int64
 	// st is the observed stream time, math.MinInt64 before the first put.
-	st int64
+	st     int64
+	loaded bool
 	// lowest is at most the smallest expiry in the index (math.MinInt64:
 	// unknown), so that cleanup scans only when something is due.
 	lowest int64
@@ -104,25 +105,34 @@ var (
 )
 
 // NewVersioned wraps kv, a key-value store used only through the wrapper,
-// as a versioned store keeping history of stream time (at least 0). It
-// reads the observed stream time kv holds, so a store restored from its
-// changelog resumes with the same cutoff.
+// as a versioned store keeping history of stream time (at least 0). The
+// observed stream time is read from kv on first use, so a store restored
+// from its changelog resumes with the cutoff it had. Two wrappers of one
+// store do not see each other's stream time: open one per store and task.
 func NewVersioned(kv KeyValue, history time.Duration) (*VersionedKeyValue, error) {
 	if history < 0 {
 		return nil, fmt.Errorf("store %q: versioned history %v is negative", kv.Name(), history)
 	}
-	s := &VersionedKeyValue{kv: kv, history: history.Milliseconds(), st: math.MinInt64, lowest: math.MinInt64}
-	raw, found, err := kv.Get(versionedMetaKey)
+	return &VersionedKeyValue{kv: kv, history: history.Milliseconds(), st: math.MinInt64, lowest: math.MinInt64}, nil
+}
+
+// load reads the observed stream time, once.
+func (s *VersionedKeyValue) load() error {
+	if s.loaded {
+		return nil
+	}
+	raw, found, err := s.kv.Get(versionedMetaKey)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: read observed stream time: %w", kv.Name(), err)
+		return s.errorf("read observed stream time: %w", err)
 	}
 	if found {
 		if len(raw) != 8 {
-			return nil, fmt.Errorf("store %q: corrupt observed stream time (%d bytes)", kv.Name(), len(raw))
+			return s.errorf("corrupt observed stream time (%d bytes)", len(raw))
 		}
 		s.st = int64(binary.BigEndian.Uint64(raw))
 	}
-	return s, nil
+	s.loaded = true
+	return nil
 }
 
 func (s *VersionedKeyValue) Name() string { return s.kv.Name() }
@@ -137,9 +147,19 @@ func (s *VersionedKeyValue) History() int64 { return s.history }
 
 // ObservedStreamTime is the largest timestamp put, math.MinInt64 before
 // the first.
-func (s *VersionedKeyValue) ObservedStreamTime() int64 { return s.st }
+func (s *VersionedKeyValue) ObservedStreamTime() (int64, error) {
+	err := s.load()
+	return s.st, err
+}
 
-func (s *VersionedKeyValue) Cutoff() int64 {
+func (s *VersionedKeyValue) Cutoff() (int64, error) {
+	if err := s.load(); err != nil {
+		return 0, err
+	}
+	return s.cutoff(), nil
+}
+
+func (s *VersionedKeyValue) cutoff() int64 {
 	if s.st == math.MinInt64 {
 		return math.MinInt64
 	}
@@ -278,7 +298,10 @@ func (s *VersionedKeyValue) Get(key []byte) ([]byte, int64, bool, error) {
 }
 
 func (s *VersionedKeyValue) GetAsOf(key []byte, asOf int64) ([]byte, int64, bool, error) {
-	if asOf < s.Cutoff() {
+	if err := s.load(); err != nil {
+		return nil, 0, false, err
+	}
+	if asOf < s.cutoff() {
 		return nil, 0, false, nil
 	}
 	vs, err := s.versions(key, asOf, 1)
@@ -303,7 +326,10 @@ func (s *VersionedKeyValue) LatestTimestamp(key []byte) (int64, bool, error) {
 }
 
 func (s *VersionedKeyValue) Put(key []byte, ts int64, value []byte) error {
-	if ts < s.Cutoff() {
+	if err := s.load(); err != nil {
+		return err
+	}
+	if ts < s.cutoff() {
 		return nil
 	}
 	if err := s.put(key, ts, value); err != nil {
@@ -315,7 +341,7 @@ func (s *VersionedKeyValue) Put(key []byte, ts int64, value []byte) error {
 			return s.errorf("put observed stream time: %w", err)
 		}
 	}
-	if err := s.expire(s.Cutoff()); err != nil {
+	if err := s.expire(s.cutoff()); err != nil {
 		return s.errorf("expire versions: %w", err)
 	}
 	return nil

@@ -102,7 +102,7 @@ func TestVersionedRetentionBoundary(t *testing.T) {
 	put(850, "v850")
 	put(900, "v900")
 	put(1000, "v1000") // cutoff 900: v800 (valid to 850) and v850 (to 900) expire
-	if got := vs.Cutoff(); got != 900 {
+	if got, _ := vs.Cutoff(); got != 900 {
 		t.Fatalf("Cutoff = %d, want 900", got)
 	}
 	for at, want := range map[int64]string{899: "-", 900: "v900", 999: "v900", 1000: "v1000", 5000: "v1000"} {
@@ -150,7 +150,7 @@ func TestVersionedRetentionBoundary(t *testing.T) {
 
 	// The observed stream time is in the store: a store reopened on the
 	// same entries (a restore) has the same cutoff.
-	if got := newVersioned(t, kv, 100*time.Millisecond).Cutoff(); got != 9_900 {
+	if got, err := newVersioned(t, kv, 100*time.Millisecond).Cutoff(); err != nil || got != 9_900 {
 		t.Errorf("reopened Cutoff = %d, want 9900", got)
 	}
 }
