@@ -11,7 +11,8 @@ import "time"
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
-//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig
+//	                     stream-stream joins, Deduplicate: Named, WithoutChangelog, WithChangelogConfig;
+//	                     Versioned too, which only Table and ToTable accept (Build checks)
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
 //	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
 //	                     and WithRetention
@@ -127,6 +128,8 @@ type opConfig struct {
 	notLogged     bool
 	changelogConf map[string]string
 	skipBad       bool
+	versioned     bool          // Versioned: the table keeps history
+	history       time.Duration // Versioned's history
 }
 
 func newOpConfig[O option](opts []O) *opConfig {

@@ -81,6 +81,9 @@ func (s Stream[K, V]) ToTable(opts ...StoreOption) Table[K, V] {
 }
 
 func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
+	if cfg.versioned {
+		return s.toVersionedTable(op, cfg)
+	}
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name := s.b.addStore(n, cfg, "", kvSpec(), true)
 	if s.ks == nil {
@@ -174,8 +177,7 @@ func (t Table[K, V]) Filter(keep func(K, V) bool, opts ...Option) Table[K, V] {
 		if err != nil {
 			return nil, err
 		}
-		return getterFunc[K, V](func(k K) (V, int64, bool, error) {
-			v, ts, ok, err := g.get(k)
+		return derivedGetter(g, func(k K, v V, ts int64, ok bool, err error) (V, int64, bool, error) {
 			if err != nil || !ok || !keep(k, v) {
 				var z V
 				return z, 0, false, err
@@ -207,8 +209,7 @@ func (t Table[K, V]) MapValues[V2 any](f func(K, V) V2, opts ...Option) Table[K,
 		if err != nil {
 			return nil, err
 		}
-		return getterFunc[K, V2](func(k K) (V2, int64, bool, error) {
-			v, ts, ok, err := g.get(k)
+		return derivedGetter(g, func(k K, v V, ts int64, ok bool, err error) (V2, int64, bool, error) {
 			if err != nil || !ok {
 				var z V2
 				return z, 0, false, err
