@@ -77,7 +77,10 @@ type Versioned interface {
 // stops being needed: the validFrom of the next newer version for a value,
 // its own timestamp for a delete; the latest value has no index entry.
 // Cleanup scans the index up to the cutoff, so it costs only what it
-// deletes, as Deduplicate's does.
+// deletes, as Deduplicate's does. A put that advances the observed stream
+// time also rewrites the 0x00 entry (one more changelog record, which
+// compaction folds), so that a restored store has the cutoff the lost one
+// had: answers do not depend on where a restart happened.
 type VersionedKeyValue struct {
 	kv      KeyValue
 	history int64

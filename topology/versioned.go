@@ -42,10 +42,12 @@ import (
 //     find nothing, earlier ones still find the value before it.
 //
 // Operators that read the table by key (table-table joins, Filter and
-// MapValues on read, interactive lookups through the getter) read its
-// latest value. Filter and MapValues of a versioned table stay versioned
-// for JoinTable: they are computed on read from the version found. The
-// result of a table-table join or an aggregation is not versioned.
+// MapValues computed on read) read its latest value. Filter and MapValues
+// of a versioned table stay versioned for JoinTable: they are computed on
+// read from the version found. The result of a table-table join or an
+// aggregation is not versioned. A join emits when the stream record is
+// processed: a table update processed later, even one older than the
+// record, does not change a join result already emitted.
 //
 // The store is an ordinary key-value store in the layout of
 // store.VersionedKeyValue, logged to "<app>-<name>-changelog" (compacted;
