@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,5 +343,85 @@ func TestVersionedOptionIsCheckedByBuild(t *testing.T) {
 	if info, ok := topo.Store("t"); !ok || !info.Versioned || info.History != time.Minute || info.Timestamped ||
 		info.Spec.Kind != store.KindKeyValue || info.Changelog != "app-t-changelog" {
 		t.Errorf("store info %+v, want a versioned key-value store logged to app-t-changelog", info)
+	}
+}
+
+// priceHistory is a Processor API operator on a versioned store: values
+// "set:<price>" and "del" write a version at the record's timestamp,
+// "ask:<time>" forwards the price as of that time.
+type priceHistory struct {
+	ctx    topology.ProcessorContext[string, string]
+	prices *store.TypedVersioned[string, string]
+}
+
+func (p *priceHistory) Init(ctx topology.ProcessorContext[string, string]) error {
+	p.ctx = ctx
+	s, err := ctx.Store("price-history")
+	if err != nil {
+		return err
+	}
+	// One wrapper per task: it caches the store's observed stream time.
+	vs, err := store.NewVersioned(s.(store.KeyValue), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	p.prices = store.NewTypedVersioned(vs, serde.String(), serde.String())
+	return nil
+}
+
+func (p *priceHistory) Process(r topology.Record[string, string]) error {
+	op, arg, _ := strings.Cut(r.Value, ":")
+	switch op {
+	case "set":
+		return p.prices.Put(r.Key, r.Timestamp, arg)
+	case "del":
+		return p.prices.Delete(r.Key, r.Timestamp)
+	}
+	at, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return err
+	}
+	v, from, ok, err := p.prices.GetAsOf(r.Key, at)
+	if err != nil {
+		return err
+	}
+	answer := "none"
+	if ok {
+		answer = fmt.Sprintf("%s since %d", v, from)
+	}
+	return p.ctx.Forward(topology.Record[string, string]{Key: r.Key, Value: answer, Timestamp: r.Timestamp})
+}
+
+func (p *priceHistory) Close() error { return nil }
+
+func TestVersionedStoreInProcessorAPI(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.AddStore(store.Spec{Name: "price-history", Kind: store.KindKeyValue, Logged: true})
+	b.Stream("ops", serde.String(), serde.String()).
+		Process(func() topology.Processor[string, string, string, string] { return &priceHistory{} },
+			topology.Named("history"), topology.WithStores("price-history")).
+		To("answers")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "ops", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "answers", serde.String(), serde.String())
+	for _, op := range []struct {
+		value string
+		ts    int64
+	}{
+		{"set:100", 1000}, {"set:120", 5000}, {"set:110", 3000}, {"del", 8000},
+		{"ask:999", 9000}, {"ask:1000", 9000}, {"ask:3500", 9000}, {"ask:7999", 9000}, {"ask:8000", 9000},
+		{"set:130", 20000}, // stream time 20000: cutoff 10000
+		{"ask:9999", 20000}, {"ask:10000", 20000}, {"ask:25000", 20000},
+	} {
+		must(t, in.Pipe("apple", op.value, op.ts))
+	}
+	var got []string
+	for _, r := range readAll(t, out) {
+		got = append(got, r.Value)
+	}
+	want := []string{"none", "100 since 1000", "110 since 3000", "120 since 5000", "none",
+		"none", "none", "130 since 20000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("answers %q, want %q", got, want)
 	}
 }
