@@ -54,8 +54,9 @@ import (
 // expired versions are deleted with tombstones), so exactly-once
 // processing and restore hold as for any table. Only Builder.Table and
 // Stream.ToTable accept Versioned; Build fails for other operators and for
-// a negative history. History 0 keeps only the latest versions, so as-of
-// lookups older than the table's stream time find nothing.
+// a negative history. History 0 keeps only the latest versions: as-of
+// lookups older than the table's stream time find nothing, and updates
+// older than it are dropped.
 func Versioned(history time.Duration) StoreOption {
 	return storeOpt{slidingOpt{windowOpt{func(c *opConfig) { c.versioned, c.history = true, history }}}}
 }
