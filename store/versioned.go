@@ -52,6 +52,10 @@ type Versioned interface {
 	// delete included (found is false when the store has no version of
 	// key): a put older than it is an out-of-order update.
 	LatestTimestamp(key []byte) (ts int64, found bool, err error)
+	// Range calls fn with the latest version of each key in [from, to)
+	// (nil: unbounded), in key order, skipping keys whose latest version
+	// is a delete, until fn returns false.
+	Range(from, to []byte, fn func(key, value []byte, ts int64) bool) error
 	// Cutoff is observed stream time − history (math.MinInt64 before the
 	// first put): puts older than it are dropped, lookups as of earlier
 	// times answer not found.
@@ -455,6 +459,49 @@ func (s *VersionedKeyValue) expire(cut int64) error {
 		return false
 	}); err != nil {
 		return fmt.Errorf("scan expiry index: %w", err)
+	}
+	return nil
+}
+
+func (s *VersionedKeyValue) Range(from, to []byte, fn func(key, value []byte, ts int64) bool) error {
+	// esc is order-preserving and prefix-free, so the versions of the keys
+	// in [from, to) are the data keys in [0x01 esc(from), 0x01 esc(to)),
+	// the terminator left off.
+	lo, hi := []byte{versionedDataPrefix}, []byte{versionedDataPrefix + 1}
+	if from != nil {
+		lo = appendVersionedPrefix(lo, from)
+		lo = lo[:len(lo)-2]
+	}
+	if to != nil {
+		hi = appendVersionedPrefix([]byte{versionedDataPrefix}, to)
+		hi = hi[:len(hi)-2]
+	}
+	var last []byte
+	var derr error
+	err := s.kv.Range(lo, hi, func(k, v []byte) bool {
+		key, ts, err := ParseVersionedKey(k)
+		if err == nil && last != nil && bytes.Equal(key, last) {
+			return true // an older version
+		}
+		var ver version
+		if err == nil {
+			ver, err = decodeVersion(ts, v)
+		}
+		if err != nil {
+			derr = err
+			return false
+		}
+		last = key
+		if ver.tombstone {
+			return true
+		}
+		return fn(key, ver.value, ts)
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return s.errorf("range: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -243,6 +244,33 @@ func TestVersionedMatchesModel(t *testing.T) {
 				if err != nil || ok != wok || (ok && (string(got) != vers[0].value || gts != vers[0].ts)) {
 					t.Fatalf("round %d op %d: Get(%q) = %q@%d %v %v, want latest of %v", round, op, qk, got, gts, ok, err, vers)
 				}
+			}
+		}
+		// Range lists the latest values in key order, bounds on keys that
+		// share prefixes included.
+		bounds := append([][]byte{nil}, func() (bs [][]byte) {
+			for _, k := range keys {
+				bs = append(bs, []byte(k))
+			}
+			return bs
+		}()...)
+		for range 10 {
+			from, to := bounds[r.IntN(len(bounds))], bounds[r.IntN(len(bounds))]
+			var want, got []string
+			for _, k := range slices.Sorted(maps.Keys(model)) {
+				vers := model[k]
+				if (from == nil || k >= string(from)) && (to == nil || k < string(to)) && !vers[0].del {
+					want = append(want, fmt.Sprintf("%q=%s@%d", k, vers[0].value, vers[0].ts))
+				}
+			}
+			if err := vs.Range(from, to, func(k, v []byte, ts int64) bool {
+				got = append(got, fmt.Sprintf("%q=%s@%d", k, v, ts))
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: Range(%q, %q) = %v, want %v", round, from, to, got, want)
 			}
 		}
 		// Nothing kept that no answer needs: each stored version is the
