@@ -99,6 +99,9 @@ func (b *Builder) addStore(n *node, cfg *opConfig, suffix string, spec store.Spe
 			b.fail(errorf(n.name, "%w: store has a generated name; name the operator with Named (RequireNamedState)", ErrInvalidTopology))
 		}
 	}
+	if cfg.versioned {
+		b.fail(errorf(n.name, "%w: Versioned applies to Builder.Table and Stream.ToTable only", ErrInvalidTopology))
+	}
 	spec.Name = base + suffix
 	spec.Logged = !cfg.notLogged
 	spec.ChangelogConfig = cfg.changelogConf

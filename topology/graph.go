@@ -139,6 +139,11 @@ type StoreInfo struct {
 	// timestamp of the record that last updated it (DSL aggregations and
 	// tables); see DecodeTimestamped.
 	Timestamped bool
+	// Versioned stores keep every version of each key for History of stream
+	// time (tables with the Versioned option), in the layout of
+	// store.VersionedKeyValue: read them with store.NewVersioned.
+	Versioned bool
+	History   time.Duration
 	// Changelog is the changelog topic, "" when the store is not logged.
 	Changelog string
 	// Nodes are the processors connected to the store.

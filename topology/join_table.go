@@ -4,6 +4,8 @@ import "slices"
 
 // JoinTable looks each record up in table t: records whose key is in t
 // yield joiner(key, value, tableValue) with the stream record's timestamp.
+// A versioned table (see Versioned) is looked up as of the record's
+// timestamp, any other table at its latest value.
 // Table updates do not trigger output. Tombstones are skipped (DropSkipped)
 // and records with a null key dropped (DropNullKey). A stream whose key may
 // have changed is repartitioned first; the stream and the table's source
@@ -48,9 +50,9 @@ func joinStreamTable[K, V, V2, VR any](s Stream[K, V], t Table[K, V2], left bool
 					var zero V2
 					return next.forward(Record[K, VR]{Key: r.Key, Value: joiner(r.Key, r.Value, zero, false), Timestamp: r.Timestamp, Headers: r.Headers, NullKey: true})
 				}
-				tv, _, found, err := g.get(r.Key)
+				tv, found, err := lookup(g, r.Key, r.Timestamp)
 				if err != nil {
-					return errorf(env.node, "look up table: %w", err)
+					return errorf(env.node, "%w", err)
 				}
 				if !found && !left {
 					return nil

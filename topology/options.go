@@ -12,7 +12,8 @@ import "time"
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
 //	                     stream-stream joins, Deduplicate, Table.Suppress: Named, WithoutChangelog, WithChangelogConfig,
-//	                     and (tables and non-windowed aggregations only, else a Build error) WithTTL
+//	                     and (tables and non-windowed aggregations only, else a Build error) WithTTL;
+//	                     Versioned too, which only Table and ToTable accept (Build checks)
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
 //	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
 //	                     and WithRetention
@@ -130,7 +131,9 @@ type opConfig struct {
 	skipBad       bool
 	ttl           time.Duration // WithTTL (ttl.go)
 	hasTTL        bool
-	ttlAllowed    bool // set by the operators that honour WithTTL
+	ttlAllowed    bool          // set by the operators that honour WithTTL
+	versioned     bool          // Versioned: the table keeps history
+	history       time.Duration // Versioned's history
 }
 
 func newOpConfig[O option](opts []O) *opConfig {

@@ -89,6 +89,11 @@ func (s Stream[K, V]) ToTable(opts ...StoreOption) Table[K, V] {
 }
 
 func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
+	if cfg.versioned {
+		// A versioned table expires history by its own retention;
+		// WithTTL beside Versioned is a Build error (checkTTL).
+		return s.toVersionedTable(op, cfg)
+	}
 	cfg = tableConfig(cfg)
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name, ttl := s.b.addTableStore(n, cfg)
@@ -200,8 +205,7 @@ func (t Table[K, V]) Filter(keep func(K, V) bool, opts ...Option) Table[K, V] {
 		if err != nil {
 			return nil, err
 		}
-		return getterFunc[K, V](func(k K) (V, int64, bool, error) {
-			v, ts, ok, err := g.get(k)
+		return derivedGetter(g, func(k K, v V, ts int64, ok bool, err error) (V, int64, bool, error) {
 			if err != nil || !ok || !keep(k, v) {
 				var z V
 				return z, 0, false, err
@@ -233,8 +237,7 @@ func (t Table[K, V]) MapValues[V2 any](f func(K, V) V2, opts ...Option) Table[K,
 		if err != nil {
 			return nil, err
 		}
-		return getterFunc[K, V2](func(k K) (V2, int64, bool, error) {
-			v, ts, ok, err := g.get(k)
+		return derivedGetter(g, func(k K, v V, ts int64, ok bool, err error) (V2, int64, bool, error) {
 			if err != nil || !ok {
 				var z V2
 				return z, 0, false, err

@@ -24,7 +24,9 @@ type StoreEntry[K, V any] struct {
 
 // ReadStore decodes every entry of the named store across all partitions:
 // key-value stores in key order, window stores by key then start, session
-// stores by key then end. Timestamped values are unwrapped.
+// stores by key then end. Timestamped values are unwrapped. Versioned
+// stores list each key's latest value, Timestamp set to the time it became
+// valid.
 func ReadStore[K, V any](d *Driver, name string, keys serde.Serde[K], values serde.Serde[V]) ([]StoreEntry[K, V], error) {
 	info, ok := d.topo.Store(name)
 	if !ok {
@@ -91,6 +93,16 @@ func readOne[K, V any](s store.Store, info topology.StoreInfo, p int32, keys ser
 	var err error
 	switch st := s.(type) {
 	case store.KeyValue:
+		if info.Versioned {
+			err = readLatestVersions(st, func(k, v []byte, ts int64) bool {
+				ok := decode(k, v, 0, 0)
+				if ok {
+					out[len(out)-1].Timestamp = ts
+				}
+				return ok
+			})
+			break
+		}
 		err = st.Range(nil, nil, func(k, v []byte) bool { return decode(k, v, 0, 0) })
 	case store.Window:
 		err = st.FetchAll(-1<<62, 1<<62, func(k []byte, start int64, v []byte) bool {
