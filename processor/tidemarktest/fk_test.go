@@ -1,0 +1,276 @@
+package tidemarktest_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Order lines ("fk=<product>;q=<n>", fk empty: no product) join products
+// ("price=<n>"). The joined value names both inputs, so the model can
+// check that a result row was computed from the current value of each.
+
+func fkOfLine(_ string, v string) (string, bool) {
+	fk, _, _ := strings.Cut(strings.TrimPrefix(v, "fk="), ";")
+	return fk, fk != ""
+}
+
+func fkJoinValue(line, product string, found bool) string {
+	if !found {
+		product = "none"
+	}
+	return line + "*" + product
+}
+
+// fkModel is the reference semantics of a foreign-key join: the join of
+// the two tables' current rows, computed from scratch.
+type fkModel struct {
+	left           bool
+	lines          map[string]string
+	lineTS         map[string]int64
+	products       map[string]string
+	productTS      map[string]int64
+	linesOfProduct func(string) int
+}
+
+func (m *fkModel) result() map[string]string {
+	out := map[string]string{}
+	for k, v := range m.lines {
+		fk, ok := fkOfLine(k, v)
+		p, found := m.products[fk]
+		found = found && ok
+		if found || m.left {
+			out[k] = fkJoinValue(v, p, found)
+		}
+	}
+	return out
+}
+
+// groups counts the result rows by product ("none" for unjoined rows):
+// what an aggregation downstream of the join holds when the join forwards
+// correct old values.
+func (m *fkModel) groups() map[string]string {
+	out := map[string]string{}
+	n := map[string]int64{}
+	for k, v := range m.result() {
+		g := "none"
+		if strings.Contains(v, "*price=") {
+			g, _ = fkOfLine(k, m.lines[k])
+		}
+		n[g]++
+	}
+	for g, c := range n {
+		if c != 0 {
+			out[g] = strconv.FormatInt(c, 10)
+		}
+	}
+	return out
+}
+
+func fkSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		must(t, err)
+		seed = v
+	}
+	t.Logf("seed %d (replay: TIDEMARK_SEED=%d)", seed, seed)
+	return seed
+}
+
+// fkTopology is lines (2 partitions) ⋈ products (3 partitions) on the
+// line's product, to "joined", and the joined rows counted per product,
+// to "per-product".
+func fkTopology(t *testing.T, left bool) *tidemarktest.Driver {
+	b := topology.NewBuilder("shop", topology.RequireNamedState())
+	lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
+	products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
+	var joined topology.Table[string, string]
+	if left {
+		joined = lines.LeftJoinOnForeignKey(products, fkOfLine,
+			func(_ string, l, p string, found bool) string { return fkJoinValue(l, p, found) }, topology.Named("priced"))
+	} else {
+		joined = lines.JoinOnForeignKey(products, fkOfLine,
+			func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced"))
+	}
+	joined.ToStream().To("joined")
+	joined.GroupBy(func(k, v string) (string, string) {
+		if strings.HasSuffix(v, "*none") {
+			return "none", k
+		}
+		fk, _ := fkOfLine(k, v)
+		return fk, k
+	}, serde.String(), serde.String(), topology.Named("by-product")).
+		Count(topology.Named("per-product-count")).
+		MapValues(func(_ string, n int64) string { return strconv.FormatInt(n, 10) }).
+		ToStream().WithSerdes(nil, serde.String()).To("per-product")
+	return newDriver(t, b, tidemarktest.WithPartitions("lines", 2), tidemarktest.WithPartitions("products", 3))
+}
+
+// fold applies output records to a table view; a tombstone deletes.
+func fold(t *testing.T, into map[string]string, o *tidemarktest.OutputTopic[string, string]) []tidemarktest.OutputRecord[string, string] {
+	recs := readAll(t, o)
+	for _, r := range recs {
+		if r.Tombstone {
+			delete(into, r.Key)
+		} else {
+			into[r.Key] = r.Value
+		}
+	}
+	return recs
+}
+
+func diffMaps(got, want map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] {
+			fmt.Fprintf(&b, "  %s: got %q want %q\n", k, got[k], want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			fmt.Fprintf(&b, "  %s: got %q, want no row\n", k, got[k])
+		}
+	}
+	return b.String()
+}
+
+// Random changes to both tables (foreign-key changes, rows without a
+// foreign key, deletes on both sides, out-of-order timestamps): after
+// every input the joined table, read from its output topic, equals the
+// model's join of the current rows (the driver settles each input before
+// the next, so "settled" is after every input), joined rows carry the
+// later of the two rows' timestamps, no tombstone is sent for a row that
+// was not there, and an aggregation downstream sees the right old values.
+func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
+	for _, left := range []bool{false, true} {
+		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(fkSeed(t), 7))
+			d := fkTopology(t, left)
+			lines := tidemarktest.Input(d, "lines", serde.String(), serde.String())
+			products := tidemarktest.Input(d, "products", serde.String(), serde.String())
+			joined := tidemarktest.Output(d, "joined", serde.String(), serde.String())
+			perProduct := tidemarktest.Output(d, "per-product", serde.String(), serde.String())
+			m := &fkModel{left: left, lines: map[string]string{}, lineTS: map[string]int64{},
+				products: map[string]string{}, productTS: map[string]int64{}}
+			got, gotGroups := map[string]string{}, map[string]string{}
+			ts := int64(10_000)
+			for i := range 1500 {
+				ts += rng.Int64N(1000)
+				rts := ts - rng.Int64N(5000) // out of order
+				switch r := rng.IntN(10); {
+				case r < 5: // a line: new, changed, moved to another product, or without one
+					k := fmt.Sprintf("line-%d", rng.IntN(40))
+					fk := ""
+					if rng.IntN(6) > 0 {
+						fk = fmt.Sprintf("p%d", rng.IntN(12))
+					}
+					v := fmt.Sprintf("fk=%s;q=%d", fk, rng.IntN(5))
+					must(t, lines.Pipe(k, v, rts))
+					m.lines[k], m.lineTS[k] = v, rts
+				case r < 6:
+					k := fmt.Sprintf("line-%d", rng.IntN(40))
+					must(t, lines.PipeTombstone(k, rts))
+					delete(m.lines, k)
+				case r < 9:
+					k := fmt.Sprintf("p%d", rng.IntN(12))
+					v := fmt.Sprintf("price=%d", rng.IntN(100))
+					must(t, products.Pipe(k, v, rts))
+					m.products[k], m.productTS[k] = v, rts
+				default:
+					k := fmt.Sprintf("p%d", rng.IntN(12))
+					must(t, products.PipeTombstone(k, rts))
+					delete(m.products, k)
+				}
+				before := maps.Clone(got)
+				for _, rec := range fold(t, got, joined) {
+					if rec.Tombstone {
+						if _, had := before[rec.Key]; !had {
+							t.Fatalf("input %d: tombstone for %s, which had no row", i, rec.Key)
+						}
+						continue
+					}
+					before[rec.Key] = rec.Value
+					if fk, ok := fkOfLine(rec.Key, m.lines[rec.Key]); ok && strings.Contains(rec.Value, "*price=") {
+						if want := max(m.lineTS[rec.Key], m.productTS[fk]); rec.Timestamp != want {
+							t.Fatalf("input %d: %s = %s @%d, want the later row's timestamp %d", i, rec.Key, rec.Value, rec.Timestamp, want)
+						}
+					}
+				}
+				if diff := diffMaps(got, m.result()); diff != "" {
+					t.Fatalf("input %d: joined table differs from the model:\n%s", i, diff)
+				}
+				fold(t, gotGroups, perProduct)
+				for g, n := range gotGroups {
+					if n == "0" {
+						delete(gotGroups, g)
+					}
+				}
+				if diff := diffMaps(gotGroups, m.groups()); diff != "" {
+					t.Fatalf("input %d: rows per product differ from the model:\n%s", i, diff)
+				}
+			}
+			if len(got) == 0 {
+				t.Fatal("the join never had a row: the test exercises nothing")
+			}
+		})
+	}
+}
+
+// The internal topics and stores are named after the operator; the
+// subscription topic is co-partitioned with products and the response
+// topic with lines, and the driver (as the service) sizes them so: New
+// checks co-partitioning and would fail with 2 and 3 partitions otherwise.
+func TestForeignKeyJoinInternalTopicsAndStores(t *testing.T) {
+	b := topology.NewBuilder("shop")
+	lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
+	products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
+	lines.JoinOnForeignKey(products, fkOfLine, func(_ string, l, p string) string { return l + p }, topology.Named("priced")).
+		ToStream().To("joined")
+	topo, err := b.Build()
+	must(t, err)
+	var topics []string
+	for _, r := range topo.RepartitionTopics() {
+		if !r.SizedByReader || r.Partitions != 0 {
+			t.Errorf("%s: SizedByReader=%v Partitions=%d, want sized by its reader", r.Name, r.SizedByReader, r.Partitions)
+		}
+		topics = append(topics, r.Name)
+	}
+	if want := "shop-priced-subscription-repartition,shop-priced-response-repartition"; strings.Join(topics, ",") != want {
+		t.Errorf("repartition topics %v, want %s", topics, want)
+	}
+	var logs []string
+	for _, c := range topo.ChangelogTopics() {
+		logs = append(logs, c.Name)
+	}
+	if want := "shop-lines-changelog,shop-products-changelog,shop-priced-subscription-store-changelog,shop-priced-changelog"; strings.Join(logs, ",") != want {
+		t.Errorf("changelogs %v, want %s", logs, want)
+	}
+	groups := fmt.Sprint(topo.CopartitionGroups())
+	for _, want := range []string{"products shop-priced-subscription-repartition", "lines shop-priced-response-repartition"} {
+		if !strings.Contains(groups, want) {
+			t.Errorf("co-partition groups %s, want one of %s", groups, want)
+		}
+	}
+	if subs := topo.SubTopologies(); len(subs) != 2 {
+		t.Errorf("%d sub-topologies, want 2 (lines with the responses, products with the subscriptions)", len(subs))
+	}
+	for _, parts := range [][2]int32{{2, 3}, {3, 2}, {1, 4}} {
+		d, err := tidemarktest.New(topo, tidemarktest.WithPartitions("lines", parts[0]), tidemarktest.WithPartitions("products", parts[1]))
+		must(t, err)
+		if got := len(d.Tasks()); got != int(parts[0]+parts[1]) {
+			t.Errorf("lines %d, products %d partitions: %d tasks, want %d", parts[0], parts[1], got, parts[0]+parts[1])
+		}
+		must(t, d.Close())
+	}
+}
