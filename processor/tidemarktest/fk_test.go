@@ -13,6 +13,9 @@ import (
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -223,6 +226,22 @@ func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
 			if len(got) == 0 {
 				t.Fatal("the join never had a row: the test exercises nothing")
 			}
+			// A line subscribes to its product only: moving to another
+			// product or losing it unsubscribes.
+			subs, want := 0, 0
+			for p := range int32(3) {
+				st, err := d.Store("priced-subscription-store", p)
+				must(t, err)
+				must(t, st.(store.KeyValue).Range(nil, nil, func(_, _ []byte) bool { subs++; return true }))
+			}
+			for k, v := range m.lines {
+				if _, ok := fkOfLine(k, v); ok {
+					want++
+				}
+			}
+			if subs != want {
+				t.Fatalf("%d subscriptions stored, want %d (one per line with a product)", subs, want)
+			}
 		})
 	}
 }
@@ -272,5 +291,194 @@ func TestForeignKeyJoinInternalTopicsAndStores(t *testing.T) {
 			t.Errorf("lines %d, products %d partitions: %d tasks, want %d", parts[0], parts[1], got, parts[0]+parts[1])
 		}
 		must(t, d.Close())
+	}
+}
+
+// network runs the tasks of a topology with every internal topic
+// partition a queue delivered at random moments, as the service's
+// sub-topologies run concurrently: responses overtake each other across
+// partitions, a left row changes while its subscription travels. The test
+// driver, by contrast, settles each input before the next.
+type network struct {
+	t      *testing.T
+	topo   *topology.Topology
+	parts  map[string]int32
+	tasks  map[topology.TaskID]*task.Task
+	queues map[string][]topology.InputRecord // "topic/partition" -> FIFO
+	keys   []string                          // queues in creation order, for determinism
+	out    map[string][]topology.InputRecord // sink topic -> records in order
+	offs   map[string]int64
+}
+
+func newNetwork(t *testing.T, topo *topology.Topology, parts map[string]int32) *network {
+	n := &network{t: t, topo: topo, parts: parts, tasks: map[topology.TaskID]*task.Task{},
+		queues: map[string][]topology.InputRecord{}, out: map[string][]topology.InputRecord{}, offs: map[string]int64{}}
+	provider := memstore.NewProvider()
+	for _, st := range topo.SubTopologies() {
+		var np int32
+		for _, topic := range st.SourceTopics {
+			np = max(np, parts[topic])
+		}
+		for p := range np {
+			tk, err := task.New(task.Params{Topology: topo, SubTopology: st.ID, Partition: p, Stores: provider,
+				Output:         task.CollectorFunc(n.collect),
+				PartitionCount: func(topic string) (int32, error) { return parts[topic], nil }})
+			must(t, err)
+			n.tasks[topology.TaskID{SubTopology: st.ID, Partition: p}] = tk
+			t.Cleanup(func() { _ = tk.Close() })
+		}
+	}
+	return n
+}
+
+func (n *network) collect(_ topology.TaskID, rec *topology.OutputRecord) error {
+	np, ok := n.parts[rec.Topic]
+	if !ok {
+		return fmt.Errorf("no partition count for %q", rec.Topic)
+	}
+	p := rec.Partition
+	if p < 0 {
+		p = task.DefaultPartition(rec.Key, np)
+	}
+	in := topology.InputRecord{Topic: rec.Topic, Partition: p, Key: slices.Clone(rec.Key), Value: slices.Clone(rec.Value), Timestamp: rec.Timestamp}
+	if rec.Value != nil && in.Value == nil {
+		in.Value = []byte{}
+	}
+	if !n.topo.IsRepartitionTopic(rec.Topic) {
+		n.out[rec.Topic] = append(n.out[rec.Topic], in)
+		return nil
+	}
+	q := fmt.Sprintf("%s/%d", rec.Topic, p)
+	if _, ok := n.queues[q]; !ok {
+		n.keys = append(n.keys, q)
+	}
+	n.queues[q] = append(n.queues[q], in)
+	return nil
+}
+
+func (n *network) deliver(rec topology.InputRecord) {
+	n.t.Helper()
+	sub, ok := n.topo.SubTopologyOf(rec.Topic)
+	if !ok {
+		n.t.Fatalf("no sub-topology reads %q", rec.Topic)
+	}
+	q := fmt.Sprintf("%s/%d", rec.Topic, rec.Partition)
+	rec.Offset = n.offs[q]
+	n.offs[q]++
+	must(n.t, n.tasks[topology.TaskID{SubTopology: sub, Partition: rec.Partition}].Process(&rec))
+}
+
+func (n *network) pipe(topic, key string, value *string, ts int64) {
+	rec := topology.InputRecord{Topic: topic, Key: []byte(key), Timestamp: ts,
+		Partition: task.DefaultPartition([]byte(key), n.parts[topic])}
+	if value != nil {
+		rec.Value = []byte(*value)
+	}
+	n.deliver(rec)
+}
+
+// step delivers the head of a random non-empty queue; false when all are
+// empty.
+func (n *network) step(rng *rand.Rand) bool {
+	var ready []string
+	for _, q := range n.keys {
+		if len(n.queues[q]) > 0 {
+			ready = append(ready, q)
+		}
+	}
+	if len(ready) == 0 {
+		return false
+	}
+	q := ready[rng.IntN(len(ready))]
+	rec := n.queues[q][0]
+	n.queues[q] = n.queues[q][1:]
+	n.deliver(rec)
+	return true
+}
+
+// latest folds a sink topic into its table.
+func (n *network) latest(topic string) map[string]string {
+	m := map[string]string{}
+	for _, r := range n.out[topic] {
+		if r.Value == nil {
+			delete(m, string(r.Key))
+		} else {
+			m[string(r.Key)] = string(r.Value)
+		}
+	}
+	return m
+}
+
+// With the internal topics delivered in random interleavings, responses
+// made for a left value the row no longer has (stale) arrive after fresh
+// ones; the join must drop them: whenever everything in flight has been
+// delivered, the result equals the model's join of the current rows.
+func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
+	for _, left := range []bool{false, true} {
+		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(fkSeed(t), 11))
+			b := topology.NewBuilder("shop")
+			lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
+			products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
+			if left {
+				lines.LeftJoinOnForeignKey(products, fkOfLine,
+					func(_ string, l, p string, found bool) string { return fkJoinValue(l, p, found) }, topology.Named("priced")).
+					ToStream().To("joined")
+			} else {
+				lines.JoinOnForeignKey(products, fkOfLine,
+					func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced")).
+					ToStream().To("joined")
+			}
+			topo, err := b.Build()
+			must(t, err)
+			n := newNetwork(t, topo, map[string]int32{"lines": 2, "products": 3, "joined": 2,
+				"shop-priced-subscription-repartition": 3, "shop-priced-response-repartition": 2})
+			m := &fkModel{left: left, lines: map[string]string{}, lineTS: map[string]int64{},
+				products: map[string]string{}, productTS: map[string]int64{}}
+			ts, settles, rows := int64(0), 0, 0
+			for i := range 3000 {
+				if rng.IntN(3) > 0 && n.step(rng) {
+					continue
+				}
+				ts += rng.Int64N(100)
+				switch r := rng.IntN(10); {
+				case r < 6:
+					k := fmt.Sprintf("line-%d", rng.IntN(8))
+					fk := ""
+					if rng.IntN(6) > 0 {
+						fk = fmt.Sprintf("p%d", rng.IntN(5))
+					}
+					v := fmt.Sprintf("fk=%s;q=%d", fk, rng.IntN(3))
+					n.pipe("lines", k, &v, ts)
+					m.lines[k] = v
+				case r < 7:
+					k := fmt.Sprintf("line-%d", rng.IntN(8))
+					n.pipe("lines", k, nil, ts)
+					delete(m.lines, k)
+				case r < 9:
+					k := fmt.Sprintf("p%d", rng.IntN(5))
+					v := fmt.Sprintf("price=%d", rng.IntN(100))
+					n.pipe("products", k, &v, ts)
+					m.products[k] = v
+				default:
+					k := fmt.Sprintf("p%d", rng.IntN(5))
+					n.pipe("products", k, nil, ts)
+					delete(m.products, k)
+				}
+				if rng.IntN(40) == 0 || i == 2999 {
+					for n.step(rng) {
+					}
+					settles++
+					got := n.latest("joined")
+					rows += len(got)
+					if diff := diffMaps(got, m.result()); diff != "" {
+						t.Fatalf("settled after input %d: joined table differs from the model:\n%s", i, diff)
+					}
+				}
+			}
+			if settles < 10 || rows == 0 {
+				t.Fatalf("%d settle points with %d rows in all: the test exercises too little", settles, rows)
+			}
+		})
 	}
 }
