@@ -341,7 +341,12 @@ func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), left bool, vs serde.Serde[
 				return errorf(env.node, "encode value to hash: %w", err)
 			}
 			// An inner join's row that had no foreign key before had no
-			// result: only a found right row changes anything.
+			// result: only a found right row changes anything. A row that
+			// had one always gets an answer, also when its foreign key did
+			// not change (where Kafka Streams answers only a found row): a
+			// delete of the right row may be answered, with the old value's
+			// hash, while this change travels; that answer is stale when it
+			// arrives, so only this one can delete the old result.
 			instr := fkSubscribe
 			if !left && !ook {
 				instr = fkSubscribeIfFound

@@ -436,7 +436,7 @@ func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 			m := &fkModel{left: left, lines: map[string]string{}, lineTS: map[string]int64{},
 				products: map[string]string{}, productTS: map[string]int64{}}
 			ts, settles, rows := int64(0), 0, 0
-			for i := range 3000 {
+			for i := range 20000 {
 				if rng.IntN(3) > 0 && n.step(rng) {
 					continue
 				}
@@ -465,7 +465,7 @@ func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 					n.pipe("products", k, nil, ts)
 					delete(m.products, k)
 				}
-				if rng.IntN(40) == 0 || i == 2999 {
+				if rng.IntN(40) == 0 || i == 19999 {
 					for n.step(rng) {
 					}
 					settles++
