@@ -482,3 +482,56 @@ func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 		})
 	}
 }
+
+func pipeDelete[K, V any](tr *transcript, in *tidemarktest.InputTopic[K, V], topic string, k K, ts int64) {
+	tr.t.Helper()
+	fmt.Fprintf(&tr.b, "> %s %v = <tombstone> @%d\n", topic, k, ts)
+	must(tr.t, in.PipeTombstone(k, ts))
+	tr.flush()
+}
+
+// The foreign-key join's semantics, readable: which changes on either side
+// update, delete or leave alone which result rows, and their timestamps.
+func TestGoldenForeignKeyJoin(t *testing.T) {
+	for _, left := range []bool{false, true} {
+		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
+			b := topology.NewBuilder("shop")
+			lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
+			products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
+			if left {
+				lines.LeftJoinOnForeignKey(products, fkOfLine,
+					func(_ string, l, p string, found bool) string { return fkJoinValue(l, p, found) }, topology.Named("priced")).
+					ToStream().To("joined")
+			} else {
+				lines.JoinOnForeignKey(products, fkOfLine,
+					func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced")).
+					ToStream().To("joined")
+			}
+			tr := goldenRun(t, b, "joined", serde.String(), serde.String())
+			ls := tidemarktest.Input(tr.d, "lines", serde.String(), serde.String())
+			ps := tidemarktest.Input(tr.d, "products", serde.String(), serde.String())
+			tr.note("a joined row is timestamped with the later of the two rows")
+			pipe(tr, ps, "products", "p1", "price=10", 1000)
+			pipe(tr, ls, "lines", "l1", "fk=p1;q=2", 2000)
+			tr.note("a line whose product is missing: no row (inner), an unjoined row (left)")
+			pipe(tr, ls, "lines", "l2", "fk=p9;q=1", 3000)
+			pipe(tr, ps, "products", "p9", "price=99", 4000)
+			tr.note("a product change updates the lines referring to it, also out of order")
+			pipe(tr, ps, "products", "p1", "price=12", 1500)
+			tr.note("a line moving to another product unsubscribes from the old one")
+			pipe(tr, ls, "lines", "l1", "fk=p9;q=2", 5000)
+			pipeDelete(tr, ps, "products", "p1", 6000)
+			pipe(tr, ps, "products", "p9", "price=98", 6500)
+			tr.note("a line losing its product: deleted (inner), unjoined (left)")
+			pipe(tr, ls, "lines", "l2", "fk=;q=1", 7000)
+			tr.note("deleting a line that has no row sends nothing")
+			pipeDelete(tr, ls, "lines", "l3", 7500)
+			tr.note("deleting a product deletes (inner) or unjoins (left) the rows referring to it")
+			pipeDelete(tr, ps, "products", "p9", 8000)
+			tr.note("deleting a line deletes its row, if it has one")
+			pipeDelete(tr, ls, "lines", "l1", 9000)
+			pipeDelete(tr, ls, "lines", "l2", 9500)
+			tr.check()
+		})
+	}
+}
