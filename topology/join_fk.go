@@ -212,14 +212,17 @@ func joinOnForeignKey[K, V, KO, VO, VR any](t Table[K, V], o Table[KO, VO], fk f
 
 	send := b.addNode(KindProcessor, op+"-SUBSCRIBE", []*node{t.n}, sideCfg(cfg, "-subscribe"), nil)
 	b.checkSame(send, o.b)
-	for what, missing := range map[string]bool{
-		"key serde of the left table":    t.ks == nil,
-		"value serde of the left table":  t.vs == nil,
-		"key serde of the right table":   o.ks == nil,
-		"value serde of the right table": o.vs == nil,
+	for _, s := range []struct {
+		what    string
+		missing bool
+	}{
+		{"key serde of the left table", t.ks == nil},
+		{"value serde of the left table", t.vs == nil},
+		{"key serde of the right table", o.ks == nil},
+		{"value serde of the right table", o.vs == nil},
 	} {
-		if missing {
-			b.fail(errorf(send.name, "%w: %s (set it with WithSerdes)", ErrMissingSerde, what))
+		if s.missing {
+			b.fail(errorf(send.name, "%w: %s (set it with WithSerdes)", ErrMissingSerde, s.what))
 		}
 	}
 	send.impl = fkSendOp(fkOf, left, t.vs, o.ks)
