@@ -21,34 +21,39 @@ import (
 //
 // The result is keyed like t: it has a row for each key of t whose row has
 // a foreign key (ok=true) that is a key of other, joiner(key, value,
-// otherValue), timestamped with the later of the two rows' timestamps (as
-// Kafka Streams does). Changes on either side update it: a changed right
-// row updates every left row that refers to it; a deleted right row, a
-// deleted left row, a left row whose foreign key changes to a missing right
-// row or whose fk returns ok=false, all delete the result row (a tombstone
-// downstream, and only when the row existed). A foreign key fk maps to a
-// nil pointer, interface, slice or map counts as no foreign key.
+// otherValue). Changes on either side update it: a changed right row
+// updates every left row that refers to it; a deleted right row, a deleted
+// left row, a left row whose foreign key changes to a missing right row or
+// whose fk returns ok=false, all delete the result row (a tombstone
+// downstream, sent only when the row existed, where Kafka Streams may send
+// tombstones for rows that never joined). A foreign key fk maps to a nil
+// pointer, interface, slice or map counts as no foreign key. A joined row
+// is timestamped with the later of the two rows' timestamps, as in Kafka
+// Streams; a delete, and a left join's unjoined row, with the timestamp of
+// the change that caused it.
 //
 // t and other need not be co-partitioned, nor have the same partition
 // count: t's rows travel to other's partitions and back through two
-// internal topics, named after the operator (Named):
+// internal topics, named after the operator (Named; generated names
+// otherwise, refused by RequireNamedState):
 //
 //	<app>-<name>-subscription-repartition  keyed by foreign key, other's partition count
 //	<app>-<name>-response-repartition      keyed by t's key, t's partition count
 //
+// The runtime creates them with those counts (InternalTopic.SizedByReader).
 // A left row subscribes to its foreign key; other's tasks keep the
 // subscriptions in the store "<name>-subscription-store", keyed (foreign
 // key, key), and answer each subscription, and each change of a subscribed
 // right row, with a response carrying the right row. A row whose foreign
-// key changes unsubscribes from the old one. Each subscription and
-// response carries a 128-bit hash of the encoded left value it was made
-// for; a response whose hash is not the hash of the left row's current
-// value is stale (the row changed or went while it travelled) and is
-// dropped, so a result never joins a left value with the right row of a
-// foreign key the left value no longer has. The result settles once both
+// key changes or goes unsubscribes from the old one. Each subscription and
+// response carries a 128-bit hash (FNV-1a) of the encoded left value it
+// was made for; a response whose hash is not the hash of the left row's
+// current value is stale (the row changed or went while it travelled) and
+// is dropped, silently, so a result never joins a left value with the
+// right row of a foreign key it no longer has. The result settles once both
 // topics are drained: then it equals the join of the two tables' current
-// rows. Responses answer subscriptions in order per foreign key, so the
-// last response for a left value carries the right row's latest value.
+// rows. Left deletes and rows without a foreign key need no right row:
+// their result is decided at once, without a round trip.
 //
 // The result is materialized in the store "<name>" (logged to
 // "<app>-<name>-changelog" like other operator stores), which keeps the
@@ -56,13 +61,16 @@ import (
 // needed, joiner is called on read and for the old value of each update,
 // so it must be deterministic, as for the other table joins. StoreName is
 // "" since the store does not hold VR values. Updates carry old values, so
-// the result can be grouped and aggregated (Table.GroupBy).
+// the result can be grouped and aggregated (Table.GroupBy). The cost: the
+// left value is stored twice (t's store and the result's), and a change
+// of a right row sends one response per left row referring to it.
 //
 // t needs key and value serdes (the value's encoding is hashed and
-// stored), other key and value serdes. All four stores of the join (t's,
-// other's, the subscriptions, the result) are logged, and the internal
-// topics are written in the tasks' transactions, so exactly-once holds
-// across the round trip.
+// stored; it must be deterministic), other key and value serdes. The
+// join's own stores are logged and its internal topics are written in the
+// tasks' transactions, so with exactly-once processing a restart (on a
+// fresh state directory too) neither loses nor repeats a subscription or
+// a response.
 func (t Table[K, V]) JoinOnForeignKey[KO, VO, VR any](other Table[KO, VO], fk func(key K, value V) (KO, bool), joiner func(key K, value V, other VO) VR, opts ...Option) Table[K, VR] {
 	return joinOnForeignKey(t, other, fk, false, func(k K, v V, o VO, _ bool) VR { return joiner(k, v, o) }, opts)
 }
@@ -82,11 +90,12 @@ type fkInstr byte
 
 const (
 	// fkUnsubscribe deletes the subscription and answers nothing: the
-	// left row moved to another foreign key (DELETE_KEY_NO_PROPAGATE).
+	// left row moved to another foreign key, lost it or was deleted
+	// (DELETE_KEY_NO_PROPAGATE).
 	fkUnsubscribe fkInstr = iota + 1
 	// fkSubscribeIfFound stores the subscription and answers only when the
-	// right row exists: an inner join's row that had no result before
-	// (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE).
+	// right row exists: an inner join's row that is new or had no
+	// foreign key, so had no result (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE).
 	fkSubscribeIfFound
 	// fkSubscribe stores the subscription and always answers, with "not
 	// found" when the right row is missing, so that a previous result is
@@ -101,7 +110,7 @@ func fkHashOf(encoded []byte) fkHash {
 	h := fnv.New128a()
 	h.Write(encoded)
 	var out fkHash
-	h.Sum(out[:0])
+	copy(out[:], h.Sum(nil))
 	return out
 }
 
