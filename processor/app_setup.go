@@ -229,6 +229,9 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 	for _, r := range t.RepartitionTopics() {
 		repart[r.Name] = r
 	}
+	// A topic sized by its reader takes the count of the reader's other
+	// inputs (its writer must not size it).
+	byReader := func(r topology.InternalTopic) bool { return r.SizedByReader && r.Partitions == 0 }
 	// Fixed point: a sub-topology is sized once all its inputs are; when
 	// no sub-topology can be (a cycle through repartition topics, e.g. a
 	// sub-topology that reads a repartition topic it also writes), the
@@ -236,6 +239,9 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 	size := func(i int, lenient bool) bool {
 		var n int32
 		for _, src := range subs[i].SourceTopics {
+			if byReader(repart[src]) {
+				continue // sized below, from the others
+			}
 			p, ok := l.partitions[src]
 			if !ok {
 				if r, isRep := repart[src]; isRep && r.Partitions > 0 {
@@ -252,8 +258,13 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 			return false
 		}
 		l.tasks[i] = n
+		for _, src := range subs[i].SourceTopics {
+			if _, set := l.partitions[src]; !set && byReader(repart[src]) {
+				l.partitions[src] = n
+			}
+		}
 		for _, sink := range subs[i].SinkTopics {
-			if _, isRep := repart[sink]; isRep {
+			if r, isRep := repart[sink]; isRep && !byReader(r) {
 				if _, set := l.partitions[sink]; !set {
 					l.partitions[sink] = n
 				}

@@ -165,6 +165,11 @@ type InternalTopic struct {
 	Partitions int32
 	// Config holds topic configs (cleanup.policy, retention.ms).
 	Config map[string]string
+	// SizedByReader topics (without a fixed count) take the partition count
+	// of the other inputs of the sub-topology that reads them, with which
+	// they are co-partitioned, instead of the count of the sub-topology that
+	// writes them: a foreign-key join's subscription and response topics.
+	SizedByReader bool
 }
 
 // CopartitionGroup lists topics whose partition p must be processed by the

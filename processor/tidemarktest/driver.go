@@ -98,13 +98,26 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 	// Repartition topics without a fixed count get their writer's input
 	// count, as the service will create them. Writers come before readers
 	// in sub-topology order, so one pass suffices for chains.
+	// Topics sized by their reader take the count of the reader's other
+	// inputs instead.
+	byReader := map[string]bool{}
+	for _, r := range topo.RepartitionTopics() {
+		byReader[r.Name] = r.SizedByReader
+	}
 	for _, st := range topo.SubTopologies() {
 		var n int32
 		for _, topic := range st.SourceTopics {
-			n = max(n, d.partitionCount(topic))
+			if !byReader[topic] {
+				n = max(n, d.partitionCount(topic))
+			}
+		}
+		for _, topic := range st.SourceTopics {
+			if _, set := cfg.partitions[topic]; !set && byReader[topic] {
+				cfg.partitions[topic] = n
+			}
 		}
 		for _, topic := range st.SinkTopics {
-			if _, set := cfg.partitions[topic]; !set && topo.IsRepartitionTopic(topic) {
+			if _, set := cfg.partitions[topic]; !set && topo.IsRepartitionTopic(topic) && !byReader[topic] {
 				cfg.partitions[topic] = n
 			}
 		}
