@@ -66,7 +66,7 @@ type App struct {
 	httpAddr atomic.Value  // string: the bound address
 	ui       uiState       // the web view's samples (app_ui.go)
 
-	global        *globalStores // set by Run before any task (app_global.go)
+	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
 	globalMetrics *globalMetrics
 }
 
@@ -131,8 +131,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.global = global
-	defer a.global.close()
+	a.global.Store(global)
+	defer global.close()
 	stopFrontier, err := a.startFrontier(ctx)
 	if err != nil {
 		return err
@@ -163,8 +163,8 @@ func (a *App) Run(ctx context.Context) error {
 		a.purge.run(gctx, a.adm)
 		return nil
 	})
-	if a.global != nil {
-		g.Go(func() error { return a.global.keep(gctx) })
+	if global != nil {
+		g.Go(func() error { return global.keep(gctx) })
 	}
 	g.Go(func() error {
 		defer func() {

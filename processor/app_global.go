@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,11 @@ type globalStores struct {
 	cl      *kgo.Client
 	m       *globalMetrics
 	backoff retry.Backoff // after transient fetch errors
+
+	// mu keeps interactive queries (app_global_query.go) off stores
+	// that close under them.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // globalStore is one global store and where it stands in its topic.
@@ -329,6 +335,10 @@ func (g *globalStores) close() {
 	if g == nil {
 		return
 	}
+	g.a.global.CompareAndSwap(g, nil)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
 	if g.cl != nil {
 		g.cl.Close()
 	}

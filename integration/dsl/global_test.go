@@ -2,8 +2,11 @@ package dsl_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -175,8 +178,8 @@ func TestGlobalTableAcrossRestart(t *testing.T) {
 			}
 		}
 	}
-	run := func(dir string, log restoreLog) (stop func()) {
-		return startApp(t, build(), dir, processor.WithLogger(slog.New(log)))
+	run := func(dir string, log restoreLog, opts ...processor.Option) (stop func()) {
+		return startApp(t, build(), dir, append(opts, processor.WithLogger(slog.New(log)))...)
 	}
 
 	// Run 1: everything is in the topics before the app starts.
@@ -204,13 +207,74 @@ func TestGlobalTableAcrossRestart(t *testing.T) {
 
 	// Run 3: the same dir reads only the tail.
 	tail := updateGlobal(15)
-	stop = run(dir, log)
+	httpAddr := freeAddr(t)
+	stop = run(dir, log, processor.WithHTTP(httpAddr))
 	if got := log.nth(t, 3); got != int64(tail) {
 		t.Errorf("run 3 (same dir) restored %d global records, want the %d of the tail", got, tail)
 	}
 	feedOrders(40)
 	check("run 3")
+
+	// While it runs, the global goroutine keeps the store current: an
+	// update shows in an interactive query of the global store (any
+	// instance answers for every key), then in the joins.
+	produce(t, merchantsTopic, 3, record{key: "m3", value: "live", ts: 5000})
+	model["m3"] = "live"
+	globalRecords++
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, found := queryGlobal(t, httpAddr, "merchants", "m3")
+		if found && v == "live" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the global store did not follow its topic: GET m3 = %q (found %v) after 20s", v, found)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	feedOrders(30)
+	check("run 3, after a live update")
 	stop()
+}
+
+// freeAddr is a free 127.0.0.1 port for an app's HTTP server.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// queryGlobal reads key from the global store through the app's /stores
+// endpoint.
+func queryGlobal(t *testing.T, addr, storeName, key string) (string, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/stores/" + storeName + "/keys/" + key)
+	if err != nil {
+		return "", false // not serving yet
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Value, Encoding, Error string
+		Timestamp              *int64
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if body.Encoding != "utf8" || body.Timestamp == nil {
+			t.Fatalf("GET %s: %+v: want a utf8 value with its timestamp", key, body)
+		}
+		return body.Value, true
+	case http.StatusNotFound:
+		return "", false
+	}
+	t.Fatalf("GET %s: %d %s", key, resp.StatusCode, body.Error)
+	return "", false
 }
 
 func firstDiff(got, want []string) string {
