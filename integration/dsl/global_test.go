@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -235,6 +237,21 @@ func TestGlobalTableAcrossRestart(t *testing.T) {
 	feedOrders(30)
 	check("run 3, after a live update")
 	stop()
+
+	// Run 4: damaged local state of the global store (its Badger
+	// MANIFEST overwritten) is moved aside and the store reloaded whole.
+	updateGlobal(5)
+	manifest := filepath.Join(dir, "global", "merchants", "MANIFEST")
+	if err := os.WriteFile(manifest, []byte("not a manifest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop = run(dir, log)
+	if got := log.nth(t, 4); got != int64(globalRecords) {
+		t.Errorf("run 4 (damaged global state) restored %d global records, want all %d", got, globalRecords)
+	}
+	feedOrders(20)
+	check("run 4")
+	stop()
 }
 
 // freeAddr is a free 127.0.0.1 port for an app's HTTP server.
@@ -330,6 +347,26 @@ func TestGlobalTableRestoredBeforeFirstRecord(t *testing.T) {
 		}
 	}
 	produce(t, globalTopic, 3, recs...)
+	// Transactions on the global topic: an aborted one whose values must
+	// never show, then a committed one, so that every partition ends with
+	// a commit marker the restore must read past to finish.
+	for _, commit := range []bool{false, true} {
+		var txnRecs []*kgo.Record
+		for k := range keys {
+			key := fmt.Sprintf("tenant%d", k)
+			if commit && k%5 != 0 {
+				continue
+			}
+			value := "aborted"
+			if commit {
+				value = key + "-committed"
+				model[key] = value
+			}
+			txnRecs = append(txnRecs, &kgo.Record{Topic: globalTopic, Key: []byte(key), Value: []byte(value),
+				Partition: processor.DefaultPartition([]byte(key), 3)})
+		}
+		produceTxn(t, commit, txnRecs...)
+	}
 	var want []string
 	var orders []record
 	for i := range 60 {
@@ -353,12 +390,29 @@ func TestGlobalTableRestoredBeforeFirstRecord(t *testing.T) {
 	if !slices.Equal(vals, want) {
 		t.Fatalf("%d outputs, model %d; first difference: %s", len(vals), len(want), firstDiff(vals, want))
 	}
-	if n := log.nth(t, 1); n != keys*versions {
-		t.Errorf("restored %d global records, want %d", n, keys*versions)
+	if n := log.nth(t, 1); n != keys*versions+keys/5 {
+		t.Errorf("restored %d global records, want %d (the aborted ones are not read)", n, keys*versions+keys/5)
 	}
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	if ev := *log.events; len(ev) == 0 || ev[0] != "global restored" {
 		t.Errorf("log order %v: the global restore must come before every task", ev)
+	}
+}
+
+// produceTxn writes recs in one transaction and commits or aborts it.
+func produceTxn(t *testing.T, commit bool, recs ...*kgo.Record) {
+	t.Helper()
+	cl := kafkatest.Client(t, kgo.TransactionalID(kafkatest.UniqueName(t, "txn")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce in a transaction: %v", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("end transaction (commit %v): %v", commit, err)
 	}
 }
