@@ -260,3 +260,21 @@ func (d Description) describeGlobals() string {
 	}
 	return s
 }
+
+// dotGlobals renders the global stores for DOT: each outside every
+// sub-topology, fed by its topic (a bold edge: the topic is its
+// changelog) and joined to the operators that read it by dashed edges.
+func (d Description) dotGlobals() string {
+	var b strings.Builder
+	for _, g := range d.GlobalStores {
+		fmt.Fprintf(&b, "\t%s [shape=box, style=\"rounded,filled\", fillcolor=\"#dbeafe\", label=%s];\n",
+			dotID("topic", g.Topic), dotLabel(g.Topic, "(global topic)"))
+		fmt.Fprintf(&b, "\t%s [shape=cylinder, style=filled, fillcolor=\"#fef3c7\", label=%s];\n",
+			dotID("store", g.Name), dotLabel(g.Name, "(global key-value store)"))
+		fmt.Fprintf(&b, "\t%s -> %s [style=bold];\n", dotID("topic", g.Topic), dotID("store", g.Name))
+		for _, n := range g.ReadBy {
+			fmt.Fprintf(&b, "\t%s -> %s [dir=none, style=dashed];\n", dotID("node", n), dotID("store", g.Name))
+		}
+	}
+	return b.String()
+}

@@ -174,6 +174,16 @@ func TestGlobalTableDescribe(t *testing.T) {
 	if s := topo.String(); !strings.Contains(s, want) {
 		t.Fatalf("Describe:\n%s\nwant it to contain:\n%s", s, want)
 	}
+	dot := topo.Describe().DOT()
+	for _, line := range []string{
+		`"topic:merchants" -> "store:merchants" [style=bold];`,
+		`"node:enrich" -> "store:merchants" [dir=none, style=dashed];`,
+		`"node:enrich-left" -> "store:merchants" [dir=none, style=dashed];`,
+	} {
+		if !strings.Contains(dot, line) {
+			t.Errorf("DOT lacks %s:\n%s", line, dot)
+		}
+	}
 	if got := topo.SourceTopics(); strings.Join(got, ",") != "orders" {
 		t.Errorf("SourceTopics %v: the global topic must not be consumed by tasks", got)
 	}
