@@ -21,11 +21,25 @@ import (
 // The global stores of an instance (topology.GlobalTable), Kafka Streams'
 // global state: every instance reads every partition of each global topic
 // into its own copy, a changelog.GlobalStore under <StateDir>/global/<store>,
-// with a consumer of its own (no group, read_committed). Run restores them
-// before the loop starts any task (restore), then runs keep in its
-// errgroup: it reads on as long as the App runs, so the stores follow
-// their topics while tasks read them concurrently. The group consumer
-// never subscribes a global topic (it is not among SourceTopics).
+// with a consumer of its own (no group, read_committed, so aborted writes
+// never reach the store). The group consumer never subscribes a global
+// topic: it is not among the topology's SourceTopics.
+//
+// Lifecycle, all in Run: startGlobal opens the stores and restores them
+// up to the topics' last stable offsets before the loop creates any task;
+// keep then runs in Run's errgroup, reading on for as long as the App
+// runs, so the stores follow their topics while tasks read them
+// concurrently (every read and every Apply is a Badger transaction);
+// when Run's context ends keep returns, and after every task is closed
+// Run closes the consumer and the stores. An error keep cannot retry (a
+// failed Badger write, a fetch error that is not transient) ends Run, as
+// a dead global thread stops a Kafka Streams instance.
+//
+// The global stores are outside the tasks' transactions, as in Kafka
+// Streams: a task commits its input offsets and outputs, not the global
+// value it joined with. Exactly-once holds for what tasks write; a task
+// that reprocesses records after an abort or a crash looks them up again
+// in the store as it is then.
 
 // globalStores is the App's global state; nil when the topology has none.
 type globalStores struct {
@@ -182,6 +196,13 @@ func (g *globalStores) restore(ctx context.Context) error {
 		// are a transaction's ends at the offset after its marker.
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(250*time.Millisecond),
+		// One poll is one Apply (one Badger transaction per store, split
+		// only when too big): bound it as the changelog restore does.
+		kgo.FetchMaxPartitionBytes(2<<20),
+		kgo.FetchMaxBytes(4<<20),
+		// A position that falls below the log start while running
+		// (retention) reads on from the start; restore checks positions
+		// against the offsets before it opens the consumer.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)...)
 	if err != nil {
