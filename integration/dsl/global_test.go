@@ -94,7 +94,10 @@ func (h restoreLog) nth(t *testing.T, n int) int64 {
 // the left join.
 func TestGlobalTableAcrossRestart(t *testing.T) {
 	rng := seeded(t)
-	merchantsTopic := kafkatest.NewTopic(t, 3, map[string]string{"cleanup.policy": "compact"})
+	// Global topics are compacted in production; these are not, so that
+	// the counts of records each start reads are exact (the broker's
+	// cleaner may compact a topic within seconds of its writes).
+	merchantsTopic := kafkatest.NewTopic(t, 3, nil)
 	ordersTopic := kafkatest.NewTopic(t, 2, nil)
 	joinedTopic := kafkatest.NewTopic(t, 2, nil)
 	leftTopic := kafkatest.NewTopic(t, 2, nil)
@@ -316,8 +319,19 @@ func firstDiff(got, want []string) string {
 // version (the global store is complete before a task exists), and the
 // app's log shows the global restore before any task's first state.
 func TestGlobalTableRestoredBeforeFirstRecord(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testGlobalRestoredFirst(t, false) })
+	// A compacted topic may lose its old versions before the app reads
+	// it: the outputs must be the same, only fewer records are read.
+	t.Run("compacted", func(t *testing.T) { testGlobalRestoredFirst(t, true) })
+}
+
+func testGlobalRestoredFirst(t *testing.T, compacted bool) {
 	rng := seeded(t)
-	globalTopic := kafkatest.NewTopic(t, 3, map[string]string{"cleanup.policy": "compact"})
+	var conf map[string]string
+	if compacted {
+		conf = map[string]string{"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+	}
+	globalTopic := kafkatest.NewTopic(t, 3, conf)
 	ordersTopic := kafkatest.NewTopic(t, 2, nil)
 	outTopic := kafkatest.NewTopic(t, 2, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
@@ -390,7 +404,7 @@ func TestGlobalTableRestoredBeforeFirstRecord(t *testing.T) {
 	if !slices.Equal(vals, want) {
 		t.Fatalf("%d outputs, model %d; first difference: %s", len(vals), len(want), firstDiff(vals, want))
 	}
-	if n := log.nth(t, 1); n != keys*versions+keys/5 {
+	if n := log.nth(t, 1); !compacted && n != keys*versions+keys/5 {
 		t.Errorf("restored %d global records, want %d (the aborted ones are not read)", n, keys*versions+keys/5)
 	}
 	log.mu.Lock()
