@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -239,6 +240,16 @@ func TestGlobalTableAcrossRestart(t *testing.T) {
 	}
 	feedOrders(30)
 	check("run 3, after a live update")
+	metrics := httpGet(t, "http://"+httpAddr+"/metrics")
+	for _, want := range []string{
+		fmt.Sprintf("tidemark_global_restore_records_total{app=%q} %d", app, tail),
+		fmt.Sprintf("tidemark_global_records_total{app=%q,store=\"merchants\"} %d", app, tail+1),
+		fmt.Sprintf("tidemark_global_lag_records{app=%q,store=\"merchants\"} 0", app),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	stop()
 
 	// Run 4: damaged local state of the global store (its Badger
@@ -429,4 +440,18 @@ func produceTxn(t *testing.T, commit bool, recs ...*kgo.Record) {
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatalf("end transaction (commit %v): %v", commit, err)
 	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
