@@ -210,17 +210,28 @@ func (g *globalStores) restore(ctx context.Context) error {
 	}
 	g.cl = cl
 	var n int64
+	lastMove, lastBehind := time.Now(), int64(-1)
 	for {
-		behind := 0
+		var behind int64
+		var where []string
 		for gs, tps := range target {
 			for p, end := range tps {
 				if gs.pos[p] < end {
-					behind++
+					behind += end - gs.pos[p]
+					where = append(where, fmt.Sprintf("%s/%d at %d of %d", gs.info.Topic, p, gs.pos[p], end))
 				}
 			}
 		}
 		if behind == 0 {
 			break
+		}
+		// Markers move the position, so the end is always reached; if it
+		// is not, say where it stands rather than wait silently.
+		if behind != lastBehind {
+			lastMove, lastBehind = time.Now(), behind
+		} else if time.Since(lastMove) > 30*time.Second {
+			lastMove = time.Now()
+			a.log.Warn("global stores: restore made no progress for 30s", "partitions", where)
 		}
 		applied, err := g.poll(ctx)
 		if err != nil {
