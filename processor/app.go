@@ -65,6 +65,9 @@ type App struct {
 	iq       queryRegistry // what queries may read; see app_queryable.go
 	httpAddr atomic.Value  // string: the bound address
 	ui       uiState       // the web view's samples (app_ui.go)
+
+	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
+	globalMetrics *globalMetrics
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -122,6 +125,14 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer a.admCl.Close()
 	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
+	// Global stores catch up with their topics before any task exists;
+	// they close after g.Wait, when every task is closed.
+	global, err := a.startGlobal(ctx)
+	if err != nil {
+		return err
+	}
+	a.global.Store(global)
+	defer global.close()
 	stopFrontier, err := a.startFrontier(ctx)
 	if err != nil {
 		return err
@@ -152,6 +163,9 @@ func (a *App) Run(ctx context.Context) error {
 		a.purge.run(gctx, a.adm)
 		return nil
 	})
+	if global != nil {
+		g.Go(func() error { return global.keep(gctx) })
+	}
 	g.Go(func() error {
 		defer func() {
 			if srv != nil {

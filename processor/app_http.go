@@ -290,7 +290,7 @@ func (a *App) serveQuery(w http.ResponseWriter, r *http.Request, shape answerSha
 		a.writeQueryError(w, r, res, err)
 		return
 	}
-	info, _ := a.topo.Store(r.PathValue("store"))
+	info := a.queryStoreInfo(r.PathValue("store"))
 	answer := answerOf(res, shape == oneEntry || shape == keyEntries)
 	if shape == oneEntry {
 		if !res.Found {

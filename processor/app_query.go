@@ -236,6 +236,9 @@ func (a *App) query(ctx context.Context, q storeQuery) (QueryResult, error) {
 		q.limit = queryLimit
 	}
 	q.limit = min(q.limit, maxLimit)
+	if res, ok, err := a.queryGlobal(ctx, q, o); ok {
+		return res, err
+	}
 	info, sub, err := a.queryStore(q.name, q.kind)
 	if err != nil {
 		return QueryResult{}, err

@@ -350,6 +350,7 @@ func (s *session) resetTasks() error {
 			Topology: s.app.topo, SubTopology: id.SubTopology, Partition: id.Partition,
 			Stores: lt.state, Output: s, PartitionCount: s.app.layout.partitionCount,
 			WallClock: s.now().UnixMilli(), Resume: lt.resume.clocks,
+			GlobalStores: s.app.global.Load().taskStores(),
 		})
 		if err != nil {
 			return fmt.Errorf("reset task %s after abort: %w", id, err)

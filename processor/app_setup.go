@@ -96,7 +96,7 @@ func (a *App) setup(ctx context.Context) error {
 
 func (a *App) place(ctx context.Context) (*layout, error) {
 	t := a.topo
-	user := slices.Concat(t.SourceTopics(), t.SinkTopics())
+	user := slices.Concat(t.SourceTopics(), t.SinkTopics(), t.GlobalTopics())
 	var userTopics []string
 	for _, topic := range user {
 		if !t.IsRepartitionTopic(topic) && !slices.Contains(userTopics, topic) {

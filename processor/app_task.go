@@ -90,6 +90,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
 		Resume:         resume.clocks,
+		GlobalStores:   a.global.Load().taskStores(),
 		// Restore between opening the stores and the processors' Init,
 		// so Init reads restored state.
 		Restore: func([]task.OpenStore) error {

@@ -25,6 +25,9 @@ func (e *env) TaskID() topology.TaskID { return e.id }
 func (e *env) Store(name string) (store.Store, error) {
 	s, ok := e.storeByName[name]
 	if !ok {
+		s, ok = e.cfg.GlobalStores[name]
+	}
+	if !ok {
 		return nil, errorf(e.task(), "%w: %q", topology.ErrUnknownStore, name)
 	}
 	return s, nil

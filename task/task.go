@@ -63,6 +63,11 @@ type Params struct {
 	// restored state, as it does in the test driver. An error fails
 	// New.
 	Restore func(stores []OpenStore) error
+	// GlobalStores are the instance's global stores (topology.GlobalTable)
+	// by name: shared by every task, safe for concurrent reads, filled by
+	// the runtime outside the task. The task looks them up for its
+	// operators but neither opens, commits nor closes them.
+	GlobalStores map[string]store.Store
 }
 
 // Clocks are a task's notions of time that outlive it: each input's stream

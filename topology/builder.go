@@ -22,6 +22,7 @@ type Builder struct {
 	topics     map[string]string // internal topic -> owner operator
 	repart     []InternalTopic
 	copart     []copartReq
+	globals    []*GlobalStoreInfo // global.go
 	errs       []error
 	lateness   time.Duration
 	strict     bool

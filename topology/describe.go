@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,6 +16,8 @@ type Description struct {
 	// RepartitionTopics are the internal topics between sub-topologies,
 	// sorted.
 	RepartitionTopics []string
+	// GlobalStores are the global stores (global.go), in declaration order.
+	GlobalStores []GlobalStoreDescription
 }
 
 // StoreDescription describes one store.
@@ -69,6 +72,9 @@ func (t *Topology) Describe() Description {
 		d.RepartitionTopics = append(d.RepartitionTopics, r.Name)
 	}
 	sort.Strings(d.RepartitionTopics)
+	for _, g := range t.globals {
+		d.GlobalStores = append(d.GlobalStores, GlobalStoreDescription{Name: g.Spec.Name, Topic: g.Topic, ReadBy: slices.Clone(g.Nodes)})
+	}
 	return d
 }
 
@@ -97,6 +103,7 @@ func (d Description) String() string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(d.describeGlobals())
 	return b.String()
 }
 

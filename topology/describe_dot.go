@@ -146,6 +146,7 @@ func (d Description) DOT() string {
 	for _, s := range changelogs {
 		fmt.Fprintf(&b, "\t%s -> %s [style=dotted];\n", dotID("store", s.Name), dotID("topic", s.Changelog))
 	}
+	b.WriteString(d.dotGlobals())
 	b.WriteString("}\n")
 	return b.String()
 }

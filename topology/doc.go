@@ -45,9 +45,15 @@
 //     for either input; a right record with a null key in a left join is
 //     dropped. Stream-stream joins still advance their stream time on such
 //     records, as Kafka Streams does.
+//   - Stream-global joins (JoinGlobal, LeftJoinGlobal) look up the key
+//     their keyOf maps the record to, so a null stream key is fine; a null
+//     mapped key (a nil pointer, slice, map or interface) is dropped by the
+//     inner join and emitted unjoined by the left join. A global table
+//     ignores records of its topic with a null key.
 //   - A repartition (GroupBy, GroupByKey or a join after a key change,
 //     Repartition) drops records with a null key unless a left or outer join
-//     is downstream, in which case the topic carries the null key.
+//     or a stream-global join is downstream, in which case the topic carries
+//     the null key.
 //   - Sinks write a null key as a null Kafka key and an empty one as an
 //     empty key, never the encoding of the zero K.
 //   - Tombstones pass through stateless operators (MapValues does not call

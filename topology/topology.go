@@ -20,6 +20,7 @@ type Topology struct {
 	subs     []*SubTopology
 	repart   []InternalTopic
 	copart   []CopartitionGroup
+	globals  []*GlobalStoreInfo
 	lateness time.Duration
 }
 
@@ -49,6 +50,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	b.built = true
 	b.validate()
+	b.validateGlobals()
 	if err := b.errors(); err != nil {
 		return nil, fmt.Errorf("build topology %q: %w", b.app, err)
 	}
@@ -59,6 +61,7 @@ func (b *Builder) Build() (*Topology, error) {
 		stores:   b.stores,
 		storeSeq: b.storeOrder,
 		repart:   b.repart,
+		globals:  b.globals,
 		lateness: b.lateness,
 	}
 	t.splitSubTopologies()

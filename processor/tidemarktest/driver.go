@@ -67,6 +67,7 @@ type Driver struct {
 	in       topology.InputRecord
 	draining bool
 	closed   bool
+	globals  *globalStores // global.go
 }
 
 type queued struct {
@@ -122,6 +123,9 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			}
 		}
 	}
+	if err := d.openGlobals(); err != nil {
+		return nil, err
+	}
 	ids, err := task.IDs(topo, func(topic string) (int32, bool) { return d.partitionCount(topic), true })
 	if err != nil {
 		return nil, fmt.Errorf("tidemarktest: %w", err)
@@ -136,7 +140,8 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 			PartitionCount: func(topic string) (int32, error) {
 				return d.partitionCount(topic), nil
 			},
-			WallClock: d.wall,
+			WallClock:    d.wall,
+			GlobalStores: d.globals.byName,
 		})
 		if err != nil {
 			d.Close()
@@ -189,6 +194,9 @@ func (d *Driver) topic(name string) *topicState {
 // (repartition topics excepted) and queues it for loop-back when the
 // topology reads its topic.
 func (d *Driver) collect(_ topology.TaskID, rec *topology.OutputRecord) error {
+	if err := d.globals.update(rec.Topic, rec.Key, rec.Value, rec.Timestamp); err != nil {
+		return err
+	}
 	ts := d.topic(rec.Topic)
 	p := rec.Partition
 	if p < 0 {
@@ -238,6 +246,9 @@ func (d *Driver) drain() error {
 func (d *Driver) pipe(topic string, p int32, key, value []byte, ts0 int64, headers []topology.Header) error {
 	if d.closed {
 		return errors.New("tidemarktest: driver closed")
+	}
+	if d.globals.reads(topic) {
+		return d.globals.update(topic, key, value, ts0)
 	}
 	ts := d.topic(topic)
 	if ts.tasks == nil {
@@ -329,5 +340,6 @@ func (d *Driver) Close() error {
 	for _, t := range d.order {
 		errs = append(errs, t.Close())
 	}
+	errs = append(errs, d.globals.close())
 	return errors.Join(errs...)
 }
