@@ -123,6 +123,9 @@ const (
 func (a *App) Get(ctx context.Context, storeName string, key []byte, opts ...QueryOption) (QueryResult, error) {
 	return a.query(ctx, storeQuery{name: storeName, kind: store.KindKeyValue, keyed: true, key: key, opts: opts,
 		read: func(st store.Store, r storeReader, res *QueryResult) error {
+			if r.versioned {
+				return r.versionedRange(st, key, append(bytes.Clone(key), 0), res)
+			}
 			v, ok, err := st.(store.KeyValue).Get(key)
 			if ok {
 				r.add(res, KV{Key: bytes.Clone(key), Value: bytes.Clone(v)})
@@ -137,6 +140,9 @@ func (a *App) Get(ctx context.Context, storeName string, key []byte, opts ...Que
 func (a *App) Range(ctx context.Context, storeName string, from, to []byte, limit int, opts ...QueryOption) (QueryResult, error) {
 	return a.query(ctx, storeQuery{name: storeName, kind: store.KindKeyValue, limit: limit, opts: opts,
 		read: func(st store.Store, r storeReader, res *QueryResult) error {
+			if r.versioned {
+				return r.versionedRange(st, from, to, res)
+			}
 			return st.(store.KeyValue).Range(from, to, func(k, v []byte) bool {
 				return r.add(res, KV{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 			})
@@ -196,6 +202,7 @@ type storeQuery struct {
 type storeReader struct {
 	windowSize int64
 	limit      int
+	versioned  bool // a versioned table's store: see app_query_versioned.go
 }
 
 func (r storeReader) windowEnd(start int64) int64 {
@@ -297,7 +304,7 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, info topology.Sto
 		return res, nil, fmt.Errorf("processor: query %q: %w", q.name, err)
 	}
 	defer snap.Close()
-	r := storeReader{windowSize: info.Spec.WindowSize, limit: q.limit}
+	r := storeReader{windowSize: info.Spec.WindowSize, limit: q.limit, versioned: info.Versioned}
 	for _, p := range parts {
 		if res.Truncated {
 			break

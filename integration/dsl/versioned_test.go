@@ -1,7 +1,9 @@
 package dsl_test
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -181,10 +183,49 @@ func TestVersionedJoinAcrossRestart(t *testing.T) {
 	// A fresh state dir: the versions and the table's stream time (hence
 	// its cutoff) come back from the changelog. Cart adds first, so they
 	// see exactly the restored table.
-	startApp(t, build(), t.TempDir())
+	app := runQueryable(t, build(), t.TempDir())
 	addsStep(100)
 	updatesStep(150)
 	addsStep(100)
+
+	// Interactive queries of the table's store answer each key's latest
+	// value (not the raw versions).
+	var wantLatest []string
+	for _, k := range slices.Sorted(maps.Keys(m.versions)) {
+		if vers := m.versions[k]; !vers[len(vers)-1].tombstone {
+			wantLatest = append(wantLatest, k+"="+vers[len(vers)-1].value)
+		}
+	}
+	var gotLatest []string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		gotLatest = gotLatest[:0]
+		res, err := app.Range(context.Background(), "prices", nil, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range res.Entries {
+			gotLatest = append(gotLatest, string(e.Key)+"="+string(e.Value))
+		}
+		slices.Sort(gotLatest)
+		if slices.Equal(gotLatest, wantLatest) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !slices.Equal(gotLatest, wantLatest) {
+		t.Errorf("Range over the versioned table's store = %v, model %v", gotLatest, wantLatest)
+	}
+	for _, k := range []string{"sku-0", "sku-1", "sku-6"} {
+		res, err := app.Get(context.Background(), "prices", []byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vers := m.versions[k]
+		want := len(vers) > 0 && !vers[len(vers)-1].tombstone
+		if res.Found != want || (want && (len(res.Entries) != 1 || string(res.Entries[0].Value) != vers[len(vers)-1].value)) {
+			t.Errorf("Get(%s) = %+v, model %v", k, res.Entries, vers)
+		}
+	}
 
 	got := readUntil(t, priced, 30*time.Second, func(got []*kgo.Record) bool { return len(got) >= len(wantPriced) })
 	joined, unknown := 0, 0
@@ -235,4 +276,29 @@ func TestVersionedJoinAcrossRestart(t *testing.T) {
 	if len(gotRecs) != len(wantUpdates) {
 		t.Errorf("%d table updates forwarded, model %d", len(gotRecs), len(wantUpdates))
 	}
+}
+
+// runQueryable is startApp for a test that also queries the app's stores:
+// it returns the running app, stopped at cleanup.
+func runQueryable(t *testing.T, topo *topology.Topology, dir string) *processor.App {
+	t.Helper()
+	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("app did not stop within 60s")
+		}
+	})
+	return app
 }

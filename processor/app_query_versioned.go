@@ -1,0 +1,22 @@
+package processor
+
+import (
+	"bytes"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// versionedRange answers Get and Range on the store of a versioned table
+// (topology.Versioned) with each key's latest value, as they answer on any
+// table: the store's raw entries are versions in the layout of
+// store.VersionedKeyValue, which a plain read would return as is. Get of
+// key reads the range [key, key+"\x00"), which holds key only.
+func (r storeReader) versionedRange(st store.Store, from, to []byte, res *QueryResult) error {
+	vs, err := store.NewVersioned(st.(store.KeyValue), 0) // reads only: the history does not matter
+	if err != nil {
+		return err
+	}
+	return vs.Range(from, to, func(k, v []byte, _ int64) bool {
+		return r.add(res, KV{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+	})
+}
