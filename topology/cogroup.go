@@ -32,13 +32,14 @@ type CogroupedStream[K, VA any] struct {
 // is built (Aggregate), so that the inputs' types need not appear in
 // CogroupedStream's.
 type cogroupInput[K, VA any] struct {
-	// n is the grouped stream's node, already partitioned by the key
-	// (GroupByKey and GroupBy repartition as needed).
+	// b is the builder of the grouped stream, whose node n is already
+	// partitioned by the key (GroupByKey and GroupBy repartition as
+	// needed), and ks its key serde.
 	b  *Builder
 	n  *node
 	ks serde.Serde[K]
 	// steps adds the node turning each of the input's records into the
-	// step that applies its adder, named by cfg (nil: generated).
+	// step that applies its adder, named by cfg (an empty name: generated).
 	steps func(cfg *opConfig) Stream[K, cogroupStep[K, VA]]
 }
 
@@ -47,7 +48,9 @@ type cogroupInput[K, VA any] struct {
 // value types; as steps they have one, so they can be merged into one
 // stream, in the order the task processes them, and folded by the
 // aggregations grouped streams use (aggregateByKey, aggregateWindowed,
-// aggregateSession) with no cogroup-specific copy of their logic.
+// aggregateSession) with no cogroup-specific copy of their logic. The
+// price is one small allocation per record, the bound closure; steps only
+// live within the task, never in a store or topic.
 type cogroupStep[K, VA any] func(key K, agg VA) VA
 
 // applyStep is the adder of the aggregation over the merged steps.
