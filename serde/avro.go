@@ -20,12 +20,14 @@ var (
 	// that overflows an Avro int, a nil pointer for a non-optional field),
 	// or its schema could not be registered or looked up.
 	ErrEncode = errors.New("serde: encode")
-	// ErrRegistry is wrapped when the Schema Registry cannot be reached
-	// or answers with a server error or a timeout. A decode that fails
-	// with it deliberately does not wrap ErrDecode: the record may be
-	// fine, so it must fail the task (and be retried after a restart)
-	// rather than be skipped or dead-lettered as undecodable.
-	ErrRegistry = errors.New("serde: schema registry unavailable")
+	// ErrRegistry is wrapped when a Schema Registry call fails for any
+	// reason but an unknown schema id: the registry cannot be reached,
+	// times out, answers with a server error, or refuses (authorisation,
+	// an incompatible or unregistered schema). The record has not been
+	// judged, so a decode that fails with it deliberately does not wrap
+	// ErrDecode, and sources and the processor fail the task with it
+	// rather than skip or dead-letter the record.
+	ErrRegistry = errors.New("serde: schema registry call failed")
 	// ErrUnknownSchemaID: a record names a schema id the registry does
 	// not have. Decode wraps it with ErrDecode.
 	ErrUnknownSchemaID = errors.New("unknown schema id")
@@ -244,7 +246,7 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 		id = ss.ID
 		var re *sr.ResponseError
 		if errors.As(err, &re) && re.StatusCode == 404 {
-			return 0, fmt.Errorf("%w: %w: subject %q: %s", ErrEncode, ErrSchemaNotRegistered, s.cfg.subject, re.Message)
+			return 0, fmt.Errorf("%w: %w: %w: subject %q: %s", ErrEncode, ErrRegistry, ErrSchemaNotRegistered, s.cfg.subject, re.Message)
 		}
 	}
 	if err != nil {
@@ -258,14 +260,13 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 	return id, nil
 }
 
-// registryErr classifies a registry failure: a client error (4xx, e.g. an
-// invalid or incompatible schema) is the registry's answer and returned as
-// is; anything else (network, timeout, 5xx) means the registry is
-// unavailable and wraps ErrRegistry.
+// registryErr wraps a failed registry call in ErrRegistry, saying whether
+// the registry refused (4xx: an invalid or incompatible schema, no
+// authorisation) or could not answer (network, timeout, 5xx).
 func registryErr(err error) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 {
-		return fmt.Errorf("schema registry rejected the request: %w", err)
+		return fmt.Errorf("%w: refused: %w", ErrRegistry, err)
 	}
 	return fmt.Errorf("%w: %w", ErrRegistry, err)
 }
