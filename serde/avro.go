@@ -125,11 +125,11 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 		return nil, fmt.Errorf("serde: avro %v: parse schema: %w", gt, err)
 	}
 	b := newBinder()
-	enc, err := b.encoder(tree, gt, gt.String())
+	enc, err := b.encoder(tree, gt, rootPath(gt))
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro: bind %v to the schema: %w", gt, err)
 	}
-	dec, err := b.decoder(tree, tree, gt, gt.String())
+	dec, err := b.decoder(tree, tree, gt, rootPath(gt))
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro: bind %v to the schema: %w", gt, err)
 	}
@@ -140,6 +140,15 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	}
 	s.writers = map[int]*avroWriter{}
 	return s, nil
+}
+
+// rootPath names the value in binding and value errors, which append the
+// field path: "Order.lines[].sku".
+func rootPath(gt reflect.Type) string {
+	if gt.Name() != "" {
+		return gt.Name()
+	}
+	return gt.String()
 }
 
 // avroWriter decodes records written with one writer schema into T.
@@ -368,7 +377,7 @@ func (s *avroSerde[T]) resolve(id int, schema sr.Schema) *avroWriter {
 		return fail("written as record %s, read as %s", tree.name, s.tree.name)
 	}
 	s.mu.Lock()
-	dec, err := s.binder.decoder(tree, s.tree, reflect.TypeFor[T](), reflect.TypeFor[T]().String())
+	dec, err := s.binder.decoder(tree, s.tree, reflect.TypeFor[T](), rootPath(reflect.TypeFor[T]()))
 	s.mu.Unlock()
 	if err != nil {
 		return fail("%v", err)
