@@ -100,15 +100,24 @@ func WithRegistryTimeout(d time.Duration) AvroOption {
 // without a schema field are ignored. The binding is checked here, so a
 // struct that does not fit the schema fails now rather than per record.
 //
+// Schema fields are matched to struct fields by name only; embedded
+// structs are not flattened. Unions other than null plus one type are not
+// supported (there is no Go type to bind them to), nor are Avro's decimal,
+// uuid and date logical types beyond their underlying type.
+//
 // Without WithRegistry the serde reads and writes plain Avro binary with
-// the schema, as a store or changelog value whose writer is always this
-// serde. With it, see WithRegistry. The serde is safe for concurrent use.
+// the schema: it can only read what it wrote, so a topic or store whose
+// schema may change should use WithRegistry, which frames every record
+// with its writer's schema id and resolves old writers (see WithRegistry).
+// Every decoding failure wraps ErrDecode and every encoding failure
+// ErrEncode; payloads are checked against the writer schema before they
+// are decoded, so a malformed record cannot make the decoder allocate more
+// than its size suggests. The serde is safe for concurrent use.
 func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	cfg := avroConfig{autoRegister: true, timeout: DefaultRegistryTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	var zero T
 	gt := reflect.TypeFor[T]()
 	if cfg.useRegistry && (cfg.registry == nil || cfg.subject == "") {
 		return nil, fmt.Errorf("serde: avro %v: WithRegistry needs a client and a subject", gt)
@@ -118,7 +127,7 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	}
 	codec, err := goavro.NewCodec(schema)
 	if err != nil {
-		return nil, fmt.Errorf("serde: avro %T: compile schema: %w", zero, err)
+		return nil, fmt.Errorf("serde: avro %v: compile schema: %w", gt, err)
 	}
 	tree, err := parseAvroSchema(schema)
 	if err != nil {
