@@ -32,10 +32,11 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 )
 
-// ErrRegistry wraps failures to talk to the Schema Registry (network, 5xx).
-// It deliberately does not wrap serde.ErrDecode: the record may be fine, so
-// a caller should retry rather than dead-letter it. It is serde.ErrRegistry,
-// shared with the generic serde.Avro.
+// ErrRegistry wraps failures to talk to the Schema Registry (network,
+// timeouts, 5xx, refusals). It deliberately does not wrap serde.ErrDecode:
+// the record may be fine, so a caller should retry rather than dead-letter
+// it. It is serde.ErrRegistry, shared with the generic serde.Avro, and
+// sources fail the task with it even with SkipUndecodable.
 var ErrRegistry = serde.ErrRegistry
 
 // WrongEventTypeError reports a record whose writer schema names another

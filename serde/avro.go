@@ -20,12 +20,14 @@ var (
 	// that overflows an Avro int, a nil pointer for a non-optional field),
 	// or its schema could not be registered or looked up.
 	ErrEncode = errors.New("serde: encode")
-	// ErrRegistry is wrapped when the Schema Registry cannot be reached
-	// or answers with a server error or a timeout. A decode that fails
-	// with it deliberately does not wrap ErrDecode: the record may be
-	// fine, so it must fail the task (and be retried after a restart)
-	// rather than be skipped or dead-lettered as undecodable.
-	ErrRegistry = errors.New("serde: schema registry unavailable")
+	// ErrRegistry is wrapped when a Schema Registry call fails for any
+	// reason but an unknown schema id: the registry cannot be reached,
+	// times out, answers with a server error, or refuses (authorisation,
+	// an incompatible or unregistered schema). The record has not been
+	// judged, so a decode that fails with it deliberately does not wrap
+	// ErrDecode, and sources and the processor fail the task with it
+	// rather than skip or dead-letter the record.
+	ErrRegistry = errors.New("serde: schema registry call failed")
 	// ErrUnknownSchemaID: a record names a schema id the registry does
 	// not have. Decode wraps it with ErrDecode.
 	ErrUnknownSchemaID = errors.New("unknown schema id")
@@ -98,15 +100,24 @@ func WithRegistryTimeout(d time.Duration) AvroOption {
 // without a schema field are ignored. The binding is checked here, so a
 // struct that does not fit the schema fails now rather than per record.
 //
+// Schema fields are matched to struct fields by name only; embedded
+// structs are not flattened. Unions other than null plus one type are not
+// supported (there is no Go type to bind them to), nor are Avro's decimal,
+// uuid and date logical types beyond their underlying type.
+//
 // Without WithRegistry the serde reads and writes plain Avro binary with
-// the schema, as a store or changelog value whose writer is always this
-// serde. With it, see WithRegistry. The serde is safe for concurrent use.
+// the schema: it can only read what it wrote, so a topic or store whose
+// schema may change should use WithRegistry, which frames every record
+// with its writer's schema id and resolves old writers (see WithRegistry).
+// Every decoding failure wraps ErrDecode and every encoding failure
+// ErrEncode; payloads are checked against the writer schema before they
+// are decoded, so a malformed record cannot make the decoder allocate more
+// than its size suggests. The serde is safe for concurrent use.
 func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	cfg := avroConfig{autoRegister: true, timeout: DefaultRegistryTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	var zero T
 	gt := reflect.TypeFor[T]()
 	if cfg.useRegistry && (cfg.registry == nil || cfg.subject == "") {
 		return nil, fmt.Errorf("serde: avro %v: WithRegistry needs a client and a subject", gt)
@@ -116,18 +127,18 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	}
 	codec, err := goavro.NewCodec(schema)
 	if err != nil {
-		return nil, fmt.Errorf("serde: avro %T: compile schema: %w", zero, err)
+		return nil, fmt.Errorf("serde: avro %v: compile schema: %w", gt, err)
 	}
 	tree, err := parseAvroSchema(schema)
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro %v: parse schema: %w", gt, err)
 	}
 	b := newBinder()
-	enc, err := b.encoder(tree, gt, gt.String())
+	enc, err := b.encoder(tree, gt, rootPath(gt))
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro: bind %v to the schema: %w", gt, err)
 	}
-	dec, err := b.decoder(tree, tree, gt, gt.String())
+	dec, err := b.decoder(tree, tree, gt, rootPath(gt))
 	if err != nil {
 		return nil, fmt.Errorf("serde: avro: bind %v to the schema: %w", gt, err)
 	}
@@ -138,6 +149,15 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	}
 	s.writers = map[int]*avroWriter{}
 	return s, nil
+}
+
+// rootPath names the value in binding and value errors, which append the
+// field path: "Order.lines[].sku".
+func rootPath(gt reflect.Type) string {
+	if gt.Name() != "" {
+		return gt.Name()
+	}
+	return gt.String()
 }
 
 // avroWriter decodes records written with one writer schema into T.
@@ -244,7 +264,7 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 		id = ss.ID
 		var re *sr.ResponseError
 		if errors.As(err, &re) && re.StatusCode == 404 {
-			return 0, fmt.Errorf("%w: %w: subject %q: %s", ErrEncode, ErrSchemaNotRegistered, s.cfg.subject, re.Message)
+			return 0, fmt.Errorf("%w: %w: %w: subject %q: %s", ErrEncode, ErrRegistry, ErrSchemaNotRegistered, s.cfg.subject, re.Message)
 		}
 	}
 	if err != nil {
@@ -258,14 +278,13 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 	return id, nil
 }
 
-// registryErr classifies a registry failure: a client error (4xx, e.g. an
-// invalid or incompatible schema) is the registry's answer and returned as
-// is; anything else (network, timeout, 5xx) means the registry is
-// unavailable and wraps ErrRegistry.
+// registryErr wraps a failed registry call in ErrRegistry, saying whether
+// the registry refused (4xx: an invalid or incompatible schema, no
+// authorisation) or could not answer (network, timeout, 5xx).
 func registryErr(err error) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 {
-		return fmt.Errorf("schema registry rejected the request: %w", err)
+		return fmt.Errorf("%w: refused: %w", ErrRegistry, err)
 	}
 	return fmt.Errorf("%w: %w", ErrRegistry, err)
 }
@@ -367,7 +386,7 @@ func (s *avroSerde[T]) resolve(id int, schema sr.Schema) *avroWriter {
 		return fail("written as record %s, read as %s", tree.name, s.tree.name)
 	}
 	s.mu.Lock()
-	dec, err := s.binder.decoder(tree, s.tree, reflect.TypeFor[T](), reflect.TypeFor[T]().String())
+	dec, err := s.binder.decoder(tree, s.tree, reflect.TypeFor[T](), rootPath(reflect.TypeFor[T]()))
 	s.mu.Unlock()
 	if err != nil {
 		return fail("%v", err)

@@ -29,7 +29,10 @@ type avroEncoder func(v reflect.Value) (any, error)
 
 type avroDecoder func(native any, dst reflect.Value) error
 
-var timeType = reflect.TypeFor[time.Time]()
+var (
+	timeType     = reflect.TypeFor[time.Time]()
+	durationType = reflect.TypeFor[time.Duration]()
+)
 
 // avroFieldName is the schema field a struct field maps to: its `avro` tag,
 // else its `json` tag, else its lower-cased name; "-" skips the field.
@@ -163,6 +166,9 @@ func (b *binder) buildEncoder(t *avroType, gt reflect.Type, path string) (avroEn
 			return elem(v.Elem())
 		}, nil
 	}
+	if t.logical == "decimal" {
+		return nil, fmt.Errorf("%s: the decimal logical type is not supported", path)
+	}
 	kind := gt.Kind()
 	switch t.kind {
 	case "boolean":
@@ -170,13 +176,19 @@ func (b *binder) buildEncoder(t *avroType, gt reflect.Type, path string) (avroEn
 			return func(v reflect.Value) (any, error) { return v.Bool(), nil }, nil
 		}
 	case "int", "long":
-		if gt == timeType && t.kind == "long" {
-			switch t.logical {
-			case "timestamp-millis", "":
+		if gt == timeType {
+			switch {
+			case t.logical == "timestamp-millis" || t.logical == "" && t.kind == "long":
 				return func(v reflect.Value) (any, error) { return v.Interface().(time.Time).UnixMilli(), nil }, nil
-			case "timestamp-micros":
+			case t.logical == "timestamp-micros":
 				return func(v reflect.Value) (any, error) { return v.Interface().(time.Time).UnixMicro(), nil }, nil
+			case t.logical == "date":
+				return func(v reflect.Value) (any, error) { return v.Interface(), nil }, nil // goavro converts
 			}
+			break
+		}
+		if gt == durationType && (t.logical == "time-millis" || t.logical == "time-micros") {
+			return func(v reflect.Value) (any, error) { return v.Interface(), nil }, nil // goavro converts
 		}
 		if !isIntKind(kind) {
 			break
@@ -471,7 +483,7 @@ func (b *binder) buildDecoder(w, r *avroType, gt reflect.Type, path string) (avr
 		if gt == timeType {
 			return timeDecoder(r.logical, path), nil
 		}
-		return intDecoder(path), nil
+		return intDecoder(r.logical, path), nil
 	case "float", "double":
 		return func(n any, dst reflect.Value) error {
 			var f float64
@@ -658,7 +670,11 @@ func (b *binder) recordDecoder(w, r *avroType, gt reflect.Type, path string) (av
 	}, nil
 }
 
-func intDecoder(path string) avroDecoder {
+// intDecoder reads Avro ints and longs into Go integers. goavro gives the
+// time-of-day logical types as time.Duration and date as time.Time: a
+// time.Duration field takes the duration, other integers the count of the
+// logical type's unit, as in the encoded value.
+func intDecoder(logical, path string) avroDecoder {
 	return func(n any, dst reflect.Value) error {
 		var v int64
 		switch x := n.(type) {
@@ -666,6 +682,20 @@ func intDecoder(path string) avroDecoder {
 			v = int64(x)
 		case int64:
 			v = x
+		case time.Duration:
+			switch {
+			case dst.Type() == durationType:
+				v = int64(x)
+			case logical == "time-micros":
+				v = x.Microseconds()
+			default:
+				v = x.Milliseconds()
+			}
+		case time.Time:
+			v = x.Unix() / 86400 // date: days since the epoch
+			if x.Unix()%86400 < 0 {
+				v--
+			}
 		default:
 			return fmt.Errorf("%s: got %T, want an integer", path, n)
 		}
@@ -691,9 +721,12 @@ func timeDecoder(logical, path string) avroDecoder {
 		case time.Time:
 			t = x
 		case int64: // a plain long, or a default
-			if logical == "timestamp-micros" {
+			switch logical {
+			case "timestamp-micros":
 				t = time.UnixMicro(x).UTC()
-			} else {
+			case "date":
+				t = time.Unix(x*86400, 0).UTC()
+			default:
 				t = time.UnixMilli(x).UTC()
 			}
 		default:

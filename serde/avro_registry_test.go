@@ -193,8 +193,9 @@ func TestAvroWithoutAutoRegisterLooksUp(t *testing.T) {
 	cl := fake.Client(t)
 	s := mustAvro[userV1T](t, userV1, serde.WithRegistry(cl, "users-value"), serde.WithAutoRegister(false))
 	_, err := s.Encode(nil, userV1T{ID: "a", Tier: "FREE"})
-	if !errors.Is(err, serde.ErrEncode) || !errors.Is(err, serde.ErrSchemaNotRegistered) || !strings.Contains(err.Error(), "users-value") {
-		t.Fatalf("unregistered subject: %v, want ErrSchemaNotRegistered naming the subject", err)
+	if !errors.Is(err, serde.ErrEncode) || !errors.Is(err, serde.ErrSchemaNotRegistered) || !errors.Is(err, serde.ErrRegistry) ||
+		!strings.Contains(err.Error(), "users-value") {
+		t.Fatalf("unregistered subject: %v, want ErrEncode, ErrRegistry and ErrSchemaNotRegistered naming the subject", err)
 	}
 	fake.Add("users-value", userV2)
 	if _, err := s.Encode(nil, userV1T{ID: "a", Tier: "FREE"}); !errors.Is(err, serde.ErrSchemaNotRegistered) {

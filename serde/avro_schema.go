@@ -42,7 +42,7 @@ func (t *avroType) unionKey() string {
 	switch {
 	case t.name != "":
 		return t.name
-	case t.logical != "" && (t.kind == "int" || t.kind == "long" || t.kind == "bytes" || t.kind == "string"):
+	case t.logical != "" && t.kind != "fixed":
 		return t.kind + "." + t.logical
 	}
 	return t.kind
@@ -80,6 +80,12 @@ func parseAvroSchema(text string) (*avroType, error) {
 }
 
 type schemaParser struct{ named map[string]*avroType }
+
+// goavroLogical lists the logical types goavro implements, whose native
+// form is not their underlying type's: time.Time for the timestamps and
+// date, time.Duration for the times of day, *big.Rat for decimals.
+var goavroLogical = map[string]bool{"long.timestamp-millis": true, "long.timestamp-micros": true,
+	"int.time-millis": true, "long.time-micros": true, "int.date": true, "bytes.decimal": true, "fixed.decimal": true}
 
 var avroPrimitives = map[string]bool{"null": true, "boolean": true, "int": true, "long": true,
 	"float": true, "double": true, "bytes": true, "string": true}
@@ -126,6 +132,9 @@ func (p *schemaParser) parseObject(s map[string]any, ns string) (*avroType, erro
 	if kind == "" {
 		// {"type": {...}} or {"type": [...]} wraps another schema.
 		return p.parse(s["type"], ns)
+	}
+	if !goavroLogical[kind+"."+logical] {
+		logical = "" // goavro reads unknown logical types as their type
 	}
 	if avroPrimitives[kind] {
 		return &avroType{kind: kind, logical: logical}, nil

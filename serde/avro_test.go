@@ -116,6 +116,21 @@ func TestAvroRoundTrips(t *testing.T) {
 	const microsSchema = `{"type":"record","name":"M","fields":[
 		{"name":"at","type":{"type":"long","logicalType":"timestamp-micros"}},{"name":"dur","type":"long"}]}`
 
+	type clock struct {
+		Day     time.Time     `avro:"day"`
+		DayNum  int32         `avro:"day_num"`
+		Opens   time.Duration `avro:"opens"`
+		OpensMS int32         `avro:"opens_ms"`
+		Closes  time.Duration `avro:"closes"`
+		Tz      *string       `avro:"tz"`
+	}
+	const clockSchema = `{"type":"record","name":"Clock","fields":[
+		{"name":"day","type":{"type":"int","logicalType":"date"}},
+		{"name":"day_num","type":{"type":"int","logicalType":"date"}},
+		{"name":"opens","type":{"type":"int","logicalType":"time-millis"}},
+		{"name":"opens_ms","type":{"type":"int","logicalType":"time-millis"}},
+		{"name":"closes","type":{"type":"long","logicalType":"time-micros"}},
+		{"name":"tz","type":["null",{"type":"string","logicalType":"iana-zone"}]}]}`
 	empty := sampleOrder()
 	empty.Ship, empty.Note, empty.Lines, empty.Tags, empty.Blob = nil, nil, []lineItem{}, map[string]string{}, []byte{}
 	tests := []struct {
@@ -133,6 +148,8 @@ func TestAvroRoundTrips(t *testing.T) {
 		{"recursive record", treeSchema, rt(recursive{"root", []*recursive{{"a", []*recursive{}}, {"b", []*recursive{{"c", []*recursive{}}}}}})},
 		{"integer kinds at their limits", intsSchema, rt(ints{math.MinInt8, math.MaxUint16, math.MinInt64, math.MaxUint32})},
 		{"timestamp-micros and durations", microsSchema, rt(micros{time.UnixMicro(1_700_000_000_123_456).UTC(), 90 * time.Second})},
+		{"date and time-of-day logical types, unknown logical types", clockSchema,
+			rt(clock{time.Unix(-3*86400, 0).UTC(), 19000, 9*time.Hour + 30*time.Minute, 1234, 17*time.Hour + time.Microsecond, ptr("Europe/Amsterdam")})},
 		{"primitive string", `"string"`, rt("héllo")},
 		{"primitive long", `"long"`, rt(int64(math.MaxInt64))},
 		{"primitive double", `"double"`, rt(math.Pi)},
@@ -236,6 +253,10 @@ func TestAvroBindingErrorsAtConstruction(t *testing.T) {
 		}},
 		{"unions of two types", "not supported", func() error {
 			_, err := serde.Avro[multiUnion](`{"type":"record","name":"r","fields":[{"name":"v","type":["null","string","long"]}]}`)
+			return err
+		}},
+		{"decimals", "decimal logical type is not supported", func() error {
+			_, err := serde.Avro[[]byte](`{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}`)
 			return err
 		}},
 		{"registry without subject", "needs a client and a subject", func() error {
