@@ -30,6 +30,9 @@ func NewRegistry(cl *sr.Client) *Registry {
 	return &Registry{cl: cl, schemas: map[int]sr.Schema{}}
 }
 
+// Client is the franz-go client, for serdes of other types (serde.WithRegistry).
+func (r *Registry) Client() *sr.Client { return r.cl }
+
 // SchemaByID returns the schema registered under id. A missing id fails with
 // ErrUnknownSchemaID (and serde.ErrDecode); any other failure with
 // ErrRegistry.

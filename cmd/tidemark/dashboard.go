@@ -255,7 +255,8 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 	for _, t := range outs.All() {
 		fmt.Fprintf(&b, "    %-28s %10d   %18s / %s\n", t, s.perTopic[t], s.topicP50[t].Round(time.Millisecond), s.topicP99[t].Round(time.Millisecond))
 	}
-	b.WriteString("    (fraud alerts are emit-final: they wait for window end + grace by design)\n")
+	b.WriteString("    (fraud alerts and tenant activity are emit-final: they wait for window end + grace by design;\n")
+	b.WriteString("     cart totals are suppressed to one per cart per second of event time)\n")
 	fmt.Fprintf(&b, "\n  commit interval  %s (predicted staleness %s, observed %s)\n",
 		s.interval.Round(time.Millisecond), s.predicted.Round(time.Millisecond), s.observd.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  end-to-end staleness of table updates, last 10 s   p50 %s   p99 %s\n", s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond))

@@ -192,7 +192,8 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 		defer cancel()
 	}
 	dash := newDashboard(pcfg.Outputs)
-	inputs := []string{pcfg.Inputs.Carts, pcfg.Inputs.Inventory, pcfg.Inputs.Payments, pcfg.Inputs.Fulfillment}
+	// The tenants topic feeds a global table: no group offsets to count.
+	inputs := []string{pcfg.Inputs.Carts, pcfg.Inputs.Inventory, pcfg.Inputs.Payments, pcfg.Inputs.Fulfillment, pcfg.Inputs.Products}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := app.Run(gctx); err != nil {

@@ -48,6 +48,9 @@ type serviceConfig struct {
 	FraudThreshold  int64    `yaml:"fraud_threshold" json:"fraud_threshold"`
 	ShipWithin      string   `yaml:"ship_within" json:"ship_within"`
 	Grace           string   `yaml:"grace" json:"grace"`
+	PriceHistory    string   `yaml:"price_history" json:"price_history"`
+	CartTTL         string   `yaml:"cart_ttl" json:"cart_ttl"`
+	CartTotalsEvery string   `yaml:"cart_totals_every" json:"cart_totals_every"`
 	LogLevel        string   `yaml:"log_level" json:"log_level"`
 	// Security is TLS and SASL for every connection to the brokers.
 	Security security.Config `yaml:"security" json:"security"`
@@ -105,6 +108,7 @@ func applyEnv(cfg *serviceConfig, getenv func(string) string) error {
 		"TIDEMARK_COMMIT_INTERVAL": &cfg.CommitInterval, "TIDEMARK_STALENESS_TARGET": &cfg.StalenessTarget,
 		"TIDEMARK_DEAD_LETTER_TOPIC": &cfg.DeadLetterTopic, "TIDEMARK_TOPIC_PREFIX": &cfg.TopicPrefix,
 		"TIDEMARK_SHIP_WITHIN": &cfg.ShipWithin, "TIDEMARK_GRACE": &cfg.Grace, "TIDEMARK_LOG_LEVEL": &cfg.LogLevel,
+		"TIDEMARK_PRICE_HISTORY": &cfg.PriceHistory, "TIDEMARK_CART_TTL": &cfg.CartTTL, "TIDEMARK_CART_TOTALS_EVERY": &cfg.CartTotalsEvery,
 		"TIDEMARK_TLS_CA_FILE": &cfg.Security.TLS.CAFile, "TIDEMARK_TLS_CERT_FILE": &cfg.Security.TLS.CertFile,
 		"TIDEMARK_TLS_KEY_FILE": &cfg.Security.TLS.KeyFile, "TIDEMARK_TLS_SERVER_NAME": &cfg.Security.TLS.ServerName,
 		"TIDEMARK_SASL_MECHANISM": &cfg.Security.SASL.Mechanism, "TIDEMARK_SASL_USERNAME": &cfg.Security.SASL.Username,
@@ -239,6 +243,15 @@ func (c serviceConfig) validateOffline() (*service, error) {
 		return nil, err
 	}
 	if p.Grace, err = parseDuration("grace", c.Grace); err != nil {
+		return nil, err
+	}
+	if p.PriceHistory, err = parseDuration("price_history", c.PriceHistory); err != nil {
+		return nil, err
+	}
+	if p.CartTTL, err = parseDuration("cart_ttl", c.CartTTL); err != nil {
+		return nil, err
+	}
+	if p.CartTotalsEvery, err = parseDuration("cart_totals_every", c.CartTotalsEvery); err != nil {
 		return nil, err
 	}
 	if c.FraudThreshold < 0 {

@@ -20,19 +20,24 @@ const (
 // Topics names the topic of each stream.
 type Topics struct {
 	Clicks, Carts, Inventory, Payments, Fulfillment string
+	// Products (sku listings and price changes) and Tenants (sellers) are
+	// the catalog: reference data rather than activity.
+	Products, Tenants string
 }
 
 // DefaultTopics are the topic names when Config.Topics fields are empty.
-var DefaultTopics = Topics{Clicks: "clicks", Carts: "carts", Inventory: "inventory", Payments: "payments", Fulfillment: "fulfillment"}
+var DefaultTopics = Topics{Clicks: "clicks", Carts: "carts", Inventory: "inventory", Payments: "payments",
+	Fulfillment: "fulfillment", Products: "products", Tenants: "tenants"}
 
 // WithPrefix returns the topics with prefix prepended to each name.
 func (t Topics) WithPrefix(prefix string) Topics {
-	return Topics{prefix + t.Clicks, prefix + t.Carts, prefix + t.Inventory, prefix + t.Payments, prefix + t.Fulfillment}
+	return Topics{Clicks: prefix + t.Clicks, Carts: prefix + t.Carts, Inventory: prefix + t.Inventory,
+		Payments: prefix + t.Payments, Fulfillment: prefix + t.Fulfillment, Products: prefix + t.Products, Tenants: prefix + t.Tenants}
 }
 
 // All lists the topic names in Stream order.
 func (t Topics) All() []string {
-	return []string{t.Clicks, t.Carts, t.Inventory, t.Payments, t.Fulfillment}
+	return []string{t.Clicks, t.Carts, t.Inventory, t.Payments, t.Fulfillment, t.Products, t.Tenants}
 }
 
 // Config describes a stream. The zero value of every field means its
@@ -63,6 +68,17 @@ type Config struct {
 	// cannot cover is emitted without a restock first; default 0.02. Use a
 	// negative value for "never".
 	OversellRate float64
+	// PriceChangeRate is the share of events, 0..0.5, that reprice a sku
+	// (a ProductEvent valid from its event time); default 0.003. Use a
+	// negative value for "never".
+	PriceChangeRate float64
+	// StalePriceRate is the probability, 0..1, that a cart add carries
+	// the sku's price from before its latest change (a cached page),
+	// which a price check flags; default 0.01, negative for "never".
+	StalePriceRate float64
+	// TierChangeRate is the share of events, 0..0.5, that move a seller
+	// to another tier; default 0.0005, negative for "never".
+	TierChangeRate float64
 	// Topics overrides the topic names; empty fields keep DefaultTopics.
 	Topics Topics
 	// Format is the value encoding, default FormatAvro.
@@ -106,6 +122,17 @@ func (c Config) withDefaults() Config {
 	case c.OversellRate < 0:
 		c.OversellRate = 0
 	}
+	rate := func(v *float64, d float64) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	rate(&c.PriceChangeRate, 0.003)
+	rate(&c.StalePriceRate, 0.01)
+	rate(&c.TierChangeRate, 0.0005)
 	t := &c.Topics
 	for _, p := range []struct {
 		v *string
@@ -113,6 +140,7 @@ func (c Config) withDefaults() Config {
 	}{
 		{&t.Clicks, DefaultTopics.Clicks}, {&t.Carts, DefaultTopics.Carts}, {&t.Inventory, DefaultTopics.Inventory},
 		{&t.Payments, DefaultTopics.Payments}, {&t.Fulfillment, DefaultTopics.Fulfillment},
+		{&t.Products, DefaultTopics.Products}, {&t.Tenants, DefaultTopics.Tenants},
 	} {
 		if *p.v == "" {
 			*p.v = p.d
@@ -157,6 +185,14 @@ func (c Config) Validate() error {
 	}
 	if !(c.OversellRate >= 0 && c.OversellRate <= 1) {
 		return fmt.Errorf("gen: OversellRate is %v, accepted range 0..1", c.OversellRate)
+	}
+	for _, r := range []struct {
+		name   string
+		v, max float64
+	}{{"PriceChangeRate", c.PriceChangeRate, 0.5}, {"StalePriceRate", c.StalePriceRate, 1}, {"TierChangeRate", c.TierChangeRate, 0.5}} {
+		if !(r.v >= 0 && r.v <= r.max) {
+			return fmt.Errorf("gen: %s is %v, accepted range 0..%v", r.name, r.v, r.max)
+		}
 	}
 	if c.Serdes != nil {
 		if err := c.Serdes.validate(); err != nil {

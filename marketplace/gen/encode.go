@@ -25,23 +25,39 @@ type encoder struct {
 	inventory   serde.Serde[schemas.InventoryEvent]
 	payment     serde.Serde[schemas.PaymentEvent]
 	fulfillment serde.Serde[schemas.FulfillmentEvent]
+	product     serde.Serde[schemas.ProductEvent]
+	tenant      serde.Serde[schemas.TenantEvent]
 }
 
 func newEncoder(cfg Config) (encoder, error) {
 	t := cfg.Topics
-	e := encoder{topics: [numStreams]string{t.Clicks, t.Carts, t.Inventory, t.Payments, t.Fulfillment}}
+	e := encoder{topics: [numStreams]string{t.Clicks, t.Carts, t.Inventory, t.Payments, t.Fulfillment, t.Products, t.Tenants}}
+	var err error
 	switch {
 	case cfg.Serdes != nil:
 		s := cfg.Serdes
 		e.click, e.cart, e.inventory, e.payment, e.fulfillment = s.Click, s.Cart, s.Inventory, s.Payment, s.Fulfillment
+		e.product, e.tenant = s.Product, s.Tenant
 	case cfg.Format == FormatAvro:
 		e.click, e.cart, e.inventory = schemas.Click.Avro(), schemas.Cart.Avro(), schemas.Inventory.Avro()
 		e.payment, e.fulfillment = schemas.Payment.Avro(), schemas.Fulfillment.Avro()
 	case cfg.Format == FormatJSON:
 		e.click, e.cart, e.inventory = schemas.Click.JSON(), schemas.Cart.JSON(), schemas.Inventory.JSON()
 		e.payment, e.fulfillment = schemas.Payment.JSON(), schemas.Fulfillment.JSON()
+		e.product, e.tenant = schemas.ProductJSON(), schemas.TenantJSON()
 	default:
 		return e, fmt.Errorf("gen: unknown format %q", cfg.Format)
+	}
+	// Catalog serdes left unset are plain Avro with the embedded schemas.
+	if e.product == nil {
+		if e.product, err = schemas.ProductAvro(); err != nil {
+			return e, err
+		}
+	}
+	if e.tenant == nil {
+		if e.tenant, err = schemas.TenantAvro(); err != nil {
+			return e, err
+		}
 	}
 	return e, nil
 }
@@ -66,6 +82,10 @@ func (g *Generator) Encode(ev Event) (Record, error) {
 		val, err = g.enc.payment.Encode(val, v)
 	case schemas.FulfillmentEvent:
 		val, err = g.enc.fulfillment.Encode(val, v)
+	case schemas.ProductEvent:
+		val, err = g.enc.product.Encode(val, v)
+	case schemas.TenantEvent:
+		val, err = g.enc.tenant.Encode(val, v)
 	default:
 		err = fmt.Errorf("unknown event type %T", ev.Value)
 	}

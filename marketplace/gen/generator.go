@@ -20,11 +20,13 @@ const (
 	Inventory
 	Payments
 	Fulfillment
+	Products
+	Tenants
 	numStreams
 )
 
 func (s Stream) String() string {
-	return [...]string{"clicks", "carts", "inventory", "payments", "fulfillment"}[s]
+	return [...]string{"clicks", "carts", "inventory", "payments", "fulfillment", "products", "tenants"}[s]
 }
 
 // Event is one generated event.
@@ -35,8 +37,9 @@ type Event struct {
 	// Run sends it at that offset from its start.
 	Offset time.Duration
 	Stream Stream
-	// Value is a schemas.ClickEvent, CartEvent, InventoryEvent, PaymentEvent
-	// or FulfillmentEvent (values, not pointers), matching Stream.
+	// Value is a schemas.ClickEvent, CartEvent, InventoryEvent, PaymentEvent,
+	// FulfillmentEvent, ProductEvent or TenantEvent (values, not pointers),
+	// matching Stream.
 	Value schemas.Event
 }
 
@@ -61,6 +64,9 @@ type Generator struct {
 	tie    uint64
 	queue  sessionQueue
 	counts [numStreams]uint64
+	// catalog holds the listing events not emitted yet: every tenant and
+	// sku, emitted first, before any activity refers to them.
+	catalog []schemas.Event
 }
 
 // New validates cfg and returns a generator positioned at the first event.
@@ -78,6 +84,7 @@ func New(cfg Config) (*Generator, error) {
 		return nil, err
 	}
 	g.enc = enc
+	g.catalog = g.listing()
 	return g, nil
 }
 
@@ -96,12 +103,23 @@ func (g *Generator) Counts() map[Stream]uint64 {
 // Next generates the next event. The stream is unbounded.
 func (g *Generator) Next() Event {
 	now := g.NextOffset()
+	if len(g.catalog) > 0 {
+		// The listing is emitted at the schedule's start without taking
+		// slots of it: the profile's rate is the rate of activity.
+		v := g.catalog[0]
+		g.catalog = g.catalog[1:]
+		return g.emit(now, v)
+	}
 	var v schemas.Event
 	var s *session
 	if len(g.queue) > 0 && g.queue[0].due <= now {
 		s = heap.Pop(&g.queue).(queued).s
-	} else if g.rnd.Float64() < 0.005 {
+	} else if x := g.rnd.Float64(); x < 0.005 {
 		v = g.backgroundInventory(now)
+	} else if x < 0.005+g.cfg.PriceChangeRate {
+		v = g.priceChange(now)
+	} else if x < 0.005+g.cfg.PriceChangeRate+g.cfg.TierChangeRate {
+		v = g.tierChange(now)
 	} else {
 		s = g.newSession(now)
 	}
@@ -112,10 +130,15 @@ func (g *Generator) Next() Event {
 			heap.Push(&g.queue, queued{due: s.due, tie: g.tie, s: s})
 		}
 	}
+	ev := g.emit(now, v)
+	g.offset += 1 / g.cfg.Profile.RateAt(now)
+	return ev
+}
+
+func (g *Generator) emit(now time.Duration, v schemas.Event) Event {
 	ev := Event{Seq: g.seq, Offset: now, Stream: streamOf(v), Value: v}
 	g.counts[ev.Stream]++
 	g.seq++
-	g.offset += 1 / g.cfg.Profile.RateAt(now)
 	return ev
 }
 
@@ -153,6 +176,10 @@ func streamOf(v schemas.Event) Stream {
 		return Payments
 	case schemas.FulfillmentEvent:
 		return Fulfillment
+	case schemas.ProductEvent:
+		return Products
+	case schemas.TenantEvent:
+		return Tenants
 	}
 	panic(fmt.Sprintf("gen: unknown event type %T", v))
 }

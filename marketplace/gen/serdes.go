@@ -17,6 +17,9 @@ type Serdes struct {
 	Inventory   serde.Serde[schemas.InventoryEvent]
 	Payment     serde.Serde[schemas.PaymentEvent]
 	Fulfillment serde.Serde[schemas.FulfillmentEvent]
+	// Product and Tenant may be nil: plain Avro with the embedded schemas.
+	Product serde.Serde[schemas.ProductEvent]
+	Tenant  serde.Serde[schemas.TenantEvent]
 }
 
 func (s *Serdes) validate() error {
@@ -58,6 +61,12 @@ func RegistrySerdes(ctx context.Context, reg *schemas.Registry, topics Topics) (
 		add(err)
 	}
 	if s.Fulfillment, err = registry(ctx, schemas.Fulfillment, reg, topics.Fulfillment); err != nil {
+		add(err)
+	}
+	if s.Product, err = schemas.ProductAvro(serde.WithRegistry(reg.Client(), topics.Products+"-value")); err != nil {
+		add(err)
+	}
+	if s.Tenant, err = schemas.TenantAvro(serde.WithRegistry(reg.Client(), topics.Tenants+"-value")); err != nil {
 		add(err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -94,7 +94,7 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		s.lines = append(s.lines, line{sku: s.lastSKU, qty: qty})
 		s.then(g, now, actReserve, 50*time.Millisecond, 500*time.Millisecond)
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
-			Action: schemas.CartAdd, Quantity: qty, UnitPriceCents: k.price, Currency: "USD", EventTime: ts}
+			Action: schemas.CartAdd, Quantity: qty, UnitPriceCents: g.cartPrice(&k, ts), Currency: "USD", EventTime: ts}
 	case actReserve:
 		l := &s.lines[len(s.lines)-1]
 		k := &t.skus[l.sku]
@@ -116,7 +116,7 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		k := t.skus[s.lines[i].sku]
 		s.then(g, now, actRelease, 50*time.Millisecond, 500*time.Millisecond)
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
-			Action: schemas.CartRemove, Quantity: s.lines[i].qty, UnitPriceCents: k.price, Currency: "USD", EventTime: ts}
+			Action: schemas.CartRemove, Quantity: s.lines[i].qty, UnitPriceCents: k.priceAt(ts), Currency: "USD", EventTime: ts}
 	case actRelease:
 		e := s.release(t, ev, ts, "removed_from_cart")
 		s.afterCartChange(g, now)
@@ -221,7 +221,7 @@ func (s *session) decide(g *Generator, now time.Duration, t *tenant, ev string, 
 		s.amount = 0
 		for _, l := range s.lines {
 			if l.reserved {
-				s.amount += int64(l.qty) * t.skus[l.sku].price
+				s.amount += int64(l.qty) * t.skus[l.sku].priceAt(s.last)
 			}
 		}
 		if g.rnd.IntN(20) == 0 {

@@ -15,10 +15,11 @@ const (
 	Inventory = "inventory"
 	Fraud     = "fraud"
 	Orders    = "orders"
+	Pricing   = "pricing"
 )
 
 // All lists every pipeline.
-var All = []string{Inventory, Fraud, Orders}
+var All = []string{Inventory, Fraud, Orders, Pricing}
 
 // Store names, stable: they name the changelog topics
 // "<application>-<store>-changelog" and the query paths /stores/<store>/.
@@ -29,6 +30,14 @@ const (
 	StoreCarts        = "checkout-join" // the window stores checkout-join-this/-other
 	StoreOrderState   = "order-state"
 	StoreShipDeadline = "ship-deadline"
+
+	StorePrices           = "product-prices"   // versioned table of the products topic
+	StoreTenants          = "tenants"          // global table of the tenants topic
+	StoreCartLines        = "cart-lines"       // running quantity per cart line, with a TTL
+	StoreCartLinePrices   = "cart-line-prices" // the foreign-key join of lines to prices
+	StoreCartTotals       = "cart-totals"
+	StoreCartTotalsBuffer = "cart-totals-suppress"
+	StoreTenantActivity   = "tenant-activity"
 )
 
 // ParseNames reads a comma-separated pipeline list ("inventory,fraud"),
@@ -41,7 +50,7 @@ func ParseNames(s string) ([]string, error) {
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(n)
 		switch n {
-		case Inventory, Fraud, Orders:
+		case Inventory, Fraud, Orders, Pricing:
 		default:
 			return nil, fmt.Errorf("pipeline %q: want one of %s", n, strings.Join(All, ", "))
 		}
@@ -94,6 +103,10 @@ func AddTo(b *topology.Builder, names []string, cfg Config) error {
 			addFraud(in, cfg)
 		case Orders:
 			addOrders(in, cfg)
+		case Pricing:
+			if err := addPricing(b, in, cfg); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("pipelines: unknown pipeline %q (want %s)", n, strings.Join(All, ", "))
 		}
@@ -130,6 +143,9 @@ func Topics(names []string, cfg Config) ([]string, error) {
 			add(cfg.Inputs.Payments, cfg.Outputs.FraudAlerts)
 		case Orders:
 			add(cfg.Inputs.Carts, cfg.Inputs.Payments, cfg.Inputs.Fulfillment, cfg.Outputs.OrderState, cfg.Outputs.LateAlerts)
+		case Pricing:
+			add(cfg.Inputs.Carts, cfg.Inputs.Payments, cfg.Inputs.Products, cfg.Inputs.Tenants, cfg.Outputs.PriceAlerts,
+				cfg.Outputs.CartLines, cfg.Outputs.CartTotals, cfg.Outputs.TenantActivity)
 		}
 	}
 	return out, nil
@@ -143,6 +159,7 @@ type inputs struct {
 	carts       topology.Stream[string, schemas.CartEvent]
 	payments    topology.Stream[string, schemas.PaymentEvent]
 	fulfillment topology.Stream[string, schemas.FulfillmentEvent]
+	vs          gen.Serdes
 }
 
 func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
@@ -166,7 +183,8 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 	if want[Inventory] {
 		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), vs.Inventory, src("inventory-events")...)
 	}
-	if want[Fraud] || want[Orders] {
+	in.vs = vs
+	if want[Fraud] || want[Orders] || want[Pricing] {
 		// Redelivered payment events (same event id) would count twice in
 		// the fraud velocity and repeat order updates. A redelivery has
 		// the original's key (the order id), so it is in the same
@@ -175,8 +193,10 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 			Deduplicate(func(_ string, p schemas.PaymentEvent) string { return p.EventID }, cfg.PaymentDedupWindow,
 				topology.Named(StorePaymentDedup))
 	}
-	if want[Orders] {
+	if want[Orders] || want[Pricing] {
 		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), vs.Cart, src("cart-events")...)
+	}
+	if want[Orders] {
 		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), vs.Fulfillment, src("fulfillment-events")...)
 	}
 	return in

@@ -14,6 +14,11 @@ type Outputs struct {
 	FraudAlerts  string // fraud: FraudAlert per user and window
 	OrderState   string // orders: OrderState per order id, one record per change
 	LateAlerts   string // orders: LateFulfillment per captured order not shipped in time
+
+	PriceAlerts    string // pricing: PriceAlert per cart add priced off the catalog
+	CartLines      string // pricing: CartLine per cart line, one record per change
+	CartTotals     string // pricing: CartTotal per cart, at most one per CartTotalsEvery
+	TenantActivity string // pricing: TenantActivity per tenant and window
 }
 
 // DefaultOutputs are the output topic names when Config.Outputs fields are empty.
@@ -22,16 +27,23 @@ var DefaultOutputs = Outputs{
 	FraudAlerts:  "fraud-alerts",
 	OrderState:   "order-state",
 	LateAlerts:   "late-fulfillment-alerts",
+
+	PriceAlerts:    "price-alerts",
+	CartLines:      "cart-lines",
+	CartTotals:     "cart-totals",
+	TenantActivity: "tenant-activity",
 }
 
 // All lists the output topics.
 func (o Outputs) All() []string {
-	return []string{o.Availability, o.FraudAlerts, o.OrderState, o.LateAlerts}
+	return []string{o.Availability, o.FraudAlerts, o.OrderState, o.LateAlerts, o.PriceAlerts, o.CartLines, o.CartTotals, o.TenantActivity}
 }
 
 // WithPrefix returns the topics with prefix prepended to each name.
 func (o Outputs) WithPrefix(prefix string) Outputs {
-	return Outputs{prefix + o.Availability, prefix + o.FraudAlerts, prefix + o.OrderState, prefix + o.LateAlerts}
+	return Outputs{Availability: prefix + o.Availability, FraudAlerts: prefix + o.FraudAlerts, OrderState: prefix + o.OrderState,
+		LateAlerts: prefix + o.LateAlerts, PriceAlerts: prefix + o.PriceAlerts, CartLines: prefix + o.CartLines,
+		CartTotals: prefix + o.CartTotals, TenantActivity: prefix + o.TenantActivity}
 }
 
 // Config parameterises the pipelines. Zero fields stand for the documented
@@ -71,6 +83,23 @@ type Config struct {
 	// compressed: capture to shipment takes 15–90 s).
 	ShipWithin time.Duration
 
+	// PriceHistory is how long, in event time, the versioned price table
+	// (StorePrices) keeps superseded prices for as-of lookups: a cart add
+	// older than stream time − PriceHistory finds no price and raises no
+	// alert. Default 10m, far above Grace.
+	PriceHistory time.Duration
+	// CartTTL expires a cart line (StoreCartLines) this long in event time
+	// after its last change: abandoned carts leave the store (and the
+	// cart-lines output gets a tombstone). Default 30m.
+	CartTTL time.Duration
+	// CartTotalsEvery rate-limits cart totals: each cart's total is
+	// emitted at most once per CartTotalsEvery of event time (Suppress),
+	// with its latest value. Default 1s.
+	CartTotalsEvery time.Duration
+	// TenantActivityWindow is the tumbling window of the per-seller
+	// activity summary; default 1m.
+	TenantActivityWindow time.Duration
+
 	// Serdes decodes the input values instead of plain Avro binary with
 	// the embedded schemas; e.g. gen.RegistrySerdes for the Confluent wire
 	// format, which resolves each record from its writer's schema id and
@@ -97,6 +126,9 @@ func (c *Config) EnsureDefaults() *Config {
 		{&in.Clicks, gen.DefaultTopics.Clicks}, {&in.Carts, gen.DefaultTopics.Carts},
 		{&in.Inventory, gen.DefaultTopics.Inventory}, {&in.Payments, gen.DefaultTopics.Payments},
 		{&in.Fulfillment, gen.DefaultTopics.Fulfillment},
+		{&in.Products, gen.DefaultTopics.Products}, {&in.Tenants, gen.DefaultTopics.Tenants},
+		{&c.Outputs.PriceAlerts, DefaultOutputs.PriceAlerts}, {&c.Outputs.CartLines, DefaultOutputs.CartLines},
+		{&c.Outputs.CartTotals, DefaultOutputs.CartTotals}, {&c.Outputs.TenantActivity, DefaultOutputs.TenantActivity},
 		{&c.Outputs.Availability, DefaultOutputs.Availability}, {&c.Outputs.FraudAlerts, DefaultOutputs.FraudAlerts},
 		{&c.Outputs.OrderState, DefaultOutputs.OrderState}, {&c.Outputs.LateAlerts, DefaultOutputs.LateAlerts},
 	} {
@@ -115,6 +147,10 @@ func (c *Config) EnsureDefaults() *Config {
 	def(&c.FraudAdvance, 10*time.Second)
 	def(&c.CheckoutWindow, 30*time.Minute)
 	def(&c.ShipWithin, time.Minute)
+	def(&c.PriceHistory, 10*time.Minute)
+	def(&c.CartTTL, 30*time.Minute)
+	def(&c.CartTotalsEvery, time.Second)
+	def(&c.TenantActivityWindow, time.Minute)
 	if c.FraudThreshold == 0 {
 		c.FraudThreshold = 20
 	}
@@ -147,6 +183,14 @@ func (c *Config) check() error {
 		return fmt.Errorf("pipelines: CheckoutWindow is %v, accepted range 1s..24h", c.CheckoutWindow)
 	case c.ShipWithin < time.Second || c.ShipWithin > 30*24*time.Hour:
 		return fmt.Errorf("pipelines: ShipWithin is %v, accepted range 1s..720h", c.ShipWithin)
+	case c.PriceHistory < c.Grace || c.PriceHistory > 30*24*time.Hour:
+		return fmt.Errorf("pipelines: PriceHistory is %v, accepted range Grace (%v)..720h", c.PriceHistory, c.Grace)
+	case c.CartTTL < time.Second || c.CartTTL > 30*24*time.Hour:
+		return fmt.Errorf("pipelines: CartTTL is %v, accepted range 1s..720h", c.CartTTL)
+	case c.CartTotalsEvery < time.Millisecond || c.CartTotalsEvery > time.Hour:
+		return fmt.Errorf("pipelines: CartTotalsEvery is %v, accepted range 1ms..1h", c.CartTotalsEvery)
+	case c.TenantActivityWindow < time.Second || c.TenantActivityWindow > 24*time.Hour:
+		return fmt.Errorf("pipelines: TenantActivityWindow is %v, accepted range 1s..24h", c.TenantActivityWindow)
 	}
 	if s := c.Serdes; s != nil && (s.Cart == nil || s.Inventory == nil || s.Payment == nil || s.Fulfillment == nil) {
 		return fmt.Errorf("pipelines: Serdes.Cart, .Inventory, .Payment and .Fulfillment must all be set")
@@ -154,9 +198,12 @@ func (c *Config) check() error {
 	seen := map[string]string{}
 	for _, t := range []struct{ field, name string }{
 		{"Inputs.Carts", in.Carts}, {"Inputs.Inventory", in.Inventory}, {"Inputs.Payments", in.Payments},
-		{"Inputs.Fulfillment", in.Fulfillment}, {"Outputs.Availability", c.Outputs.Availability},
+		{"Inputs.Fulfillment", in.Fulfillment}, {"Inputs.Products", in.Products}, {"Inputs.Tenants", in.Tenants},
+		{"Outputs.Availability", c.Outputs.Availability},
 		{"Outputs.FraudAlerts", c.Outputs.FraudAlerts}, {"Outputs.OrderState", c.Outputs.OrderState},
-		{"Outputs.LateAlerts", c.Outputs.LateAlerts},
+		{"Outputs.LateAlerts", c.Outputs.LateAlerts}, {"Outputs.PriceAlerts", c.Outputs.PriceAlerts},
+		{"Outputs.CartLines", c.Outputs.CartLines}, {"Outputs.CartTotals", c.Outputs.CartTotals},
+		{"Outputs.TenantActivity", c.Outputs.TenantActivity},
 	} {
 		if other, dup := seen[t.name]; dup {
 			return fmt.Errorf("pipelines: %s and %s are both topic %q; every stream needs its own topic", other, t.field, t.name)
