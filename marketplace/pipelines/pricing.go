@@ -21,9 +21,9 @@ type PriceAlert struct {
 	TimeMs            int64  `json:"time_ms"`
 }
 
-// CartLine is one sku in one cart, priced at the sku's current catalog
+// PricedLine is one sku in one cart, priced at the sku's current catalog
 // price. Key: LineKey(cart, sku).
-type CartLine struct {
+type PricedLine struct {
 	CartID         string `json:"cart_id"`
 	SKU            string `json:"sku"`
 	Title          string `json:"title"`
@@ -86,7 +86,7 @@ func (l LineQuantity) Apply(c schemas.CartEvent) LineQuantity {
 //	cart lines: cart events → grouped by LineKey (repartition) → running quantity
 //	  StoreCartLines, expiring CartTTL of event time after the line's last change
 //	  → lines with quantity > 0 → foreign-key join to StorePrices by sku (the current price)
-//	  → Outputs.CartLines (key LineKey, CartLine JSON; a tombstone when a line
+//	  → Outputs.CartLines (key LineKey, PricedLine JSON; a tombstone when a line
 //	  empties or expires)
 //	cart totals: priced lines → grouped by cart id → sum StoreCartTotals
 //	  → suppressed: each cart's total at most once per CartTotalsEvery of event time
@@ -139,21 +139,21 @@ func addPricing(b *topology.Builder, in inputs, cfg Config) error {
 		Filter(func(_ string, l LineQuantity) bool { return l.Quantity > 0 }, topology.Named("cart-lines-nonempty"))
 	priced := lines.JoinOnForeignKey(prices,
 		func(_ string, l LineQuantity) (string, bool) { return l.SKU, true },
-		func(_ string, l LineQuantity, p schemas.ProductEvent) CartLine {
-			return CartLine{CartID: l.CartID, SKU: l.SKU, Title: p.Title, Quantity: l.Quantity,
+		func(_ string, l LineQuantity, p schemas.ProductEvent) PricedLine {
+			return PricedLine{CartID: l.CartID, SKU: l.SKU, Title: p.Title, Quantity: l.Quantity,
 				UnitPriceCents: p.PriceCents, TotalCents: l.Quantity * p.PriceCents}
 		}, topology.Named(StoreCartLinePrices))
 	priced.ToStream(topology.Named("cart-line-changes")).
-		WithSerdes(serde.String(), serde.JSON[CartLine]()).
+		WithSerdes(serde.String(), serde.JSON[PricedLine]()).
 		To(cfg.Outputs.CartLines, topology.Named("cart-lines-sink"))
 
-	priced.GroupBy(func(_ string, l CartLine) (string, CartLine) { return l.CartID, l }, serde.String(), serde.JSON[CartLine](),
+	priced.GroupBy(func(_ string, l PricedLine) (string, PricedLine) { return l.CartID, l }, serde.String(), serde.JSON[PricedLine](),
 		topology.Named("cart-lines-by-cart")).
 		Aggregate(func() CartTotal { return CartTotal{} },
-			func(_ string, l CartLine, t CartTotal) CartTotal {
+			func(_ string, l PricedLine, t CartTotal) CartTotal {
 				return CartTotal{Lines: t.Lines + 1, Units: t.Units + l.Quantity, TotalCents: t.TotalCents + l.TotalCents}
 			},
-			func(_ string, l CartLine, t CartTotal) CartTotal {
+			func(_ string, l PricedLine, t CartTotal) CartTotal {
 				return CartTotal{Lines: t.Lines - 1, Units: t.Units - l.Quantity, TotalCents: t.TotalCents - l.TotalCents}
 			}, serde.JSON[CartTotal](), topology.Named(StoreCartTotals)).
 		Suppress(topology.UntilTimeLimit(cfg.CartTotalsEvery, topology.BufferConfig{MaxRecords: 100_000}),
@@ -169,7 +169,7 @@ func addPricing(b *topology.Builder, in inputs, cfg Config) error {
 			topology.Named("payment-captures")).
 		GroupBy(func(_ string, p schemas.PaymentEvent) string { return p.Tenant }, serde.String(),
 			topology.Named("captures-by-tenant"))
-	addsByTenant.Cogroup(func(tenant string, c schemas.CartEvent, a TenantActivity) TenantActivity {
+	activity := addsByTenant.Cogroup(func(tenant string, c schemas.CartEvent, a TenantActivity) TenantActivity {
 		a.Tenant = tenant
 		a.CartAdds++
 		a.UnitsAdded += int64(c.Quantity)
@@ -179,7 +179,8 @@ func addPricing(b *topology.Builder, in inputs, cfg Config) error {
 		a.Captures++
 		a.CapturedCents += p.AmountCents
 		return a
-	}).WindowedBy(topology.TumblingWindows(cfg.TenantActivityWindow, cfg.Grace)).
+	})
+	topology.CogroupWindowedBy(activity, topology.TumblingWindows(cfg.TenantActivityWindow, cfg.Grace)).
 		Aggregate(func() TenantActivity { return TenantActivity{} }, serde.JSON[TenantActivity](),
 			topology.Named(StoreTenantActivity), topology.EmitFinal()).
 		ToStream(topology.Named("tenant-activity-final")).

@@ -75,11 +75,11 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 		assertMaps(t, cfg.Outputs.PriceAlerts, got, ref.alerts)
 	})
 	t.Run("cart lines priced by foreign key at the current price", func(t *testing.T) {
-		out, err := tidemarktest.Output(d, cfg.Outputs.CartLines, serde.String(), serde.JSON[pipelines.CartLine]()).ReadAll()
+		out, err := tidemarktest.Output(d, cfg.Outputs.CartLines, serde.String(), serde.JSON[pipelines.PricedLine]()).ReadAll()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.CartLine{}
+		got := map[string]pipelines.PricedLine{}
 		for _, r := range out {
 			if r.Tombstone {
 				delete(got, r.Key)

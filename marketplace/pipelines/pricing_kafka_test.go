@@ -142,9 +142,9 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 	})
 	t.Run("cart lines", func(t *testing.T) {
 		rs := readUntil(t, cfg.Outputs.CartLines, func(rs []*kgo.Record) bool {
-			return maps.Equal(tableOf[pipelines.CartLine](t, rs), ref.lines)
+			return maps.Equal(tableOf[pipelines.PricedLine](t, rs), ref.lines)
 		})
-		assertMaps(t, "cart lines", tableOf[pipelines.CartLine](t, rs), ref.lines)
+		assertMaps(t, "cart lines", tableOf[pipelines.PricedLine](t, rs), ref.lines)
 	})
 	t.Run("cart totals", func(t *testing.T) {
 		want := map[string]pipelines.CartTotal{}

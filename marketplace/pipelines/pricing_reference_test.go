@@ -15,7 +15,7 @@ import (
 // the events in the order they are piped, with maps and loops.
 type pricingReference struct {
 	alerts   map[string]pipelines.PriceAlert     // by priceAlertKey
-	lines    map[string]pipelines.CartLine       // final table, by line key
+	lines    map[string]pipelines.PricedLine       // final table, by line key
 	totals   map[string]pipelines.CartTotal      // by cart id, carts with at least one priced line
 	settled  map[string]bool                     // carts whose total is out of the suppress buffer by the end
 	activity map[string]pipelines.TenantActivity // by activityKey, closed windows
@@ -52,7 +52,7 @@ func latestPrice(h []pricePoint) (pricePoint, bool) {
 
 func computePricing(evs []gen.Event, cfg pipelines.Config, end time.Time) pricingReference {
 	cfg.EnsureDefaults()
-	ref := pricingReference{alerts: map[string]pipelines.PriceAlert{}, lines: map[string]pipelines.CartLine{},
+	ref := pricingReference{alerts: map[string]pipelines.PriceAlert{}, lines: map[string]pipelines.PricedLine{},
 		totals: map[string]pipelines.CartTotal{}, settled: map[string]bool{}, activity: map[string]pipelines.TenantActivity{}}
 	prices := map[string][]pricePoint{}
 	tiers := map[string]schemas.TenantTier{}
@@ -97,7 +97,7 @@ func computePricing(evs []gen.Event, cfg pipelines.Config, end time.Time) pricin
 		if l.Quantity <= 0 || !ok {
 			continue
 		}
-		line := pipelines.CartLine{CartID: l.CartID, SKU: l.SKU, Title: p.title, Quantity: l.Quantity,
+		line := pipelines.PricedLine{CartID: l.CartID, SKU: l.SKU, Title: p.title, Quantity: l.Quantity,
 			UnitPriceCents: p.cents, TotalCents: l.Quantity * p.cents}
 		ref.lines[k] = line
 		t := ref.totals[l.CartID]
