@@ -142,7 +142,10 @@ func flushMarkers(ref reference, cfg pipelines.Config, partitions int32) []schem
 // shape, and every count the tests rely on, is the same in every hour.
 func testStream(n int) []gen.Event {
 	start := time.Now().UTC().Truncate(time.Hour)
-	g, err := gen.New(gen.Config{Seed: 7, Start: start, Profile: gen.Profile{Rate: 20}, Tenants: 3, Users: 500, SKUsPerTenant: 40})
+	// Frequent price changes and stale cart prices give the pricing
+	// pipeline's as-of check something to find in a short stream.
+	g, err := gen.New(gen.Config{Seed: 7, Start: start, Profile: gen.Profile{Rate: 20}, Tenants: 3, Users: 500, SKUsPerTenant: 40,
+		PriceChangeRate: 0.03, StalePriceRate: 0.3})
 	if err != nil {
 		panic(err)
 	}
