@@ -31,7 +31,8 @@ func runDriver(t *testing.T, evs []gen.Event, cfg pipelines.Config, ref referenc
 		t.Fatal(err)
 	}
 	in := map[string]*tidemarktest.InputTopic[[]byte, []byte]{}
-	for _, topic := range []string{cfg.Inputs.Carts, cfg.Inputs.Inventory, cfg.Inputs.Payments, cfg.Inputs.Fulfillment} {
+	for _, topic := range []string{cfg.Inputs.Carts, cfg.Inputs.Inventory, cfg.Inputs.Payments, cfg.Inputs.Fulfillment,
+		cfg.Inputs.Products, cfg.Inputs.Tenants} {
 		in[topic] = tidemarktest.Input(d, topic, serde.Bytes(), serde.Bytes())
 	}
 	pipe := func(ev gen.Event) {
