@@ -104,11 +104,12 @@ func (g *Generator) Counts() map[Stream]uint64 {
 func (g *Generator) Next() Event {
 	now := g.NextOffset()
 	if len(g.catalog) > 0 {
-		// The listing is emitted at the schedule's start without taking
-		// slots of it: the profile's rate is the rate of activity.
+		// The listing comes first, on the schedule like every event.
 		v := g.catalog[0]
 		g.catalog = g.catalog[1:]
-		return g.emit(now, v)
+		ev := g.emit(now, v)
+		g.offset += 1 / g.cfg.Profile.RateAt(now)
+		return ev
 	}
 	var v schemas.Event
 	var s *session

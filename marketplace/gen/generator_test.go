@@ -341,6 +341,18 @@ func TestRecordsDecodeWithTheSchemasSerdes(t *testing.T) {
 				got, err = decodeAs(schemas.Payment, f, r.Value)
 			case "demo.fulfillment":
 				got, err = decodeAs(schemas.Fulfillment, f, r.Value)
+			case "demo.products":
+				s, _ := schemas.ProductAvro()
+				if f == FormatJSON {
+					s = schemas.ProductJSON()
+				}
+				got, err = s.Decode(r.Value)
+			case "demo.tenants":
+				s, _ := schemas.TenantAvro()
+				if f == FormatJSON {
+					s = schemas.TenantJSON()
+				}
+				got, err = s.Decode(r.Value)
 			default:
 				t.Fatalf("record on unexpected topic %q", r.Topic)
 			}

@@ -28,7 +28,8 @@ const (
 )
 
 type line struct {
-	sku      int // index into the tenant's skus
+	sku      int   // index into the tenant's skus
+	price    int64 // the unit price the cart add carried
 	qty      int32
 	reserved bool
 	removed  bool
@@ -91,10 +92,11 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		if s.cartID == "" {
 			s.cartID = g.id("cart-")
 		}
-		s.lines = append(s.lines, line{sku: s.lastSKU, qty: qty})
+		price := g.cartPrice(&k, ts)
+		s.lines = append(s.lines, line{sku: s.lastSKU, price: price, qty: qty})
 		s.then(g, now, actReserve, 50*time.Millisecond, 500*time.Millisecond)
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
-			Action: schemas.CartAdd, Quantity: qty, UnitPriceCents: g.cartPrice(&k, ts), Currency: "USD", EventTime: ts}
+			Action: schemas.CartAdd, Quantity: qty, UnitPriceCents: price, Currency: "USD", EventTime: ts}
 	case actReserve:
 		l := &s.lines[len(s.lines)-1]
 		k := &t.skus[l.sku]
@@ -116,7 +118,7 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		k := t.skus[s.lines[i].sku]
 		s.then(g, now, actRelease, 50*time.Millisecond, 500*time.Millisecond)
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
-			Action: schemas.CartRemove, Quantity: s.lines[i].qty, UnitPriceCents: k.priceAt(ts), Currency: "USD", EventTime: ts}
+			Action: schemas.CartRemove, Quantity: s.lines[i].qty, UnitPriceCents: s.lines[i].price, Currency: "USD", EventTime: ts}
 	case actRelease:
 		e := s.release(t, ev, ts, "removed_from_cart")
 		s.afterCartChange(g, now)
@@ -221,7 +223,7 @@ func (s *session) decide(g *Generator, now time.Duration, t *tenant, ev string, 
 		s.amount = 0
 		for _, l := range s.lines {
 			if l.reserved {
-				s.amount += int64(l.qty) * t.skus[l.sku].priceAt(s.last)
+				s.amount += int64(l.qty) * l.price
 			}
 		}
 		if g.rnd.IntN(20) == 0 {

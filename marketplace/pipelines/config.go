@@ -86,7 +86,7 @@ type Config struct {
 	// PriceHistory is how long, in event time, the versioned price table
 	// (StorePrices) keeps superseded prices for as-of lookups: a cart add
 	// older than stream time − PriceHistory finds no price and raises no
-	// alert. Default 10m, far above Grace.
+	// alert. Default 10m or twice Grace, whichever is longer.
 	PriceHistory time.Duration
 	// CartTTL expires a cart line (StoreCartLines) this long in event time
 	// after its last change: abandoned carts leave the store (and the
@@ -147,7 +147,7 @@ func (c *Config) EnsureDefaults() *Config {
 	def(&c.FraudAdvance, 10*time.Second)
 	def(&c.CheckoutWindow, 30*time.Minute)
 	def(&c.ShipWithin, time.Minute)
-	def(&c.PriceHistory, 10*time.Minute)
+	def(&c.PriceHistory, max(10*time.Minute, 2*c.Grace))
 	def(&c.CartTTL, 30*time.Minute)
 	def(&c.CartTotalsEvery, time.Second)
 	def(&c.TenantActivityWindow, time.Minute)
