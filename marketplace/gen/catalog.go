@@ -153,15 +153,14 @@ func (k *sku) listed(id, tenant string, at time.Time) schemas.ProductEvent {
 }
 
 // priceChange reprices a popular sku by up to ±20%. The change is valid
-// from just after the event-time frontier (no event emitted so far is
-// later), so the price history a cart event is priced from when it is
+// from the event-time frontier (no event emitted so far is later), so the price history a cart event is priced from when it is
 // generated is the history as it will ever be at that cart's time: an
 // as-of lookup is exact, while a latest-value lookup is wrong for the
 // out-of-order carts emitted after a change but timed before it.
 func (g *Generator) priceChange(now time.Duration) schemas.Event {
 	t := &g.tenants[g.pickTenant()]
 	k := &t.skus[t.popularity.Uint64()]
-	at := g.cfg.Start.Add(now + time.Millisecond)
+	at := g.cfg.Start.Add(now)
 	old := k.priceAt(at)
 	cents := max(99, old+old*int64(g.rnd.IntN(41)-20)/100)
 	if cents == old {

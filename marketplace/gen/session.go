@@ -92,7 +92,16 @@ func (s *session) step(g *Generator, now time.Duration) schemas.Event {
 		if s.cartID == "" {
 			s.cartID = g.id("cart-")
 		}
-		price := g.cartPrice(&k, ts)
+		// A cart shows one price per sku: a second add of it keeps the first's.
+		price := int64(-1)
+		for _, l := range s.lines {
+			if l.sku == s.lastSKU && !l.removed {
+				price = l.price
+			}
+		}
+		if price < 0 {
+			price = g.cartPrice(&k, ts)
+		}
 		s.lines = append(s.lines, line{sku: s.lastSKU, price: price, qty: qty})
 		s.then(g, now, actReserve, 50*time.Millisecond, 500*time.Millisecond)
 		return schemas.CartEvent{EventID: ev, Tenant: t.name, CartID: s.cartID, UserID: s.user, SKU: k.id,
