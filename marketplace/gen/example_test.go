@@ -31,6 +31,6 @@ func ExampleGenerator_Take() {
 	fmt.Println("seller-001-sku-00001 available:", stock["seller-001-sku-00001"])
 	fmt.Println("orders captured:", captured)
 	// Output:
-	// seller-001-sku-00001 available: 103
-	// orders captured: 4486
+	// seller-001-sku-00001 available: 88
+	// orders captured: 4474
 }
