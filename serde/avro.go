@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/linkedin/goavro/v2"
@@ -176,8 +177,8 @@ type avroSerde[T any] struct {
 	enc    avroEncoder
 	self   *avroWriter
 
-	idMu sync.Mutex
-	id   int // 0 until registered or looked up; registry ids start at 1
+	idMu sync.Mutex   // serialises registering; Encode reads id without it
+	id   atomic.Int64 // 0 until registered or looked up; registry ids start at 1
 
 	mu      sync.RWMutex
 	binder  *binder // guarded by mu: resolving a writer adds to its memo
@@ -246,10 +247,13 @@ func (s *avroSerde[T]) Encode(dst []byte, v T) ([]byte, error) {
 }
 
 func (s *avroSerde[T]) schemaID() (int, error) {
+	if id := s.id.Load(); id != 0 {
+		return int(id), nil
+	}
 	s.idMu.Lock()
 	defer s.idMu.Unlock()
-	if s.id != 0 {
-		return s.id, nil
+	if id := s.id.Load(); id != 0 {
+		return int(id), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()
@@ -271,10 +275,10 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 		var zero T
 		return 0, fmt.Errorf("%w: avro %T: subject %q: %w", ErrEncode, zero, s.cfg.subject, registryErr(err))
 	}
-	s.id = id
 	s.mu.Lock()
 	s.writers[id] = s.self
 	s.mu.Unlock()
+	s.id.Store(int64(id))
 	return id, nil
 }
 

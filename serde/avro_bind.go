@@ -678,10 +678,16 @@ func intDecoder(logical, path string) avroDecoder {
 	return func(n any, dst reflect.Value) error {
 		var v int64
 		switch x := n.(type) {
-		case int32:
-			v = int64(x)
-		case int64:
-			v = x
+		case int32, int64: // a plain int or long, or a default
+			v = reflect.ValueOf(x).Int()
+			if dst.Type() == durationType {
+				switch logical {
+				case "time-millis":
+					v *= int64(time.Millisecond)
+				case "time-micros":
+					v *= int64(time.Microsecond)
+				}
+			}
 		case time.Duration:
 			switch {
 			case dst.Type() == durationType:

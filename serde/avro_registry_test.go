@@ -37,7 +37,9 @@ const userV2 = `{"type":"record","name":"User","namespace":"acme.v2","fields":[
 	{"name":"nick","type":["null","string"],"default":null},
 	{"name":"tier","type":{"type":"enum","name":"Tier","symbols":["FREE","PRO","TEAM"],"default":"FREE"}},
 	{"name":"country","type":"string","default":"NL"},
-	{"name":"scores","type":{"type":"array","items":"double"},"default":[1.5]}]}`
+	{"name":"scores","type":{"type":"array","items":"double"},"default":[1.5]},
+	{"name":"since","type":{"type":"long","logicalType":"timestamp-millis"},"default":1000},
+	{"name":"slot","type":{"type":"int","logicalType":"time-millis"},"default":90000}]}`
 
 type Tier string
 
@@ -50,12 +52,14 @@ type userV1T struct {
 }
 
 type userV2T struct {
-	ID      string    `avro:"id"`
-	Age     int64     `avro:"age"`
-	Nick    *string   `avro:"nick"`
-	Tier    Tier      `avro:"tier"`
-	Country string    `avro:"country"`
-	Scores  []float64 `avro:"scores"`
+	ID      string        `avro:"id"`
+	Age     int64         `avro:"age"`
+	Nick    *string       `avro:"nick"`
+	Tier    Tier          `avro:"tier"`
+	Country string        `avro:"country"`
+	Scores  []float64     `avro:"scores"`
+	Since   time.Time     `avro:"since"`
+	Slot    time.Duration `avro:"slot"`
 }
 
 func TestAvroSchemaEvolution(t *testing.T) {
@@ -74,7 +78,8 @@ func TestAvroSchemaEvolution(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.ID != "u1" || got.Age != 41 || got.Nick == nil || *got.Nick != "ann" || got.Tier != "PRO" ||
-			got.Country != "NL" || len(got.Scores) != 1 || got.Scores[0] != 1.5 {
+			got.Country != "NL" || len(got.Scores) != 1 || got.Scores[0] != 1.5 ||
+			!got.Since.Equal(time.UnixMilli(1000)) || got.Slot != 90*time.Second {
 			t.Fatalf("v1 record read as v2: %+v (nick %v)", got, got.Nick)
 		}
 	})

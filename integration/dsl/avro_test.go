@@ -1,7 +1,9 @@
 package dsl_test
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/serde/srtest"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -218,4 +221,53 @@ func decodeLatest(t *testing.T, cl *sr.Client, topic string, recs []*kgo.Record)
 		out[string(r.Key)] = v
 	}
 	return out
+}
+
+// A registry outage is not a bad record: even with a dead-letter topic and
+// a processing-error handler that dead-letters, the application stops with
+// serde.ErrRegistry instead of dead-lettering (and so losing) the records
+// it could not decode; a new instance processes them once the registry is
+// back.
+func TestAvroRegistryOutageStopsTheAppInsteadOfDeadLettering(t *testing.T) {
+	fake := srtest.NewRegistry(t)
+	cl := fake.Client(t)
+	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	app := kafkatest.UniqueName(t, "avro-outage")
+	topo := func() *topology.Topology {
+		b := topology.NewBuilder(app)
+		b.Stream(in, serde.String(), mustAvroSerde[reading](t, readingSchema, serde.WithRegistry(cl, in+"-value"))).
+			MapValues(func(_ string, r reading) string { return fmt.Sprintf("%s#%d", r.Device, r.Seq) }).
+			WithSerdes(serde.String(), serde.String()).To(out)
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo
+	}
+	v1 := mustAvroSerde[readingV1](t, readingV1Schema, serde.WithRegistry(cl, in+"-value"))
+	var recs []record
+	for i := range 3 {
+		b, err := v1.Encode(nil, readingV1{Device: "d", Seq: int64(i), At: time.UnixMilli(0).UTC(), Tags: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, record{key: "d", value: string(b), ts: time.Now().UnixMilli()})
+	}
+	produce(t, in, 1, recs...)
+
+	fake.SetDown(true)
+	a, err := processor.NewApp(topo(), processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir()),
+		processor.WithDeadLetterTopic(dlq), processor.WithProcessingErrorHandler(processor.DeadLetterOnError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Run(ctx); !errors.Is(err, serde.ErrRegistry) {
+		t.Fatalf("run with the registry down: %v, want it to stop with serde.ErrRegistry", err)
+	}
+	fake.SetDown(false)
+	startApp(t, topo(), t.TempDir(), processor.WithDeadLetterTopic(dlq))
+	readUntil(t, out, 40*time.Second, func(recs []*kgo.Record) bool { return len(recs) == 3 })
+	kafkatest.ConsumeExactly(t, dlq, 0, 5*time.Second, 2*time.Second) // nothing dead-lettered
 }
