@@ -166,7 +166,7 @@ func TestAvroRegistrySerdesAcrossRestart(t *testing.T) {
 		}
 		if h == 0 {
 			produce(t, in, 2, halves[0]...)
-			want := maps(model)
+			want := copyStats(model)
 			stop := startApp(t, avroTopo(t, cl, app, in, out), t.TempDir())
 			readUntil(t, out, 40*time.Second, func(recs []*kgo.Record) bool {
 				return reflect.DeepEqual(decodeLatest(t, cl, out, recs), want)
@@ -195,7 +195,7 @@ func TestAvroRegistrySerdesAcrossRestart(t *testing.T) {
 	}
 }
 
-func maps(m map[string]deviceStats) map[string]deviceStats {
+func copyStats(m map[string]deviceStats) map[string]deviceStats {
 	out := make(map[string]deviceStats, len(m))
 	for k, v := range m {
 		out[k] = v
