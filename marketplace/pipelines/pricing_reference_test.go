@@ -15,13 +15,15 @@ import (
 // the events in the order they are piped, with maps and loops.
 type pricingReference struct {
 	alerts   map[string]pipelines.PriceAlert     // by priceAlertKey
-	lines    map[string]pipelines.PricedLine       // final table, by line key
+	lines    map[string]pipelines.PricedLine     // final table, by line key
 	totals   map[string]pipelines.CartTotal      // by cart id, carts with at least one priced line
 	settled  map[string]bool                     // carts whose total is out of the suppress buffer by the end
 	activity map[string]pipelines.TenantActivity // by activityKey, closed windows
 }
 
-func priceAlertKey(a pipelines.PriceAlert) string { return fmt.Sprintf("%s/%s@%d", a.CartID, a.SKU, a.TimeMs) }
+func priceAlertKey(a pipelines.PriceAlert) string {
+	return fmt.Sprintf("%s/%s@%d", a.CartID, a.SKU, a.TimeMs)
+}
 func activityKey(a pipelines.TenantActivity) string {
 	return fmt.Sprintf("%s@%d", a.Tenant, a.WindowStartMs)
 }
