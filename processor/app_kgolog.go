@@ -16,6 +16,9 @@ import (
 // move) is retried after a metadata refresh, which franz-go announces at
 // info level only. Those retries are what a slow commit's flush usually
 // waited on; the counter makes them visible next to commit latency.
+//
+// One info message is raised to a warning (see outOfRangeOnResume): an
+// input partition whose committed offset is outside its log.
 type kgoLogger struct {
 	log     *slog.Logger
 	retries prometheus.Counter
@@ -29,6 +32,12 @@ func (l *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		l.log.Error("kafka client: "+msg, keyvals...)
 	case kgo.LogLevelWarn:
 		l.log.Warn("kafka client: "+msg, keyvals...)
+	case kgo.LogLevelInfo:
+		if strings.HasPrefix(msg, outOfRangeOnResume) {
+			l.log.Warn("kafka client: "+msg, append(keyvals[:len(keyvals):len(keyvals)], "meaning", outOfRangeMeaning)...)
+			return
+		}
+		fallthrough
 	default:
 		if strings.HasPrefix(msg, "metadata update triggered") && strings.Contains(fmt.Sprint(keyvals...), "retry batches") {
 			l.retries.Inc()
@@ -36,3 +45,17 @@ func (l *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		l.log.Debug("kafka client: "+msg, keyvals...)
 	}
 }
+
+// outOfRangeOnResume starts franz-go's (v1.22.3) info message for a first
+// fetch of a partition answered OFFSET_OUT_OF_RANGE: the offset the group
+// committed (or the start listed a moment before) is no longer in the log.
+// The consumer resets to ConsumeResetOffset, the log start, and records
+// between were never processed: the broker deleted them first (retention;
+// records whose timestamps are older than retention.ms go at the next
+// retention check however recently they were written), or the topic was
+// deleted and recreated. Exactly-once holds for what is processed, but the
+// app's outputs silently miss those records; franz-go logs it at info
+// level, which this logger keeps at debug, so it would leave no trace.
+const outOfRangeOnResume = "received OFFSET_OUT_OF_RANGE on the first fetch"
+
+const outOfRangeMeaning = "the partition's log no longer holds this offset (records deleted by retention before they were processed, or the topic recreated); consumption resumes at the log start"

@@ -97,7 +97,7 @@ func TestGenCreatesTopicsAndProducesCount(t *testing.T) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	topics := []string{"it.clicks", "it.carts", "it.inventory", "it.payments", "it.fulfillment"}
+	topics := []string{"it.clicks", "it.carts", "it.inventory", "it.payments", "it.fulfillment", "it.products", "it.tenants"}
 	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestGenCreatesTopicsAndProducesCount(t *testing.T) {
 }
 
 func TestGenWithRegistryWritesTheWireFormat(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "clicks", "carts", "inventory", "payments", "fulfillment"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "clicks", "carts", "inventory", "payments", "fulfillment", "products", "tenants"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +134,13 @@ func TestGenWithRegistryWritesTheWireFormat(t *testing.T) {
 	if _, _, err := execGen(t, brokers, "--registry="+fake.URL, "--format=json"); err == nil || !strings.Contains(err.Error(), "--registry writes Avro") {
 		t.Fatalf("--registry with --format json: %v, want a flag conflict error", err)
 	}
-	if _, logs, err := execGen(t, brokers, "--registry="+fake.URL, "--count=50", "--rate=100000"); err != nil {
+	// The stream opens with the catalog (8 sellers, ~1600 skus): enough
+	// events to get past it to the clicks.
+	if _, logs, err := execGen(t, brokers, "--registry="+fake.URL, "--count=2500", "--rate=100000"); err != nil {
 		t.Fatalf("gen: %v\n%s", err, logs)
+	}
+	if ids := fake.Subjects("products-value"); len(ids) != 1 {
+		t.Fatalf("products-value subject holds %v, want one schema (serde.Avro registers the catalog's)", ids)
 	}
 	clickIDs := fake.Subjects("clicks-value")
 	if len(clickIDs) != 1 {
@@ -182,14 +187,14 @@ func TestGenDryRunPrintsTheSeedsStreamWithoutABroker(t *testing.T) {
 		Topic string `json:"topic"`
 		Key   string `json:"key"`
 		Value struct {
-			UserID string `json:"user_id"`
+			Tenant string `json:"tenant"`
 		} `json:"value"`
 	}
 	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.Topic != "x.clicks" || first.Key == "" || first.Key != first.Value.UserID {
-		t.Fatalf("first line %s: want a click on x.clicks keyed by its user", lines[0])
+	if first.Topic != "x.tenants" || first.Key == "" || first.Key != first.Value.Tenant {
+		t.Fatalf("first line %s: want the first seller on x.tenants keyed by its tenant", lines[0])
 	}
 	again, _, err := execGen(t, args...)
 	if err != nil || again != out {

@@ -51,15 +51,42 @@ func Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 
 // NewTopic creates a topic with a unique name, the given partition count and
 // topic configs, and deletes it at cleanup. configs may be nil.
+//
+// The topic keeps its records whatever their timestamps (retention.ms=-1)
+// unless configs sets retention.ms. A broker's time-based retention ages a
+// segment by the largest record timestamp in it, not by when it was
+// written: with the default seven days, records stamped with a fixed,
+// reproducible event time (a test's 2023, or 1970) are already expired and
+// go at the broker's next retention check, every 30 s on the test brokers
+// (log.retention.check.interval.ms), active segment included. A test
+// writing such records then loses them mid-test at a random moment: an
+// app reading the topic for the first time finds its start offset at the
+// end, one resuming from committed offsets gets OFFSET_OUT_OF_RANGE and
+// resets past them, and a reader of the outputs starts after them. The
+// topic is deleted at cleanup, so keeping everything costs nothing.
 func NewTopic(t testing.TB, partitions int32, configs map[string]string) string {
 	t.Helper()
-	adm := Admin(t)
+	return newTopic(t, Admin(t), partitions, configs)
+}
+
+// NewTopic is kafkatest.NewTopic on this private broker, with the same
+// defaults.
+func (p *Private) NewTopic(partitions int32, configs map[string]string) string {
+	p.t.Helper()
+	return newTopic(p.t, kadm.NewClient(p.Client()), partitions, configs)
+}
+
+func newTopic(t testing.TB, adm *kadm.Client, partitions int32, configs map[string]string) string {
+	t.Helper()
 	name := UniqueName(t, "t")
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	cfg := make(map[string]*string, len(configs))
+	cfg := make(map[string]*string, len(configs)+1)
 	for k, v := range configs {
 		cfg[k] = &v
+	}
+	if _, ok := cfg["retention.ms"]; !ok {
+		cfg["retention.ms"] = new("-1")
 	}
 	resp, err := adm.CreateTopic(ctx, partitions, 1, cfg, name)
 	if err == nil {

@@ -1,0 +1,37 @@
+package processor
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// An input partition reset because its committed offset left the log (the
+// broker deleted records before the app read them) is a warning in the
+// app's log, naming the partition; franz-go's other info messages stay at
+// debug.
+func TestKgoLoggerWarnsOfOutOfRangeResume(t *testing.T) {
+	var buf bytes.Buffer
+	l := &kgoLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "retries"})}
+	// The message as franz-go v1.22.3 logs it (source.go).
+	l.Log(kgo.LogLevelInfo, "received OFFSET_OUT_OF_RANGE on the first fetch, resetting to the configured ConsumeResetOffset",
+		"broker", "1", "topic", "orders", "partition", int32(1), "prior_offset", int64(34))
+	l.Log(kgo.LogLevelInfo, "assigning partitions", "why", "newly fetched offsets")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got %d:\n%s", len(lines), buf.String())
+	}
+	for _, want := range []string{"level=WARN", "OFFSET_OUT_OF_RANGE", "topic=orders", "partition=1", "prior_offset=34", "deleted by retention"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("out-of-range line lacks %q: %s", want, lines[0])
+		}
+	}
+	if !strings.Contains(lines[1], "level=DEBUG") {
+		t.Errorf("other info messages stay at debug: %s", lines[1])
+	}
+}
