@@ -10,12 +10,13 @@ import "time"
 //	SourceOption         Stream, StreamOf: Named, WithTimestampExtractor, SkipUndecodable
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
-//	StoreOption          Table, ToTable, Count, Reduce and Aggregate of grouped streams and tables,
-//	                     stream-stream joins, Deduplicate, Table.Suppress: Named, WithoutChangelog, WithChangelogConfig,
+//	StoreOption          Table, ToTable, GlobalTable, Count, Reduce and Aggregate of grouped streams and
+//	                     tables, cogroup Aggregate, stream-stream joins, Deduplicate, Table.Suppress:
+//	                     Named, WithoutChangelog, WithChangelogConfig (not GlobalTable: its topic is its changelog),
 //	                     and (tables and non-windowed aggregations only, else a Build error) WithTTL;
 //	                     Versioned too, which only Table and ToTable accept (Build checks)
 //	SlidingWindowOption  sliding-window aggregations: the StoreOptions and EmitFinal
-//	WindowOption         tumbling, hopping and session-window aggregations: the SlidingWindowOptions
+//	WindowOption         tumbling, hopping and session-window aggregations and cogroups: the SlidingWindowOptions
 //	                     and WithRetention
 //	ProcessOption        Process: Named, WithStores
 //
@@ -27,7 +28,8 @@ import "time"
 // operator and also let an option's type carry K and V.
 //
 // Stateless operators (Filter, Map, Peek, ...), table operators computed on
-// read, and stream-table and table-table joins take Option: a name.
+// read, and stream-table, stream-global, table-table and foreign-key joins
+// take Option: a name.
 
 // option is what every option does: set fields of an operator's opConfig.
 type option interface{ apply(*opConfig) }
