@@ -38,6 +38,9 @@ func (b *logBuffer) taskStates(t *testing.T) []map[string]any {
 	defer b.mu.Unlock()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		if line == "" {
+			continue // nothing logged yet: Split("") is [""]
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
