@@ -443,28 +443,14 @@ func (b *binder) buildDecoder(w, r *avroType, gt reflect.Type, path string) (avr
 		if err != nil {
 			return nil, err
 		}
-		return func(n any, dst reflect.Value) error {
-			p := reflect.New(gt.Elem())
-			if err := elem(n, p.Elem()); err != nil {
-				return err
-			}
-			dst.Set(p)
-			return nil
-		}, nil
+		return pointerDecoder(gt, elem), nil
 	}
 	if gt.Kind() == reflect.Pointer {
 		elem, err := b.decoder(w, r, gt.Elem(), path)
 		if err != nil {
 			return nil, err
 		}
-		return func(n any, dst reflect.Value) error {
-			p := reflect.New(gt.Elem())
-			if err := elem(n, p.Elem()); err != nil {
-				return err
-			}
-			dst.Set(p)
-			return nil
-		}, nil
+		return pointerDecoder(gt, elem), nil
 	}
 	if !matches(w, r) {
 		return nil, incompatible(path, w, r)
@@ -668,6 +654,20 @@ func (b *binder) recordDecoder(w, r *avroType, gt reflect.Type, path string) (av
 		}
 		return nil
 	}, nil
+}
+
+// pointerDecoder decodes into a new value of gt's element type with elem
+// and sets dst (of pointer type gt) to it: a non-null branch of a
+// ["null", T] union, or a plain T bound to a Go pointer.
+func pointerDecoder(gt reflect.Type, elem avroDecoder) avroDecoder {
+	return func(n any, dst reflect.Value) error {
+		p := reflect.New(gt.Elem())
+		if err := elem(n, p.Elem()); err != nil {
+			return err
+		}
+		dst.Set(p)
+		return nil
+	}
 }
 
 // intDecoder reads Avro ints and longs into Go integers. goavro gives the

@@ -66,6 +66,17 @@ func (c *codec[K, V]) encodeValue(v V) ([]byte, error) {
 	return c.vbuf, nil
 }
 
+// encodeEntry encodes k and v into the reused buffers, for a Put.
+func (c *codec[K, V]) encodeEntry(k K, v V) (kb, vb []byte, err error) {
+	if kb, err = c.encodeKey(k); err != nil {
+		return nil, nil, err
+	}
+	if vb, err = c.encodeValue(v); err != nil {
+		return nil, nil, err
+	}
+	return kb, vb, nil
+}
+
 func (c *codec[K, V]) decodeKey(b []byte) (K, error) {
 	k, err := c.keys.Decode(b)
 	if err != nil {
@@ -112,11 +123,7 @@ func (s *TypedKeyValue[K, V]) Get(k K) (v V, found bool, err error) {
 
 // Put sets k to v.
 func (s *TypedKeyValue[K, V]) Put(k K, v V) error {
-	kb, err := s.encodeKey(k)
-	if err != nil {
-		return err
-	}
-	vb, err := s.encodeValue(v)
+	kb, vb, err := s.encodeEntry(k, v)
 	if err != nil {
 		return err
 	}

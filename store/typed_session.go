@@ -42,11 +42,7 @@ func (t *TypedSession[K, V]) FindSessions(k K, earliestEnd, latestStart int64, f
 
 // Put sets the value of session [start, end] of k.
 func (t *TypedSession[K, V]) Put(k K, start, end int64, v V) error {
-	kb, err := t.encodeKey(k)
-	if err != nil {
-		return err
-	}
-	vb, err := t.encodeValue(v)
+	kb, vb, err := t.encodeEntry(k, v)
 	if err != nil {
 		return err
 	}

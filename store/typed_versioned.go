@@ -18,11 +18,7 @@ func (s *TypedVersioned[K, V]) Store() Versioned { return s.vs }
 
 // Put adds the version (v, ts) of k (see Versioned.Put).
 func (s *TypedVersioned[K, V]) Put(k K, ts int64, v V) error {
-	kb, err := s.encodeKey(k)
-	if err != nil {
-		return err
-	}
-	vb, err := s.encodeValue(v)
+	kb, vb, err := s.encodeEntry(k, v)
 	if err != nil {
 		return err
 	}

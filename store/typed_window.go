@@ -20,11 +20,7 @@ func (s *TypedWindow[K, V]) Store() Window { return s.w }
 
 // Put sets the value of k in the window starting at start.
 func (s *TypedWindow[K, V]) Put(k K, start int64, v V) error {
-	kb, err := s.encodeKey(k)
-	if err != nil {
-		return err
-	}
-	vb, err := s.encodeValue(v)
+	kb, vb, err := s.encodeEntry(k, v)
 	if err != nil {
 		return err
 	}

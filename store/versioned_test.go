@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -224,7 +225,7 @@ func TestVersionedMatchesModel(t *testing.T) {
 			if ts >= cutoff() {
 				st = max(st, ts)
 				vers := slices.DeleteFunc(model[k], func(o modelVersion) bool { return o.ts == ts })
-				i, _ := slices.BinarySearchFunc(vers, ts, func(o modelVersion, ts int64) int { return -cmpInt(o.ts, ts) })
+				i, _ := slices.BinarySearchFunc(vers, ts, func(o modelVersion, ts int64) int { return -cmp.Compare(o.ts, ts) })
 				model[k] = slices.Insert(vers, i, v)
 			}
 			for range 3 {
@@ -297,16 +298,6 @@ func TestVersionedMatchesModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func TestTypedVersioned(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 
 	"github.com/tidemark-streams/tidemark/serde"
-	"github.com/tidemark-streams/tidemark/store"
 )
 
 // JoinOnForeignKey joins each row of t with the row of other whose key is
@@ -281,7 +280,7 @@ func joinOnForeignKey[K, V, KO, VO, VR any](t Table[K, V], o Table[KO, VO], fk f
 		fkUnjoinedOp[K, V, VO](func(k K, v V) bool { _, ok := fkOf(k, v); return ok }, left))
 	result := b.addNode(KindProcessor, op, []*node{resolve, unjoined}, cfg, nil)
 	resStore := b.addStore(result, cfg, "", kvSpec(), false)
-	rs := &fkResultStore[K, V, VO]{name: resStore, ks: t.ks, vs: t.vs, os: o.vs}
+	rs := &fkResultStore[K, V, VO]{name: resStore, ks: t.ks, js: fkJoinedSerde[V, VO]{vs: t.vs, os: o.vs}}
 	result.impl = fkResultOp(rs, joiner)
 	src := &funcGetters[K, VR]{stores: []string{resStore}, mk: func(env *opEnv) (getter[K, VR], error) {
 		st, err := rs.open(env)
@@ -546,115 +545,62 @@ func fkUnjoinedOp[K, V, VO any](hasFK func(K, V) bool, left bool) opFunc[K, chan
 	}
 }
 
-// fkResultStore is the layout of the result store: key t's key, value the
-// timestamp (8 bytes, big-endian), a found flag, the left value's length
-// (uvarint) and encoding, then the right value's encoding when found.
+// fkResultStore is the result store: a timestamped key-value store
+// (tsStore) of t's key to the joined row, encoded by fkJoinedSerde.
 type fkResultStore[K, V, VO any] struct {
 	name string
 	ks   serde.Serde[K]
-	vs   serde.Serde[V]
-	os   serde.Serde[VO]
+	js   fkJoinedSerde[V, VO]
 }
 
-type fkResultInst[K, V, VO any] struct {
-	*fkResultStore[K, V, VO]
-	node       string
-	kv         store.KeyValue
-	kbuf, vbuf []byte
+func (s *fkResultStore[K, V, VO]) open(env *opEnv) (*tsStore[K, fkJoined[V, VO]], error) {
+	return tsKV[K, fkJoined[V, VO]](env, s.name, s.ks, s.js)
 }
 
-func (s *fkResultStore[K, V, VO]) open(env *opEnv) (*fkResultInst[K, V, VO], error) {
-	kv, err := env.keyValue(s.name)
-	if err != nil {
-		return nil, err
-	}
-	return &fkResultInst[K, V, VO]{fkResultStore: s, node: env.node, kv: kv}, nil
+// fkJoinedSerde encodes a joined row after its timestamp in the result
+// store: a found flag, the left value's length (uvarint) and encoding,
+// then the right value's encoding when found.
+type fkJoinedSerde[V, VO any] struct {
+	vs serde.Serde[V]
+	os serde.Serde[VO]
 }
 
-func (s *fkResultInst[K, V, VO]) key(k K) ([]byte, error) {
-	b, err := s.ks.Encode(s.kbuf[:0], k)
-	if err != nil {
-		return nil, fmt.Errorf("operator %q: store %q: encode key: %w", s.node, s.name, err)
-	}
-	s.kbuf = b
-	return storeKey(b), nil
-}
-
-func (s *fkResultInst[K, V, VO]) get(k K) (j fkJoined[V, VO], ts int64, found bool, err error) {
-	kb, err := s.key(k)
-	if err != nil {
-		return j, 0, false, err
-	}
-	raw, found, err := s.kv.Get(kb)
-	if err != nil || !found {
-		if err != nil {
-			err = fmt.Errorf("operator %q: store %q: get: %w", s.node, s.name, err)
-		}
-		return j, 0, false, err
-	}
-	if j, ts, err = s.decode(raw); err != nil {
-		return j, 0, false, fmt.Errorf("operator %q: store %q: %w", s.node, s.name, err)
-	}
-	return j, ts, true, nil
-}
-
-func (s *fkResultInst[K, V, VO]) decode(raw []byte) (j fkJoined[V, VO], ts int64, err error) {
-	if len(raw) < 10 {
-		return j, 0, fmt.Errorf("corrupt joined row (%d bytes)", len(raw))
-	}
-	ts, j.found = int64(binary.BigEndian.Uint64(raw)), raw[8] == 1
-	n, w := binary.Uvarint(raw[9:])
-	if w <= 0 || uint64(len(raw)-9-w) < n {
-		return j, 0, fmt.Errorf("corrupt joined row: left value length")
-	}
-	lb := raw[9+w : 9+w+int(n)]
-	if j.left, err = s.vs.Decode(lb); err != nil {
-		return j, 0, fmt.Errorf("decode left value: %w", err)
-	}
-	if j.found {
-		if j.right, err = s.os.Decode(raw[9+w+int(n):]); err != nil {
-			return j, 0, fmt.Errorf("decode right value: %w", err)
-		}
-	}
-	return j, ts, nil
-}
-
-func (s *fkResultInst[K, V, VO]) put(k K, ts int64, j fkJoined[V, VO]) error {
-	kb, err := s.key(k)
-	if err != nil {
-		return err
-	}
+func (s fkJoinedSerde[V, VO]) Encode(dst []byte, j fkJoined[V, VO]) ([]byte, error) {
 	lb, err := s.vs.Encode(nil, j.left)
 	if err != nil {
-		return fmt.Errorf("operator %q: store %q: encode left value: %w", s.node, s.name, err)
+		return nil, fmt.Errorf("encode left value: %w", err)
 	}
 	found := byte(0)
 	if j.found {
 		found = 1
 	}
-	v := append(binary.BigEndian.AppendUint64(s.vbuf[:0], uint64(ts)), found)
-	v = append(binary.AppendUvarint(v, uint64(len(lb))), lb...)
+	dst = append(binary.AppendUvarint(append(dst, found), uint64(len(lb))), lb...)
 	if j.found {
-		if v, err = s.os.Encode(v, j.right); err != nil {
-			return fmt.Errorf("operator %q: store %q: encode right value: %w", s.node, s.name, err)
+		if dst, err = s.os.Encode(dst, j.right); err != nil {
+			return nil, fmt.Errorf("encode right value: %w", err)
 		}
 	}
-	s.vbuf = v
-	if err := s.kv.Put(kb, v); err != nil {
-		return fmt.Errorf("operator %q: store %q: put: %w", s.node, s.name, err)
-	}
-	return nil
+	return dst, nil
 }
 
-func (s *fkResultInst[K, V, VO]) del(k K) error {
-	kb, err := s.key(k)
-	if err != nil {
-		return err
+func (s fkJoinedSerde[V, VO]) Decode(b []byte) (j fkJoined[V, VO], err error) {
+	if len(b) < 2 {
+		return j, fmt.Errorf("corrupt joined row (%d bytes after the timestamp)", len(b))
 	}
-	if err := s.kv.Delete(kb); err != nil {
-		return fmt.Errorf("operator %q: store %q: delete: %w", s.node, s.name, err)
+	j.found = b[0] == 1
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || uint64(len(b)-1-w) < n {
+		return j, fmt.Errorf("corrupt joined row: left value length")
 	}
-	return nil
+	if j.left, err = s.vs.Decode(b[1+w : 1+w+int(n)]); err != nil {
+		return j, fmt.Errorf("decode left value: %w", err)
+	}
+	if j.found {
+		if j.right, err = s.os.Decode(b[1+w+int(n):]); err != nil {
+			return j, fmt.Errorf("decode right value: %w", err)
+		}
+	}
+	return j, nil
 }
 
 // fkResultOp applies result rows to the result store and forwards them as

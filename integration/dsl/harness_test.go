@@ -44,6 +44,14 @@ func seeded(t *testing.T) *rand.Rand {
 // it restores every store from its changelog.
 func startApp(t *testing.T, topo *topology.Topology, dir string, opts ...processor.Option) (stop func()) {
 	t.Helper()
+	_, stop = runApp(t, topo, dir, opts...)
+	return stop
+}
+
+// runApp is startApp for a test that also queries the running app's
+// stores: it returns the App with its stop (also called at cleanup).
+func runApp(t *testing.T, topo *topology.Topology, dir string, opts ...processor.Option) (app *processor.App, stop func()) {
+	t.Helper()
 	app, err := processor.NewApp(topo, append([]processor.Option{
 		processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir)}, opts...)...)
 	if err != nil {
@@ -69,7 +77,7 @@ func startApp(t *testing.T, topo *topology.Topology, dir string, opts ...process
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return app, stop
 }
 
 // record is one input record: a nil value is a tombstone.

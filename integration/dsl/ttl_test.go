@@ -234,7 +234,7 @@ func TestTTLAcrossRestart(t *testing.T) {
 
 	produce(t, in, partitions, recs[n/2:]...)
 	wantT, wantC = run(m, recs[n/2:])
-	a := queryableApp(t, build(), t.TempDir()) // a fresh state dir: restore from changelogs
+	a, _ := runApp(t, build(), t.TempDir()) // a fresh state dir: restore from changelogs
 	check("after the restart", outT, wantT)
 	check("after the restart", outC, wantC)
 
@@ -259,30 +259,6 @@ func TestTTLAcrossRestart(t *testing.T) {
 	if want := len(m.counts[0].rows) + len(m.counts[1].rows); len(res.Entries) != want {
 		t.Errorf("Range(order-count): %d rows, want the %d live ones", len(res.Entries), want)
 	}
-}
-
-// queryableApp is startApp returning the App, to query it.
-func queryableApp(t *testing.T, topo *topology.Topology, dir string) *processor.App {
-	t.Helper()
-	a, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("app run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("app did not stop within 60s")
-		}
-	})
-	return a
 }
 
 // byKey groups a change stream's records by key, in order.

@@ -183,7 +183,7 @@ func TestVersionedJoinAcrossRestart(t *testing.T) {
 	// A fresh state dir: the versions and the table's stream time (hence
 	// its cutoff) come back from the changelog. Cart adds first, so they
 	// see exactly the restored table.
-	app := runQueryable(t, build(), t.TempDir())
+	app, _ := runApp(t, build(), t.TempDir())
 	addsStep(100)
 	updatesStep(150)
 	addsStep(100)
@@ -276,29 +276,4 @@ func TestVersionedJoinAcrossRestart(t *testing.T) {
 	if len(gotRecs) != len(wantUpdates) {
 		t.Errorf("%d table updates forwarded, model %d", len(gotRecs), len(wantUpdates))
 	}
-}
-
-// runQueryable is startApp for a test that also queries the app's stores:
-// it returns the running app, stopped at cleanup.
-func runQueryable(t *testing.T, topo *topology.Topology, dir string) *processor.App {
-	t.Helper()
-	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("app run: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("app did not stop within 60s")
-		}
-	})
-	return app
 }

@@ -1,7 +1,6 @@
 package pipelines_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -62,21 +61,7 @@ func TestUndecodableInventoryGoesToDeadLetterTopicOnKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
-	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir()),
-		processor.WithDeadLetterTopic(dlq))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("app run: %v", err)
-		}
-	}()
+	runApp(t, topo, processor.WithDeadLetterTopic(dlq))
 
 	dead := kafkatest.ConsumeExactly(t, dlq, 2, time.Minute, 2*time.Second)
 	for i, wantKey := range []string{"garbage", "order-1"} {

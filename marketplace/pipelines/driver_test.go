@@ -13,15 +13,17 @@ import (
 	"github.com/tidemark-streams/tidemark/serde"
 )
 
-// runDriver pipes the events (and flush markers) through all pipelines in
-// the broker-free driver.
-func runDriver(t *testing.T, evs []gen.Event, cfg pipelines.Config, ref reference) *tidemarktest.Driver {
+// streamDriver builds the named pipelines (nil: all) into the broker-free
+// driver, closed at cleanup. Its pipe encodes an event and pipes it to its
+// topic, one of inputs; for an event of another topic it pipes nothing and
+// returns false.
+func streamDriver(t *testing.T, names []string, cfg pipelines.Config, inputs ...string) (d *tidemarktest.Driver, pipe func(gen.Event) bool) {
 	t.Helper()
-	topo, err := pipelines.Build("mkt", nil, cfg)
+	topo, err := pipelines.Build("mkt", names, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := tidemarktest.New(topo, tidemarktest.WithDefaultPartitions(2))
+	d, err = tidemarktest.New(topo, tidemarktest.WithDefaultPartitions(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,26 +33,44 @@ func runDriver(t *testing.T, evs []gen.Event, cfg pipelines.Config, ref referenc
 		t.Fatal(err)
 	}
 	in := map[string]*tidemarktest.InputTopic[[]byte, []byte]{}
-	for _, topic := range []string{cfg.Inputs.Carts, cfg.Inputs.Inventory, cfg.Inputs.Payments, cfg.Inputs.Fulfillment,
-		cfg.Inputs.Products, cfg.Inputs.Tenants} {
+	for _, topic := range inputs {
 		in[topic] = tidemarktest.Input(d, topic, serde.Bytes(), serde.Bytes())
 	}
-	pipe := func(ev gen.Event) {
+	pipe = func(ev gen.Event) bool {
 		rec, err := g.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := in[rec.Topic].Pipe(rec.Key, rec.Value, rec.Timestamp.UnixMilli()); err != nil {
+		topic, ok := in[rec.Topic]
+		if !ok {
+			return false
+		}
+		if err := topic.Pipe(rec.Key, rec.Value, rec.Timestamp.UnixMilli()); err != nil {
 			t.Fatalf("pipe event %d (%s): %v", ev.Seq, ev.Stream, err)
+		}
+		return true
+	}
+	return d, pipe
+}
+
+// runDriver pipes the events (and flush markers) through all pipelines in
+// the broker-free driver.
+func runDriver(t *testing.T, evs []gen.Event, cfg pipelines.Config, ref reference) *tidemarktest.Driver {
+	t.Helper()
+	d, pipe := streamDriver(t, nil, cfg, cfg.Inputs.Carts, cfg.Inputs.Inventory, cfg.Inputs.Payments, cfg.Inputs.Fulfillment,
+		cfg.Inputs.Products, cfg.Inputs.Tenants)
+	mustPipe := func(ev gen.Event) {
+		if !pipe(ev) {
+			t.Fatalf("event %d (%s): its topic is not an input of the pipelines", ev.Seq, ev.Stream)
 		}
 	}
 	for _, ev := range evs {
 		if ev.Stream != gen.Clicks { // no pipeline reads clicks
-			pipe(ev)
+			mustPipe(ev)
 		}
 	}
 	for _, m := range flushMarkers(ref, cfg, 2) {
-		pipe(gen.Event{Stream: gen.Payments, Value: m})
+		mustPipe(gen.Event{Stream: gen.Payments, Value: m})
 	}
 	return d
 }
@@ -91,14 +111,9 @@ func TestPipelinesMatchReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.FraudAlert{}
-		for _, r := range out {
-			k := alertKey(r.Value)
-			if _, dup := got[k]; dup {
-				t.Errorf("alert for %s emitted twice: emit-final must emit once", k)
-			}
-			got[k] = r.Value
-		}
+		got := emittedOnce(t, "fraud alert (emit-final emits each window once)", out, func(_ string, a pipelines.FraudAlert) (string, bool) {
+			return alertKey(a), true
+		})
 		assertMaps(t, cfg.Outputs.FraudAlerts, got, ref.alerts)
 	})
 	t.Run("order state from cart, payment and fulfillment", func(t *testing.T) {
@@ -119,15 +134,43 @@ func TestPipelinesMatchReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.LateFulfillment{}
-		for _, r := range out {
-			if _, dup := got[r.Key]; dup {
-				t.Errorf("late alert for %s emitted twice", r.Key)
-			}
-			got[r.Key] = r.Value
-		}
+		got := emittedOnce(t, "late alert", out, func(k string, _ pipelines.LateFulfillment) (string, bool) { return k, true })
 		assertMaps(t, cfg.Outputs.LateAlerts, got, ref.late)
 	})
+}
+
+// emittedOnce maps the output records of a topic that emits each result
+// once by the key keyOf gives a record (ok false: skip the record), and
+// fails the test for every key emitted twice.
+func emittedOnce[V any](t *testing.T, what string, out []tidemarktest.OutputRecord[string, V],
+	keyOf func(key string, v V) (string, bool)) map[string]V {
+	t.Helper()
+	got := map[string]V{}
+	for _, r := range out {
+		k, ok := keyOf(r.Key, r.Value)
+		if !ok {
+			continue
+		}
+		if _, dup := got[k]; dup {
+			t.Errorf("%s %s emitted twice", what, k)
+		}
+		got[k] = r.Value
+	}
+	return got
+}
+
+// outputTable folds the output records of a table's change stream into
+// the table: the last value of each key; a tombstone removes the key.
+func outputTable[V any](out []tidemarktest.OutputRecord[string, V]) map[string]V {
+	got := map[string]V{}
+	for _, r := range out {
+		if r.Tombstone {
+			delete(got, r.Key)
+			continue
+		}
+		got[r.Key] = r.Value
+	}
+	return got
 }
 
 // assertMaps fails with the keys that differ, at most ten of them.

@@ -18,7 +18,19 @@ import (
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
 )
+
+// decodeJSON decodes the JSON value of r, failing the test if it does not
+// decode.
+func decodeJSON[V any](t *testing.T, r *kgo.Record) V {
+	t.Helper()
+	var v V
+	if err := json.Unmarshal(r.Value, &v); err != nil {
+		t.Fatalf("decode %s record %s: %v", r.Topic, r.Key, err)
+	}
+	return v
+}
 
 // lastByKey folds records into the latest JSON value per key, skipping
 // flush markers.
@@ -29,11 +41,7 @@ func lastByKey[V any](t *testing.T, recs []*kgo.Record) map[string]V {
 		if strings.HasPrefix(string(r.Key), markerPrefix) {
 			continue
 		}
-		var v V
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatalf("decode %s record %s: %v", r.Topic, r.Key, err)
-		}
-		out[string(r.Key)] = v
+		out[string(r.Key)] = decodeJSON[V](t, r)
 	}
 	return out
 }
@@ -60,14 +68,7 @@ func TestPipelinesMatchReferenceOnKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []*kgo.Record
-	add := func(ev gen.Event) {
-		r, err := g.Encode(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
-			Partition: processor.DefaultPartition(r.Key, parts)})
-	}
+	add := func(ev gen.Event) { recs = append(recs, kafkaRecord(t, g, ev, parts)) }
 	for _, ev := range evs {
 		switch ev.Stream {
 		case gen.Carts, gen.Inventory, gen.Payments, gen.Fulfillment:
@@ -81,26 +82,7 @@ func TestPipelinesMatchReferenceOnKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
-	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir()),
-		processor.WithHTTP("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("app run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("app did not stop within 30s")
-		}
-	}()
+	app := runApp(t, topo, processor.WithHTTP("127.0.0.1:0"))
 
 	// The markers go in only once the app has consumed every input record:
 	// a marker processed before records of another partition would move
@@ -132,10 +114,7 @@ func TestPipelinesMatchReferenceOnKafka(t *testing.T) {
 		rs := readUntil(t, cfg.Outputs.FraudAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.alerts) })
 		got := map[string]pipelines.FraudAlert{}
 		for _, r := range rs {
-			var a pipelines.FraudAlert
-			if err := json.Unmarshal(r.Value, &a); err != nil {
-				t.Fatal(err)
-			}
+			a := decodeJSON[pipelines.FraudAlert](t, r)
 			got[alertKey(a)] = a
 		}
 		if len(rs) != len(got) {
@@ -155,6 +134,46 @@ func TestPipelinesMatchReferenceOnKafka(t *testing.T) {
 		}
 		assertMaps(t, "late alerts", late, ref.late)
 	})
+}
+
+// kafkaRecord encodes ev for a topic of partitions partitions, in the
+// partition the service's default partitioner picks for its key.
+func kafkaRecord(t *testing.T, g *gen.Generator, ev gen.Event, partitions int32) *kgo.Record {
+	t.Helper()
+	r, err := g.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+		Partition: processor.DefaultPartition(r.Key, partitions)}
+}
+
+// runApp runs topo on the test broker, with its state in a temporary dir,
+// until cleanup, where it deletes the app's internal topics once the app
+// has stopped.
+func runApp(t *testing.T, topo *topology.Topology, opts ...processor.Option) *processor.App {
+	t.Helper()
+	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
+	app, err := processor.NewApp(topo, append([]processor.Option{
+		processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("app did not stop within 30s")
+		}
+	})
+	return app
 }
 
 // deleteInternalTopics removes the topics the app created.

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
@@ -28,35 +27,10 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 	t.Logf("reference: %d price alerts, %d cart lines, %d carts (%d settled), %d tenant windows",
 		len(ref.alerts), len(ref.lines), len(ref.totals), len(ref.settled), len(ref.activity))
 
-	topo, err := pipelines.Build("mkt", []string{pipelines.Pricing}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := tidemarktest.New(topo, tidemarktest.WithDefaultPartitions(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	g, err := gen.New(gen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := map[string]*tidemarktest.InputTopic[[]byte, []byte]{}
-	for _, topic := range []string{cfg.Inputs.Carts, cfg.Inputs.Payments, cfg.Inputs.Products, cfg.Inputs.Tenants} {
-		in[topic] = tidemarktest.Input(d, topic, serde.Bytes(), serde.Bytes())
-	}
+	d, pipe := streamDriver(t, []string{pipelines.Pricing}, cfg,
+		cfg.Inputs.Carts, cfg.Inputs.Payments, cfg.Inputs.Products, cfg.Inputs.Tenants)
 	for _, ev := range all {
-		rec, err := g.Encode(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		topic, ok := in[rec.Topic]
-		if !ok {
-			continue // clicks, inventory, fulfillment: not read by pricing
-		}
-		if err := topic.Pipe(rec.Key, rec.Value, rec.Timestamp.UnixMilli()); err != nil {
-			t.Fatalf("pipe event %d (%s): %v", ev.Seq, ev.Stream, err)
-		}
+		pipe(ev) // clicks, inventory, fulfillment are not read by pricing: not piped
 	}
 
 	t.Run("price alerts from the as-of price, with the seller's tier", func(t *testing.T) {
@@ -64,14 +38,7 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.PriceAlert{}
-		for _, r := range out {
-			k := priceAlertKey(r.Value)
-			if _, dup := got[k]; dup {
-				t.Errorf("price alert %s emitted twice", k)
-			}
-			got[k] = r.Value
-		}
+		got := emittedOnce(t, "price alert", out, func(_ string, a pipelines.PriceAlert) (string, bool) { return priceAlertKey(a), true })
 		assertMaps(t, cfg.Outputs.PriceAlerts, got, ref.alerts)
 	})
 	t.Run("cart lines priced by foreign key at the current price", func(t *testing.T) {
@@ -79,14 +46,7 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.PricedLine{}
-		for _, r := range out {
-			if r.Tombstone {
-				delete(got, r.Key)
-				continue
-			}
-			got[r.Key] = r.Value
-		}
+		got := outputTable(out)
 		assertMaps(t, cfg.Outputs.CartLines, got, ref.lines)
 	})
 	t.Run("cart totals, suppressed to one per interval", func(t *testing.T) {
@@ -94,14 +54,7 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, want := map[string]pipelines.CartTotal{}, map[string]pipelines.CartTotal{}
-		for _, r := range out {
-			if r.Tombstone {
-				delete(got, r.Key)
-				continue
-			}
-			got[r.Key] = r.Value
-		}
+		got, want := outputTable(out), map[string]pipelines.CartTotal{}
 		for cart := range ref.settled {
 			if tot, ok := ref.totals[cart]; ok {
 				want[cart] = tot
@@ -124,17 +77,9 @@ func TestPricingMatchesReferenceInDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]pipelines.TenantActivity{}
-		for _, r := range out {
-			if strings.HasPrefix(r.Key, markerPrefix) {
-				continue
-			}
-			k := activityKey(r.Value)
-			if _, dup := got[k]; dup {
-				t.Errorf("tenant window %s emitted twice: emit-final must emit once", k)
-			}
-			got[k] = r.Value
-		}
+		got := emittedOnce(t, "tenant window (emit-final emits each once)", out, func(k string, a pipelines.TenantActivity) (string, bool) {
+			return activityKey(a), !strings.HasPrefix(k, markerPrefix)
+		})
 		assertMaps(t, cfg.Outputs.TenantActivity, got, ref.activity)
 	})
 }

@@ -1,8 +1,6 @@
 package pipelines_test
 
 import (
-	"context"
-	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
@@ -13,7 +11,6 @@ import (
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
-	"github.com/tidemark-streams/tidemark/processor"
 )
 
 // tableOf folds records into the latest JSON value per key; a tombstone
@@ -27,11 +24,7 @@ func tableOf[V any](t *testing.T, recs []*kgo.Record) map[string]V {
 			delete(out, k)
 			continue
 		}
-		var v V
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatalf("decode %s record %s: %v", r.Topic, r.Key, err)
-		}
-		out[k] = v
+		out[k] = decodeJSON[V](t, r)
 	}
 	return out
 }
@@ -66,16 +59,11 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 	}
 	var recs []*kgo.Record
 	add := func(ev gen.Event) {
-		r, err := g.Encode(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := int32(parts)
 		if ev.Stream == gen.Tenants {
 			n = 3 // a global table's topic need not be co-partitioned with anything
 		}
-		recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
-			Partition: processor.DefaultPartition(r.Key, n)})
+		recs = append(recs, kafkaRecord(t, g, ev, n))
 	}
 	for _, ev := range evs {
 		switch ev.Stream {
@@ -89,25 +77,7 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
-	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("app run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("app did not stop within 30s")
-		}
-	}()
+	runApp(t, topo)
 	waitConsumed(t, topo.Application(), topo.SourceTopics())
 	recs = recs[:0]
 	for _, ev := range flush {
@@ -124,10 +94,7 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 		rs := readUntil(t, cfg.Outputs.PriceAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(want) })
 		got := map[string]pipelines.PriceAlert{}
 		for _, r := range rs {
-			var a pipelines.PriceAlert
-			if err := json.Unmarshal(r.Value, &a); err != nil {
-				t.Fatal(err)
-			}
+			a := decodeJSON[pipelines.PriceAlert](t, r)
 			if a.TenantTier == "" {
 				t.Errorf("alert %s without a tier: the tenants global table was not restored first", priceAlertKey(a))
 			}
@@ -171,10 +138,7 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 			if strings.HasPrefix(string(r.Key), markerPrefix) {
 				continue
 			}
-			var a pipelines.TenantActivity
-			if err := json.Unmarshal(r.Value, &a); err != nil {
-				t.Fatal(err)
-			}
+			a := decodeJSON[pipelines.TenantActivity](t, r)
 			if _, dup := got[activityKey(a)]; dup {
 				t.Errorf("window %s emitted twice", activityKey(a))
 			}

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -107,19 +105,8 @@ func avroSerde[T any](t *testing.T, schema string, opts ...serde.AvroOption) ser
 	return s
 }
 
-func avroSeed(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d)", seed, seed)
-	return seed
-}
-
 func TestAvroRegistryAggregationMatchesModel(t *testing.T) {
-	seed := avroSeed(t)
+	seed := randomSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fake := srtest.NewRegistry(t)
 	cl := fake.Client(t)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -156,20 +155,6 @@ func (p cogroupPipes) pipe(t *testing.T, e cogroupEvent) {
 	must(t, err)
 }
 
-// cogroupSeed is the seed of a model test, logged so that a failure
-// replays with TIDEMARK_SEED=<seed>.
-func cogroupSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d go test -run '^%s$' ./processor/tidemarktest/)", seed, seed, t.Name())
-	return seed
-}
-
 // kvUpdate is one emitted aggregate update.
 type kvUpdate struct {
 	key string
@@ -184,7 +169,7 @@ type kvUpdate struct {
 // that record's own adder, timestamped with the largest timestamp the key
 // has seen.
 func TestCogroupAggregateMatchesModel(t *testing.T) {
-	seed := cogroupSeed(t)
+	seed := randomSeed(t)
 	for round := range uint64(4) {
 		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, round))
@@ -353,7 +338,7 @@ func (m *cogroupWindowModel) add(e cogroupEvent) {
 // model's count of late records. One partition: the operator's clock is
 // per task, and the model keeps one.
 func TestCogroupWindowedAggregateMatchesModel(t *testing.T) {
-	seed := cogroupSeed(t)
+	seed := randomSeed(t)
 	shapes := []struct {
 		name                 string
 		size, advance, grace time.Duration

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
@@ -80,22 +78,9 @@ func (m *fkModel) groups() map[string]string {
 	return out
 }
 
-func fkSeed(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d)", seed, seed)
-	return seed
-}
-
-// fkTopology is lines (2 partitions) ⋈ products (3 partitions) on the
-// line's product, to "joined", and the joined rows counted per product,
-// to "per-product".
-func fkTopology(t *testing.T, left bool) *tidemarktest.Driver {
-	b := topology.NewBuilder("shop", topology.RequireNamedState())
+// fkJoin is the tables lines ⋈ products on the line's product, inner or
+// left, named "priced".
+func fkJoin(b *topology.Builder, left bool) topology.Table[string, string] {
 	lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
 	products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
 	var joined topology.Table[string, string]
@@ -106,6 +91,15 @@ func fkTopology(t *testing.T, left bool) *tidemarktest.Driver {
 		joined = lines.JoinOnForeignKey(products, fkOfLine,
 			func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced"))
 	}
+	return joined
+}
+
+// fkTopology is lines (2 partitions) ⋈ products (3 partitions) on the
+// line's product, to "joined", and the joined rows counted per product,
+// to "per-product".
+func fkTopology(t *testing.T, left bool) *tidemarktest.Driver {
+	b := topology.NewBuilder("shop", topology.RequireNamedState())
+	joined := fkJoin(b, left)
 	joined.ToStream().To("joined")
 	joined.GroupBy(func(k, v string) (string, string) {
 		if strings.HasSuffix(v, "*none") {
@@ -158,7 +152,7 @@ func diffMaps(got, want map[string]string) string {
 func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(fkSeed(t), 7))
+			rng := rand.New(rand.NewPCG(randomSeed(t), 7))
 			d := fkTopology(t, left)
 			lines := tidemarktest.Input(d, "lines", serde.String(), serde.String())
 			products := tidemarktest.Input(d, "products", serde.String(), serde.String())
@@ -416,19 +410,9 @@ func (n *network) latest(topic string) map[string]string {
 func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(fkSeed(t), 11))
+			rng := rand.New(rand.NewPCG(randomSeed(t), 11))
 			b := topology.NewBuilder("shop")
-			lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
-			products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
-			if left {
-				lines.LeftJoinOnForeignKey(products, fkOfLine,
-					func(_ string, l, p string, found bool) string { return fkJoinValue(l, p, found) }, topology.Named("priced")).
-					ToStream().To("joined")
-			} else {
-				lines.JoinOnForeignKey(products, fkOfLine,
-					func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced")).
-					ToStream().To("joined")
-			}
+			fkJoin(b, left).ToStream().To("joined")
 			topo, err := b.Build()
 			must(t, err)
 			n := newNetwork(t, topo, map[string]int32{"lines": 2, "products": 3, "joined": 2,
@@ -483,30 +467,13 @@ func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 	}
 }
 
-func pipeDelete[K, V any](tr *transcript, in *tidemarktest.InputTopic[K, V], topic string, k K, ts int64) {
-	tr.t.Helper()
-	fmt.Fprintf(&tr.b, "> %s %v = <tombstone> @%d\n", topic, k, ts)
-	must(tr.t, in.PipeTombstone(k, ts))
-	tr.flush()
-}
-
 // The foreign-key join's semantics, readable: which changes on either side
 // update, delete or leave alone which result rows, and their timestamps.
 func TestGoldenForeignKeyJoin(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
 			b := topology.NewBuilder("shop")
-			lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))
-			products := b.Table("products", serde.String(), serde.String(), topology.Named("products"))
-			if left {
-				lines.LeftJoinOnForeignKey(products, fkOfLine,
-					func(_ string, l, p string, found bool) string { return fkJoinValue(l, p, found) }, topology.Named("priced")).
-					ToStream().To("joined")
-			} else {
-				lines.JoinOnForeignKey(products, fkOfLine,
-					func(_ string, l, p string) string { return fkJoinValue(l, p, true) }, topology.Named("priced")).
-					ToStream().To("joined")
-			}
+			fkJoin(b, left).ToStream().To("joined")
 			tr := goldenRun(t, b, "joined", serde.String(), serde.String())
 			ls := tidemarktest.Input(tr.d, "lines", serde.String(), serde.String())
 			ps := tidemarktest.Input(tr.d, "products", serde.String(), serde.String())

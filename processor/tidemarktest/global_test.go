@@ -3,11 +3,8 @@ package tidemarktest_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
@@ -41,24 +38,13 @@ func globalTopology(t testing.TB) *topology.Topology {
 	return topo
 }
 
-func globalSeed(t *testing.T) uint64 {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d)", seed, seed)
-	return seed
-}
-
 // TestGlobalJoinMatchesModel pipes random interleavings of global updates
 // (puts and tombstones, null keys), and stream records (out-of-order and
 // late timestamps, null stream keys, tombstones, null mapped keys) and
 // checks every output against joiner(stream record, global value at that
 // moment) from an independent model: a map updated in pipe order.
 func TestGlobalJoinMatchesModel(t *testing.T) {
-	seed := globalSeed(t)
+	seed := randomSeed(t)
 	for run := range uint64(20) {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, run))

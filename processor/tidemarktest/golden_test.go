@@ -78,6 +78,14 @@ func pipe[K, V any](tr *transcript, in *tidemarktest.InputTopic[K, V], topic str
 	}
 }
 
+// pipeDelete is pipe for a tombstone of k (without pipe's dropped count).
+func pipeDelete[K, V any](tr *transcript, in *tidemarktest.InputTopic[K, V], topic string, k K, ts int64) {
+	tr.t.Helper()
+	fmt.Fprintf(&tr.b, "> %s %v = <tombstone> @%d\n", topic, k, ts)
+	must(tr.t, in.PipeTombstone(k, ts))
+	tr.flush()
+}
+
 func (tr *transcript) check() {
 	tr.t.Helper()
 	path := filepath.Join("testdata", strings.ReplaceAll(tr.t.Name(), "/", "__")+".golden")

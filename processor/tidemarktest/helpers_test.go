@@ -1,7 +1,10 @@
 package tidemarktest_test
 
 import (
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -29,4 +32,23 @@ func readAll[K, V any](t testing.TB, o *tidemarktest.OutputTopic[K, V]) []tidema
 	recs, err := o.ReadAll()
 	must(t, err)
 	return recs
+}
+
+// testSeed is the seed of a model test: TIDEMARK_SEED when set, else seed.
+// It is logged, so that a failing run replays.
+func testSeed(t testing.TB, seed uint64) uint64 {
+	t.Helper()
+	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		must(t, err)
+		seed = v
+	}
+	t.Logf("seed %d (replay: TIDEMARK_SEED=%d go test -run '^%s$' ./processor/tidemarktest)", seed, seed, t.Name())
+	return seed
+}
+
+// randomSeed is testSeed with a seed from the clock.
+func randomSeed(t testing.TB) uint64 {
+	t.Helper()
+	return testSeed(t, uint64(time.Now().UnixNano()))
 }

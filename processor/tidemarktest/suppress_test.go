@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,18 +205,6 @@ func (m *suppressModel) countsByValue() map[string]int64 {
 		c[v]++
 	}
 	return c
-}
-
-// testSeed is TIDEMARK_SEED when set, else seed: a failing run replays.
-func testSeed(t *testing.T, seed uint64) uint64 {
-	t.Helper()
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d)", seed, seed)
-	return seed
 }
 
 // Random updates and deletes, out of order and late, must give exactly the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -122,19 +121,6 @@ func (m *ttlModel) apply(in ttlIn) {
 	}
 }
 
-// ttlSeed is the random seed of a test, logged; TIDEMARK_SEED replays one.
-func ttlSeed(t *testing.T) int64 {
-	t.Helper()
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d go test -run '^%s$' ./processor/tidemarktest)", seed, seed, t.Name())
-	return seed
-}
-
 // ttlInputs are n random records over a few keys: time moves forward in
 // small steps, a third of the records are out of order (some by more than
 // ttl: late), some are tombstones and some jumps let every key expire.
@@ -174,7 +160,7 @@ func pipeTTL(t *testing.T, in *tidemarktest.InputTopic[string, string], r ttlIn)
 // the late records dropped, with ttlModel's.
 func TestTTLAgainstModel(t *testing.T) {
 	const ttl = 100
-	seed := ttlSeed(t)
+	seed := randomSeed(t)
 	cases := []struct {
 		name  string
 		count bool
@@ -196,7 +182,7 @@ func TestTTLAgainstModel(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for run := range 20 {
-				rng := rand.New(rand.NewPCG(uint64(seed), uint64(run)))
+				rng := rand.New(rand.NewPCG(seed, uint64(run)))
 				inputs := ttlInputs(rng, 300, ttl)
 				b := topology.NewBuilder("app")
 				c.build(b)
@@ -280,10 +266,10 @@ func rawTTLSizes(t *testing.T, d *tidemarktest.Driver, name string) (rows, index
 // expire, so it always counts the rows the table holds.
 func TestTTLDownstreamAggregationSubtracts(t *testing.T) {
 	const ttl = 100
-	seed := ttlSeed(t)
+	seed := randomSeed(t)
 	group := func(_ string, v string) (string, string) { return "g" + v[len(v)-1:], v }
 	for run := range 20 {
-		rng := rand.New(rand.NewPCG(uint64(seed), uint64(run)))
+		rng := rand.New(rand.NewPCG(seed, uint64(run)))
 		b := topology.NewBuilder("app")
 		b.Table("in", serde.String(), serde.String(), topology.Named("s"), topology.WithTTL(ttl*time.Millisecond)).
 			GroupBy(group, serde.String(), serde.String()).Count(topology.Named("groups"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,9 +70,7 @@ func TestGoldenVersionedStreamTableJoin(t *testing.T) {
 	pipe(tr, ain, "cart-adds", "sku-1", 5, 3500)
 	pipe(tr, ain, "cart-adds", "sku-1", 6, 2999)
 	tr.note("a delete is a version: later cart adds find no price, earlier ones still do")
-	fmt.Fprintf(&tr.b, "> prices sku-1 = <tombstone> @7000\n")
-	must(t, pin.PipeTombstone("sku-1", 7000))
-	tr.flush()
+	pipeDelete(tr, pin, "prices", "sku-1", 7000)
 	pipe(tr, ain, "cart-adds", "sku-1", 7, 7000)
 	pipe(tr, ain, "cart-adds", "sku-1", 8, 6999)
 	tr.note("table stream time 20000, cutoff 10000: older lookups find nothing, older updates are dropped")
@@ -141,24 +138,13 @@ func (m *versionedModel) asOf(sku string, ts int64) (int64, bool) {
 	return 0, false
 }
 
-func versionedSeed(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TIDEMARK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		must(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay: TIDEMARK_SEED=%d go test -run '^%s$' ./processor/tidemarktest)", seed, seed, t.Name())
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
 // TestVersionedJoinMatchesModel pipes random price updates (out of order,
 // deletes, some older than the history) and random cart adds (timestamps
 // before and after the updates, some older than the history) and checks
 // every join output, and every forwarded table update, against the model.
 func TestVersionedJoinMatchesModel(t *testing.T) {
-	r := versionedSeed(t)
+	seed := randomSeed(t)
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for round := range 10 {
 		const history = 2000
 		d, err := tidemarktest.New(versionedJoinTopology(t, history*time.Millisecond), tidemarktest.WithDefaultPartitions(1))
@@ -242,22 +228,12 @@ func TestVersionedJoinMatchesModel(t *testing.T) {
 				want = append(want, tidemarktest.StoreEntry[string, int64]{Key: sku, Value: l.price, Timestamp: l.ts})
 			}
 		}
-		slices.SortFunc(want, func(a, b tidemarktest.StoreEntry[string, int64]) int { return cmpString(a.Key, b.Key) })
+		slices.SortFunc(want, func(a, b tidemarktest.StoreEntry[string, int64]) int { return strings.Compare(a.Key, b.Key) })
 		if !slices.Equal(entries, want) {
 			t.Errorf("round %d: ReadStore = %+v, want %+v", round, entries, want)
 		}
 		must(t, d.Close())
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // countVersionEntries counts the version entries of a versioned store
