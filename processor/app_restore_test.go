@@ -110,17 +110,17 @@ var (
 	taskB = topology.TaskID{SubTopology: 0, Partition: 1}
 )
 
-// growChangelog appends n records of new keys to partition 0 of the count
-// store's changelog (task 0_0's), copying a real record's kind tag and
-// value, so that restoring task 0_0 from scratch reads them all. The
+// growChangelog appends n records of new keys to partition p of the count
+// store's changelog (task 0_p's), copying a real record's kind tag and
+// value, so that restoring task 0_p from scratch reads them all. The
 // input keys' counts are unaffected.
-func growChangelog(t *testing.T, app string, n int) {
+func growChangelog(t *testing.T, app string, p int32, n int) {
 	t.Helper()
 	topic := changelog.TopicName(app, "counts")
 	var tmpl *kgo.Record
 	kafkatest.ConsumeUntil(t, topic, 30*time.Second, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
-			if r.Partition == 0 && len(r.Key) > 1 && bytes.HasPrefix(r.Key[1:], []byte("sku-")) && r.Value != nil {
+			if r.Partition == p && len(r.Key) > 1 && bytes.HasPrefix(r.Key[1:], []byte("sku-")) && r.Value != nil {
 				tmpl = r
 				return true
 			}
@@ -130,7 +130,7 @@ func growChangelog(t *testing.T, app string, n int) {
 	recs := make([]*kgo.Record, 0, n)
 	for i := range n {
 		key := append([]byte{tmpl.Key[0]}, fmt.Sprintf("bulk-%07d", i)...)
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Key: key, Value: tmpl.Value})
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: tmpl.Value})
 	}
 	for len(recs) > 0 {
 		k := min(len(recs), 50_000)
@@ -192,7 +192,7 @@ func TestRestoreRunsOffTheRecordLoop(t *testing.T) {
 	checkCounts(t, out, want)
 	stop()
 	const bulk = 200_000
-	growChangelog(t, topo.Application(), bulk)
+	growChangelog(t, topo.Application(), 0, bulk)
 
 	rec := newRestoreRecorder()
 	release := make(chan struct{})
@@ -254,7 +254,7 @@ func TestRestoreStopsCleanlyWhenStoppedMidway(t *testing.T) {
 	checkCounts(t, out, want)
 	stop()
 	const bulk = 200_000
-	growChangelog(t, topo.Application(), bulk)
+	growChangelog(t, topo.Application(), 0, bulk)
 
 	dir := t.TempDir()
 	rec := newRestoreRecorder()
@@ -286,4 +286,50 @@ func TestRestoreStopsCleanlyWhenStoppedMidway(t *testing.T) {
 	runApp(t, topo, processor.WithStateDir(dir), processor.WithRestoreListener(rec2))
 	checkCounts(t, out, addCounts(want, more))
 	rec2.checkConsistent(t, taskA, 1)
+}
+
+// TestRestoreRevokedMidwayMovesCleanly has a second instance join while
+// the first restores task 0_1 from a large changelog: the sticky balancer
+// moves partition 1 to the newcomer, so the first instance's restore is
+// revoked midway (its listener hears no end) while it keeps running task
+// 0_0, the newcomer restores 0_1 in full, and all counts are exactly once.
+// No restore goroutine is left once both stop.
+func TestRestoreRevokedMidwayMovesCleanly(t *testing.T) {
+	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
+	topo := countTopology(t, kafkatest.UniqueName(t, "restore-revoke"), in, out)
+	want := produceKeysN(t, in, 0, 200, 10, 2)
+	_, stop := runApp(t, topo)
+	checkCounts(t, out, want)
+	stop()
+	const bulk = 200_000
+	growChangelog(t, topo.Application(), 1, bulk)
+
+	rec1 := newRestoreRecorder()
+	rec1.hold = func(id topology.TaskID) {
+		if id == taskB {
+			time.Sleep(300 * time.Millisecond) // a slow restore
+		}
+	}
+	_, stop1 := runApp(t, topo, processor.WithInstanceID("restore-revoke-1"), processor.WithRestoreListener(rec1))
+	select {
+	case <-rec1.startedCh(taskB):
+	case <-time.After(30 * time.Second):
+		t.Fatal("task 0_1 did not start restoring within 30s")
+	}
+	rec2 := newRestoreRecorder()
+	_, stop2 := runApp(t, topo, processor.WithInstanceID("restore-revoke-2"), processor.WithRestoreListener(rec2))
+	more := produceKeysN(t, in, 200, 200, 10, 2)
+	all := addCounts(want, more)
+	// Task 0_0 keeps running on the first instance throughout.
+	kafkatest.ConsumeUntil(t, out, 30*time.Second, func(rs []*kgo.Record) bool { return reached(rs, keysOn(all, 0)) })
+	checkCounts(t, out, all)
+	if rec1.ended(taskB) {
+		t.Fatal("the first instance finished restoring task 0_1: it was not revoked midway")
+	}
+	rec2.checkConsistent(t, taskB, bulk)
+	stop2()
+	stop1()
+	if gs := restoreGoroutines(); len(gs) > 0 {
+		t.Fatalf("%d restore goroutines left after Run returned:\n%s", len(gs), strings.Join(gs, "\n\n"))
+	}
 }
