@@ -26,10 +26,15 @@ import (
 // past: the transaction commits only offsets of records a running task
 // processed, exactly as before.
 //
-// The loop promotes a finished restore (promoteRestored) only between
-// transactions, so a task joins the transaction's participants at a commit
-// boundary; a failed restore ends the session with its error, as a failed
-// synchronous open did. A revocation, the session's close or the App's
+// The loop promotes a finished restore (promoteRestored) at the top of its
+// next turn, with or without a transaction open: the committer asks for
+// the participants at each commit and abort, so the task takes part from
+// the transaction it joins on, as a task opened for partitions assigned
+// during a poll always has (an abort rewinds it to the resume point it was
+// opened with, like any other). Waiting for a commit boundary instead
+// would hold a restored task back for a whole commit interval. A failed
+// restore ends the session with its error, as a failed synchronous open
+// did. A revocation, the session's close or the App's
 // context cancels the restore and waits for its goroutine to finish, so
 // the task's Badger DB is closed before anything else may open it. A
 // cancelled restore leaves the offsets Badger had; the next restore
@@ -132,11 +137,9 @@ func (s *session) stopRestores(state string, attrs []any) {
 
 // promoteRestored makes the tasks whose restore finished running: they
 // join the transaction's participants, become queryable, and their input
-// partitions are fetched again. It runs between transactions (open
-// false); with a transaction open it only reports a failed restore. A
-// failed restore ends the session with its error (unless the App is
-// shutting down, which cancelled it).
-func (s *session) promoteRestored(ctx context.Context, open bool) error {
+// partitions are fetched again. A failed restore ends the session with its
+// error (unless the App is shutting down, which cancelled it).
+func (s *session) promoteRestored(ctx context.Context) error {
 	var promoted []topology.TaskID
 	for id, rt := range s.restoring {
 		select {
@@ -152,9 +155,6 @@ func (s *session) promoteRestored(ctx context.Context, open bool) error {
 			s.app.metrics.forgetTask(id.String())
 			s.taskState(id, taskClosed, "reason", "open failed")
 			return rt.err
-		}
-		if open {
-			continue
 		}
 		delete(s.restoring, id)
 		lt, res := rt.lt, rt.res

@@ -416,7 +416,7 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := s.promoteRestored(ctx, s.committer.Open()); err != nil {
+		if err := s.promoteRestored(ctx); err != nil {
 			return err
 		}
 		wait := time.Until(wake)
