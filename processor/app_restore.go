@@ -1,8 +1,11 @@
 package processor
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -44,9 +47,10 @@ import (
 // way Kafka Streams' StateRestoreListener does: for each changelog
 // partition (one per logged store of a task) that has records to read,
 // OnRestoreStart once with the offsets the restore reads from and to,
-// OnBatchRestored after each fetched batch is applied (the batch's last
-// offset and the records it applied; commit markers move the offset but
-// count no records), and OnRestoreEnd with the total once the task's whole
+// OnBatchRestored after each batch is applied (a fetch's records of the
+// partition, cut every 10,000 records; with the batch's last offset and
+// the records it applied, as commit markers move the offset but count no
+// records), and OnRestoreEnd with the total once the task's whole
 // restore is written, before the task starts running. The totals equal the
 // sums of the batches. A restore cancelled by a revocation or a shutdown,
 // or one that fails, ends without OnRestoreEnd; the task's next restore
@@ -90,6 +94,7 @@ func (t taskRestoreListener) OnRestoreEnd(tp changelog.TopicPartition, store str
 // Its result fields are written by that goroutine before done closes and
 // read by the loop after.
 type restoringTask struct {
+	out    *heldOutput // the task's Output: held until promoted
 	cancel context.CancelFunc
 	done   chan struct{}
 	lt     *liveTask
@@ -101,11 +106,11 @@ type restoringTask struct {
 // ctx is the App's: its cancellation ends the restore too.
 func (s *session) startRestore(ctx context.Context, id topology.TaskID, resume resumePoint) {
 	rctx, cancel := context.WithCancel(ctx)
-	rt := &restoringTask{cancel: cancel, done: make(chan struct{})}
+	rt := &restoringTask{out: &heldOutput{s: s}, cancel: cancel, done: make(chan struct{})}
 	s.restoring[id] = rt
 	go func() {
 		defer close(rt.done)
-		rt.lt, rt.res, rt.err = s.openTask(rctx, id, resume)
+		rt.lt, rt.res, rt.err = s.openTask(rctx, id, resume, rt.out)
 	}()
 }
 
@@ -163,6 +168,9 @@ func (s *session) promoteRestored(ctx context.Context) error {
 			s.ctrl.ObserveRestoreTime(res.Duration)
 		}
 		s.tasks[id] = lt
+		if err := rt.out.release(); err != nil {
+			return err
+		}
 		s.queryPublish(ctx, id, lt)
 		s.taskState(id, taskRunning, "restored", res.Records, "restore_duration", res.Duration, "rebuilt", len(res.Rebuilt))
 		promoted = append(promoted, id)
@@ -208,4 +216,49 @@ func (s *session) resumeRunning() {
 	if len(resume) > 0 {
 		s.cl.ResumeFetchPartitions(resume)
 	}
+}
+
+// heldOutput is the Output of a task opened on its restore goroutine. A
+// processor's Init, which runs there, may emit (Processor API); those
+// records are held, copied, and collected into the session's transaction
+// by the loop when it promotes the task (release), so that nothing of the
+// transaction is touched off the loop. From then on it passes records
+// straight to the session. live is only read and written by the goroutine
+// running the task: the restore goroutine until it ends, the loop after.
+type heldOutput struct {
+	s    *session
+	live bool
+	held []heldRecord
+}
+
+type heldRecord struct {
+	id  topology.TaskID
+	rec topology.OutputRecord
+}
+
+func (h *heldOutput) Collect(id topology.TaskID, rec *topology.OutputRecord) error {
+	if h.live {
+		return h.s.Collect(id, rec)
+	}
+	c := *rec
+	c.Key, c.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value)
+	c.Headers = slices.Clone(rec.Headers)
+	for i := range c.Headers {
+		c.Headers[i].Value = bytes.Clone(c.Headers[i].Value)
+	}
+	h.held = append(h.held, heldRecord{id, c})
+	return nil
+}
+
+// release collects the held records, in order, and makes h pass records
+// on from now on. The loop calls it when it promotes the task.
+func (h *heldOutput) release() error {
+	h.live = true
+	for _, r := range h.held {
+		if err := h.s.Collect(r.id, &r.rec); err != nil {
+			return fmt.Errorf("processor: collect the outputs task %s emitted in Init: %w", r.id, err)
+		}
+	}
+	h.held = nil
+	return nil
 }

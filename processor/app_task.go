@@ -76,7 +76,8 @@ func (lt *liveTask) close() error {
 // nothing of the session's loop-owned state: the caller records the
 // restore with the commit and checkpoint controllers and logs the task
 // running once it promotes it.
-func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint) (*liveTask, changelog.RestoreResult, error) {
+// out is the task's Output (heldOutput: Init may emit).
+func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
 	a := s.app
 	state := a.db.NewTaskState(changelog.TaskStateConfig{
 		ID:        id.String(), // the task's Badger DB: <StateDir>/tasks/<id>
@@ -91,7 +92,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		SubTopology:    id.SubTopology,
 		Partition:      id.Partition,
 		Stores:         state,
-		Output:         s,
+		Output:         out,
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
 		Resume:         resume.clocks,
