@@ -75,6 +75,10 @@ type RestoreOptions struct {
 	// being written). The runtime fences departed members' transactions
 	// here. Called at most once a second; its error is logged, not fatal.
 	Unblock func(ctx context.Context) error
+	// Listener, when set, hears of each changelog partition that has
+	// something to restore: its start, every fetched batch applied, and
+	// its end once the whole restore is written (see RestoreListener).
+	Listener RestoreListener
 }
 
 // RestoreProgress is a snapshot of a running restore.
@@ -115,6 +119,9 @@ type restoreState struct {
 	end     int64 // last stable offset at the start of the restore
 	pos     int64
 	topicID [16]byte
+	// restored counts the records applied (markers excluded), for the
+	// listener.
+	restored int64
 }
 
 // Restore brings each target up to its changelog's last stable offset:
@@ -269,6 +276,13 @@ func (db *DB) restore(ctx context.Context, targets []taskTarget, opts RestoreOpt
 		})
 		if err != nil {
 			return res, fmt.Errorf("changelog: restore: record offsets in task DB %s: %w", tdb.id, err)
+		}
+	}
+	if opts.Listener != nil {
+		for _, s := range states {
+			if s.from < s.end {
+				opts.Listener.OnRestoreEnd(s.tp(), s.Store, s.restored)
+			}
 		}
 	}
 	res.Kinds = map[TopicPartition]store.Kind{}
@@ -592,8 +606,20 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 		}
 		if now.Sub(lastLog) >= 5*time.Second {
 			lastLog = now
+			r := rate(n, now.Sub(start))
+			eta := "unknown"
+			if r > 0 {
+				eta = (time.Duration(float64(remaining) / r * float64(time.Second))).Round(time.Second).String()
+			}
 			opts.Logger.Info("restoring", "records", n, "remaining", remaining,
-				"records_per_s", int64(rate(n, now.Sub(start))))
+				"records_per_s", int64(r), "eta", eta)
+		}
+	}
+	if opts.Listener != nil {
+		for _, s := range sortedStates(byTP) {
+			if s.pos < s.end {
+				opts.Listener.OnRestoreStart(s.tp(), s.Store, s.pos, s.end)
+			}
 		}
 	}
 	// A first snapshot before reading: what is to restore is known now,
@@ -641,11 +667,37 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 			if ferr != nil {
 				return
 			}
+			if err := ctx.Err(); err != nil {
+				// One poll can return many batches: a cancelled restore
+				// (a revocation, a shutdown) stops between them.
+				ferr = err
+				return
+			}
 			s := byTP[TopicPartition{fp.Topic, fp.Partition}]
 			if s == nil || s.pos >= s.end {
 				return
 			}
-			for _, r := range fp.Records {
+			before, applied := s.pos, int64(0)
+			// batch ends a listener's batch: a fetch can hold a whole
+			// partition of small records, so it is cut every
+			// restoreBatchRecords records, where the restore also checks
+			// for cancellation and reports progress.
+			batch := func() {
+				s.restored += applied
+				if opts.Listener != nil && s.pos > before {
+					opts.Listener.OnBatchRestored(s.tp(), s.Store, s.pos-1, applied)
+				}
+				before, applied = s.pos, 0
+				report(false)
+			}
+			for i, r := range fp.Records {
+				if i > 0 && i%restoreBatchRecords == 0 {
+					batch()
+					if err := ctx.Err(); err != nil {
+						ferr = err
+						return
+					}
+				}
 				if r.Offset >= s.end {
 					// Committed after the restore began (the task reads it
 					// live); nothing below the end is left to read.
@@ -663,10 +715,12 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 						return
 					}
 					n++
+					applied++
 				}
 				remaining -= r.Offset + 1 - s.pos
 				s.pos = r.Offset + 1
 			}
+			batch()
 			if s.pos >= s.end {
 				cl.PauseFetchPartitions(map[string][]int32{s.Topic: {s.Partition}})
 			}

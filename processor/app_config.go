@@ -163,6 +163,9 @@ type Config struct {
 	// FaultHook is called at each step of every commit (txn.Point); crash
 	// tests kill the process there. Nil in production.
 	FaultHook func(txn.Point)
+	// RestoreListener hears of every task's changelog restores, on the
+	// restoring goroutine (see RestoreListener). Nil: none.
+	RestoreListener RestoreListener
 	// Security is the TLS and SASL setting of every franz-go client the
 	// app creates (the group session, admin, restore, fencing and
 	// frontier clients). The zero value is plaintext without

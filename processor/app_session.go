@@ -38,6 +38,9 @@ type session struct {
 
 	tasks   map[topology.TaskID]*liveTask
 	byInput map[changelog.TopicPartition]*liveTask
+	// restoring are the assigned tasks still restoring, off the loop
+	// (app_restore.go); they join tasks once restored.
+	restoring map[topology.TaskID]*restoringTask
 
 	// Assignment changes recorded by the group callbacks (client
 	// goroutines) and applied by the loop.
@@ -91,6 +94,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		ckpt:      ckpt,
 		now:       time.Now,
 		tasks:     map[topology.TaskID]*liveTask{},
+		restoring: map[topology.TaskID]*restoringTask{},
 		byInput:   map[changelog.TopicPartition]*liveTask{},
 		assigned:  map[string]map[int32]bool{},
 		watermark: math.MinInt64,
@@ -209,7 +213,9 @@ func (s *session) sortedTaskIDs() []topology.TaskID {
 	return ids
 }
 
-func (s *session) onAssigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+func (s *session) onAssigned(_ context.Context, cl *kgo.Client, added map[string][]int32) {
+	// Not fetched until their task has restored (app_restore.go).
+	pauseAssigned(cl, added)
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	for t, ps := range added {
@@ -281,6 +287,14 @@ func (s *session) syncTasks(ctx context.Context) error {
 			s.taskState(id, taskRevoked)
 		}
 	}
+	for id, rt := range s.restoring {
+		if !want[id] {
+			s.stopRestore(id, rt)
+			delete(s.restoring, id)
+			s.app.metrics.forgetTask(id.String())
+			s.taskState(id, taskRevoked, "during", "restore")
+		}
+	}
 	s.app.ready.Store(false)
 	// Partitions moved: a member may have left with a transaction open.
 	// End it now rather than when the broker times it out: it holds back
@@ -293,6 +307,9 @@ func (s *session) syncTasks(ctx context.Context) error {
 		if _, ok := s.tasks[id]; ok {
 			continue
 		}
+		if _, ok := s.restoring[id]; ok {
+			continue
+		}
 		if resume == nil {
 			var err error
 			if resume, err = s.committedMetadata(ctx, s.inputsOf(want)); err != nil {
@@ -300,19 +317,15 @@ func (s *session) syncTasks(ctx context.Context) error {
 			}
 		}
 		s.taskState(id, taskAssigned)
-		lt, err := s.openTask(ctx, id, s.resumeState(resume, id))
-		if err != nil {
-			// The session ends with err; the loop logs why.
-			s.taskState(id, taskClosed, "reason", "open failed")
-			return err
-		}
-		s.tasks[id] = lt
-		s.queryPublish(ctx, id, lt)
+		// Opened and restored on its own goroutine; the loop promotes it
+		// to running once done (promoteRestored).
+		s.startRestore(ctx, id, s.resumeState(resume, id))
 	}
 	s.index()
-	s.app.ready.Store(true)
+	s.resumeRunning()
+	s.app.ready.Store(len(s.restoring) == 0)
 	s.app.metrics.tasks.Set(float64(len(s.tasks)))
-	s.app.log.Info("tasks assigned", "tasks", len(s.tasks))
+	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring))
 	return nil
 }
 
@@ -368,6 +381,7 @@ func (s *session) close(state string, attrs []any) {
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
+	s.stopRestores(state, attrs)
 	for _, id := range s.sortedTaskIDs() {
 		if err := s.tasks[id].close(); err != nil {
 			s.app.log.Warn("close task", "task", id.String(), "err", err)
@@ -401,6 +415,9 @@ func (s *session) run(ctx context.Context) error {
 			if err := s.syncTasks(ctx); err != nil {
 				return err
 			}
+		}
+		if err := s.promoteRestored(ctx); err != nil {
+			return err
 		}
 		wait := time.Until(wake)
 		wait = min(max(wait, time.Millisecond), 50*time.Millisecond)

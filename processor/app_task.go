@@ -71,7 +71,13 @@ func (lt *liveTask) close() error {
 
 // openTask creates the task for (sub-topology, partition), opening its
 // stores on the shared DB and restoring them from their changelogs.
-func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint) (*liveTask, error) {
+//
+// It runs on the task's restore goroutine (startRestore), so it touches
+// nothing of the session's loop-owned state: the caller records the
+// restore with the commit and checkpoint controllers and logs the task
+// running once it promotes it.
+// out is the task's Output (heldOutput: Init may emit).
+func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
 	a := s.app
 	state := a.db.NewTaskState(changelog.TaskStateConfig{
 		ID:        id.String(), // the task's Badger DB: <StateDir>/tasks/<id>
@@ -86,7 +92,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 		SubTopology:    id.SubTopology,
 		Partition:      id.Partition,
 		Stores:         state,
-		Output:         s,
+		Output:         out,
 		PartitionCount: a.layout.partitionCount,
 		WallClock:      s.now().UnixMilli(),
 		Resume:         resume.clocks,
@@ -113,24 +119,19 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 	if err != nil {
 		_ = state.Close()
 		if changelog.IsCorrupt(err) {
-			return nil, fmt.Errorf("%w: task %s: restore: %v", errCorruptState, id, err)
+			return nil, res, fmt.Errorf("%w: task %s: restore: %v", errCorruptState, id, err)
 		}
-		return nil, fmt.Errorf("task %s: %w", id, err)
+		return nil, res, fmt.Errorf("task %s: %w", id, err)
 	}
 	a.metrics.restoredRecords.Add(float64(res.Records))
-	if res.Records > 0 {
-		s.ckpt.ObserveRestore(res.Records, res.Duration)
-		s.ctrl.ObserveRestoreTime(res.Duration)
-	}
 	lt := &liveTask{app: a.topo.Application(), task: t, state: state, resume: resume}
 	if pos, found, err := state.Position(); err != nil {
 		_ = lt.close()
-		return nil, fmt.Errorf("task %s: %w", id, err)
+		return nil, res, fmt.Errorf("task %s: %w", id, err)
 	} else if found {
 		lt.floor = pos
 	}
-	s.taskState(id, taskRunning, "restored", res.Records, "restore_duration", res.Duration, "rebuilt", len(res.Rebuilt))
-	return lt, nil
+	return lt, res, nil
 }
 
 // The states a task is logged in (session.taskState). A task is assigned
@@ -168,7 +169,12 @@ func (s *session) restoreOptions(id topology.TaskID, resume resumePoint) changel
 	for name, off := range resume.logs {
 		floors[changelog.TopicPartition{Topic: changelog.TopicName(a.topo.Application(), name), Partition: id.Partition}] = off
 	}
+	var listener changelog.RestoreListener
+	if a.cfg.RestoreListener != nil {
+		listener = taskRestoreListener{id: id, l: a.cfg.RestoreListener}
+	}
 	return changelog.RestoreOptions{
+		Listener:   listener,
 		ClientOpts: a.clientOpts(),
 		MinOffsets: floors,
 		Unblock:    s.fenceDeparted,
