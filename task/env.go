@@ -16,6 +16,7 @@ var (
 	_ topology.TaskEnv      = (*env)(nil)
 	_ topology.WindowCloser = (*env)(nil)
 	_ topology.ClockKeeper  = (*env)(nil)
+	_ topology.TenantKeeper = (*env)(nil)
 )
 
 func (e *env) task() *Task { return (*Task)(e) }
@@ -59,6 +60,7 @@ func (e *env) Emit(rec *topology.OutputRecord) error {
 	if e.inRecord {
 		rec.InputTimestamp = e.inputTS
 	}
+	rec.Tenant = e.tenant
 	if err := e.cfg.Output.Collect(e.id, rec); err != nil {
 		return errorf(e.task(), "collect output for %q: %w", rec.Topic, err)
 	}
@@ -75,6 +77,17 @@ func (e *env) PartitionCount(topic string) (int32, error) {
 func (e *env) Dropped(node string, reason topology.DropReason) {
 	e.metrics.record(node, reason)
 }
+
+// SetTenant implements topology.TenantKeeper: the tenant of the record being
+// processed, for its outputs; ignored outside a record.
+func (e *env) SetTenant(tenant string) {
+	if e.inRecord {
+		e.tenant = tenant
+	}
+}
+
+// Tenant implements topology.TenantKeeper.
+func (e *env) Tenant() string { return e.tenant }
 
 // WindowsClosed implements topology.WindowCloser.
 func (e *env) WindowsClosed(n int) { e.metrics.WindowsClosed += int64(n) }

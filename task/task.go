@@ -106,6 +106,7 @@ type Task struct {
 	meta        topology.RecordMeta
 	inputTS     int64
 	inRecord    bool
+	tenant      string // of the record being processed (topology.TenantKeeper)
 	punctuating bool
 	streamTime  int64
 	clocks      map[string]func() int64 // operator clocks, by name
@@ -204,8 +205,9 @@ func (t *Task) Process(rec *topology.InputRecord) error {
 	t.meta = topology.RecordMeta{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset}
 	t.inputTS = rec.Timestamp
 	t.inRecord = true
+	t.tenant = ""
 	err := in.src.Deliver(rec)
-	t.inRecord = false
+	t.inRecord, t.tenant = false, ""
 	if err != nil {
 		return errorf(t, "%w", err)
 	}

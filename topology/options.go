@@ -7,7 +7,7 @@ import "time"
 // Build error. Each operator takes the option type of its family:
 //
 //	Option               every operator: Named only
-//	SourceOption         Stream, StreamOf: Named, WithTimestampExtractor, SkipUndecodable
+//	SourceOption         Stream, StreamOf: Named, WithTimestampExtractor, WithTenant, SkipUndecodable
 //	SinkOption           To: Named, WithPartitioner
 //	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
 //	StoreOption          Table, ToTable, GlobalTable, Count, Reduce and Aggregate of grouped streams and
@@ -121,6 +121,7 @@ func (nameOpt) processOption()       {}
 type opConfig struct {
 	name          string
 	extractor     any // func(Record[K, V], int64) int64 for the source's K, V
+	tenant        any // func(K, V) string for the source's K, V (WithTenant)
 	partitioner   any // func(topic string, key K, value V, n int32) int32
 	partitions    int32
 	hasPartitions bool

@@ -16,6 +16,7 @@ import (
 func TestOperatorOptionsAreTyped(t *testing.T) {
 	valid := []string{
 		`b.Stream("a", str, str, topology.Named("n1"), topology.SkipUndecodable(), topology.WithTimestampExtractor(func(r topology.Record[string, string], _ int64) int64 { return r.Timestamp }))`,
+		`b.Stream("a2", str, str, topology.WithTenant(func(k, _ string) string { return k }))`,
 		`s.Filter(keep, topology.Named("n2")).Peek(func(string, string) {}, topology.Named("n3")).To("o", topology.Named("n4"), topology.WithPartitioner(func(string, string, string, int32) int32 { return 0 }))`,
 		`s.Repartition(topology.Named("n5"), topology.WithPartitions(3), topology.WithPartitioner(func(string, string, string, int32) int32 { return 0 }))`,
 		`s.GroupBy(func(k, _ string) string { return k }, str, topology.WithPartitions(2)).Count(topology.Named("n6"), topology.WithoutChangelog())`,

@@ -66,6 +66,10 @@ type OutputRecord struct {
 	// every input the output can depend on.
 	InputTimestamp int64
 	StreamTime     int64
+	// Tenant is the tenant of the input record whose processing produced
+	// this one (see WithTenant), "" when a punctuator produced it or its
+	// source names no tenant.
+	Tenant string
 }
 
 // RecordMeta locates the input record being processed.

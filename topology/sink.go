@@ -59,6 +59,7 @@ type sinkInst[K, V any] struct {
 	out  OutputRecord
 	kbuf []byte
 	vbuf []byte
+	hbuf []Header // headers with TenantHeader, for a repartition sink
 	// dropNullKeys: a repartition sink with no left or outer join
 	// downstream, where a null key could not be grouped or joined.
 	dropNullKeys bool
@@ -109,6 +110,12 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 	}
 	s.out.Timestamp = r.Timestamp
 	s.out.Headers = r.Headers
+	if s.op.node.internal {
+		if t := tenantOf(s.env.TaskEnv); t != "" {
+			s.hbuf = withTenantHeader(s.hbuf, r.Headers, t)
+			s.out.Headers = s.hbuf
+		}
+	}
 	return s.env.Emit(&s.out)
 }
 

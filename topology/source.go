@@ -11,7 +11,7 @@ import (
 // newSource adds a source node reading topics. internal marks a repartition
 // topic's source.
 func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], values serde.Serde[V], cfg *opConfig, internal bool) *node {
-	op := &sourceOp[K, V]{ks: keys, vs: values, skipBad: cfg.skipBad}
+	op := &sourceOp[K, V]{ks: keys, vs: values, skipBad: cfg.skipBad, internal: internal}
 	explicit := cfg.name != ""
 	if !explicit {
 		cfg.name = sourceName(topics)
@@ -38,6 +38,13 @@ func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], value
 		}
 		op.extract = f
 	}
+	if cfg.tenant != nil {
+		f, ok := cfg.tenant.(func(K, V) string)
+		if !ok {
+			b.fail(errorf(n.name, "%w: tenant function %T does not take %T keys and %T values", ErrInvalidTopology, cfg.tenant, *new(K), *new(V)))
+		}
+		op.tenant = f
+	}
 	return n
 }
 
@@ -45,7 +52,11 @@ type sourceOp[K, V any] struct {
 	ks      serde.Serde[K]
 	vs      serde.Serde[V]
 	extract func(Record[K, V], int64) int64
+	tenant  func(K, V) string // WithTenant
 	skipBad bool
+	// internal: a repartition topic's source, whose records carry their
+	// tenant in TenantHeader.
+	internal bool
 }
 
 func (o *sourceOp[K, V]) instantiate(env *opEnv, children []any) (any, error) {
@@ -86,6 +97,7 @@ func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
 		return nil
 	}
 	s.env.ObserveTimestamp(r.Timestamp)
+	setTenant(s.env.TaskEnv, s.op.sourceTenant(&r))
 	if err := s.next.forward(r); err != nil {
 		return s.wrap(in, err)
 	}

@@ -18,6 +18,7 @@ type logRec struct {
 	kOff, kLen int // kLen -1: null key
 	vOff, vLen int // vLen -1: tombstone
 	headers    []topology.Header
+	tenant     string // OutputRecord.Tenant
 }
 
 func (l *topicLog) put(b []byte) (off, n int) {
@@ -30,7 +31,7 @@ func (l *topicLog) put(b []byte) (off, n int) {
 }
 
 func (l *topicLog) add(rec *topology.OutputRecord, p int32, offset int64) {
-	r := logRec{topic: rec.Topic, partition: p, offset: offset, ts: rec.Timestamp}
+	r := logRec{topic: rec.Topic, partition: p, offset: offset, ts: rec.Timestamp, tenant: rec.Tenant}
 	r.kOff, r.kLen = l.put(rec.Key)
 	r.vOff, r.vLen = l.put(rec.Value)
 	if len(rec.Headers) > 0 {

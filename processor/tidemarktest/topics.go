@@ -94,6 +94,9 @@ type OutputRecord[K, V any] struct {
 	topology.Record[K, V]
 	Partition int32
 	Offset    int64
+	// Tenant is the tenant the task attributed the record to (see
+	// topology.WithTenant).
+	Tenant string
 }
 
 // Len is the number of unread records.
@@ -114,7 +117,7 @@ func (o *OutputTopic[K, V]) ReadAll() ([]OutputRecord[K, V], error) {
 	var out []OutputRecord[K, V]
 	for ; l.read < len(l.recs); l.read++ {
 		r := &l.recs[l.read]
-		rec := OutputRecord[K, V]{Partition: r.partition, Offset: r.offset}
+		rec := OutputRecord[K, V]{Partition: r.partition, Offset: r.offset, Tenant: r.tenant}
 		rec.Timestamp, rec.Headers = r.ts, r.headers
 		var err error
 		if r.kLen < 0 {

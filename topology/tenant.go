@@ -1,0 +1,80 @@
+package topology
+
+// TenantHeader is the header that carries a record's tenant through the
+// application's internal (repartition) topics, so that outputs downstream
+// of a repartition are still attributed to the tenant of the input that
+// caused them. Repartition sinks add it (only when the tenant is not "")
+// and repartition sources read and remove it: user topics never see it, and
+// a header of that name on a user source topic means nothing.
+const TenantHeader = "tidemark.tenant"
+
+// WithTenant names the tenant of each record read from a source: f gets the
+// decoded key and value (the zero values for a null key or a tombstone).
+// Every output emitted while the task processes that record, in any
+// sub-topology it reaches through repartitions, carries the tenant
+// (OutputRecord.Tenant), and the runtime accounts outputs, staleness and
+// the frontier controller's per-tenant targets by it. Outputs of
+// punctuations (window closes, suppression flushes, TTL sweeps) and of
+// sources without WithTenant carry the tenant "". K and V must match the
+// source's types (Build checks). Keep f cheap and deterministic: it runs
+// once per input record.
+func WithTenant[K, V any](f func(key K, value V) string) SourceOption {
+	return sourceOpt{func(c *opConfig) { c.tenant = f }}
+}
+
+// TenantKeeper is an optional extension of TaskEnv: an environment that
+// implements it attributes the outputs of the record being processed to a
+// tenant. A source node calls SetTenant before forwarding each record
+// (with "" when it has no tenant), and a repartition sink reads Tenant to
+// carry it in TenantHeader. The environment resets the tenant to "" when
+// it leaves the record.
+type TenantKeeper interface {
+	SetTenant(tenant string)
+	Tenant() string
+}
+
+func setTenant(env TaskEnv, tenant string) {
+	if tk, ok := env.(TenantKeeper); ok {
+		tk.SetTenant(tenant)
+	}
+}
+
+func tenantOf(env TaskEnv) string {
+	if tk, ok := env.(TenantKeeper); ok {
+		return tk.Tenant()
+	}
+	return ""
+}
+
+// sourceTenant is the tenant of a decoded record r: from TenantHeader on an
+// internal source (removing the header, which is the runtime's, not the
+// record's), from the WithTenant function on a user source, or "". The
+// header slice is copied before removal: the caller owns in.Headers.
+func (o *sourceOp[K, V]) sourceTenant(r *Record[K, V]) string {
+	if o.internal {
+		for i, h := range r.Headers {
+			if h.Key == TenantHeader {
+				hs := make([]Header, 0, len(r.Headers)-1)
+				hs = append(append(hs, r.Headers[:i]...), r.Headers[i+1:]...)
+				if len(hs) == 0 {
+					hs = nil
+				}
+				r.Headers = hs
+				return string(h.Value)
+			}
+		}
+		return ""
+	}
+	if o.tenant != nil {
+		return o.tenant(r.Key, r.Value)
+	}
+	return ""
+}
+
+// withTenantHeader returns hs with TenantHeader added for a repartition
+// sink, in buf (reused across records, so hs's backing array, which the
+// record's producer owns, is never written).
+func withTenantHeader(buf, hs []Header, tenant string) []Header {
+	buf = append(buf[:0], hs...)
+	return append(buf, Header{Key: TenantHeader, Value: []byte(tenant)})
+}
