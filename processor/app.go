@@ -66,6 +66,9 @@ type App struct {
 	httpAddr atomic.Value  // string: the bound address
 	ui       uiState       // the web view's samples (app_ui.go)
 
+	// tenants: per-tenant outputs and staleness (app_tenants.go).
+	tenants tenantAccounts
+
 	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
 	globalMetrics *globalMetrics
 }

@@ -161,6 +161,7 @@ func (s *session) acknowledge(now time.Time) {
 			s.app.ui.observeStaleness(sink, now, now.Sub(o))
 		}
 	}
+	s.app.tenants.observe(now, s.txn.byTenant, s.app.metrics)
 	s.txn.mu.Unlock()
 	if !oldest.IsZero() {
 		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())

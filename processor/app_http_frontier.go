@@ -40,6 +40,9 @@ type frontierJSON struct {
 	Instance   string                      `json:"instance"`
 	Sinks      map[string]sinkFrontierJSON `json:"sinks"`
 	Controller controllerJSON              `json:"controller"`
+	// Tenants: per tenant (app_tenants.go), this instance's committed
+	// outputs to user sinks and its staleness quantiles.
+	Tenants map[string]tenantJSON `json:"tenants,omitempty"`
 }
 
 type sinkFrontierJSON struct {
@@ -104,7 +107,11 @@ func finite(x float64) float64 {
 //	      "own": {"offsets": [120, -1], "tasks": [...]} // this instance's committed record
 //	    }
 //	  },
-//	  "controller": {…} // the commit controller's last decision and measurements
+//	  "controller": {…}, // the commit controller's last decision and measurements
+//	  "tenants": {"acme": {"outputs": 120, "staleness_p50_ms": 80, "staleness_p99_ms": 210}, …}
+//	                        // per tenant (topology.WithTenant; "" untenanted, "other" past
+//	                        // the first 100): this instance's committed outputs to user
+//	                        // sinks, staleness quantiles over its last 1024 commits
 //	}
 //
 // sink=S restricts the answer to S (404 when the application does not
@@ -128,7 +135,7 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 		// alone can come first), its utilisation is +Inf, which JSON
 		// cannot carry.
 		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
-	}}
+	}, Tenants: a.tenants.snapshot()}
 	// Answer as of the request: the watcher first reads what was committed
 	// before it.
 	if _, watcher, _ := a.frontierView(); watcher != nil {

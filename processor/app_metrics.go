@@ -38,6 +38,8 @@ type appMetrics struct {
 	predicted             prometheus.Gauge
 	predictedHist         prometheus.Histogram
 	observedStaleness     prometheus.Histogram
+	tenantOutputs         *prometheus.CounterVec   // app_tenants.go
+	tenantStaleness       *prometheus.HistogramVec // app_tenants.go
 	utilization           prometheus.Gauge
 	lag                   prometheus.Gauge
 	tasks                 prometheus.Gauge
@@ -123,12 +125,13 @@ func newAppMetrics(app string) *appMetrics {
 		repartitionPurgeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_repartition_purge_errors_total",
 			Help: "Failed purges of repartition topics (retried at the next interval).", ConstLabels: labels}),
 	}
+	m.tenantOutputs, m.tenantStaleness = newTenantMetrics(labels, staleBuckets)
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
 		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
-		m.repartitionPurged, m.repartitionPurgeErrors,
+		m.repartitionPurged, m.repartitionPurgeErrors, m.tenantOutputs, m.tenantStaleness,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

@@ -67,6 +67,8 @@ type txnState struct {
 	outputs int                                // sink records
 	// oldestBySink is oldest per sink topic, for the web view's staleness.
 	oldestBySink map[string]time.Time
+	// byTenant is the outputs to user sinks per tenant (app_tenants.go).
+	byTenant map[string]*tenantTxn
 	// deadLettered counts the dead-letter records of the transaction,
 	// added to the metric when it commits.
 	deadLettered int
@@ -187,6 +189,7 @@ func (t *txnState) reset() {
 	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected = nil, time.Time{}, 0, 0, false
 	t.marks = map[changelog.TopicPartition]int64{}
 	clear(t.oldestBySink)
+	clear(t.byTenant)
 }
 
 // participants are the transaction's shares: every task, then the outputs
@@ -757,8 +760,11 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 		}
 		s.txn.oldestBySink[rec.Topic] = inputTime
 	}
+	if !s.app.topo.IsRepartitionTopic(rec.Topic) {
+		s.txn.addTenantOutput(rec.Tenant, inputTime)
+	}
 	s.txn.mu.Unlock()
-	s.ctrl.ObserveOutput(s.now(), "", inputTime, 1)
+	s.ctrl.ObserveOutput(s.now(), rec.Tenant, inputTime, 1)
 	return s.produceOutput(r, false)
 }
 
