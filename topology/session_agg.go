@@ -266,7 +266,10 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 			if err != nil {
 				return errorf(a.env.node, "%w", err)
 			}
-			if err := a.next.forward(out); err != nil {
+			tenant := untenanted(a.env.TaskEnv)
+			err = a.next.forward(out)
+			setTenant(a.env.TaskEnv, tenant)
+			if err != nil {
 				return err
 			}
 			windowsClosed(a.env.TaskEnv, 1)

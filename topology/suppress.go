@@ -635,5 +635,6 @@ func (s *suppress[K, V]) emit(tk []byte) error {
 		}
 		out.Value.hasOld = true
 	}
+	defer setTenant(s.env.TaskEnv, untenanted(s.env.TaskEnv))
 	return s.next.forward(out)
 }

@@ -14,8 +14,11 @@ const TenantHeader = "tidemark.tenant"
 // sub-topology it reaches through repartitions, carries the tenant
 // (OutputRecord.Tenant), and the runtime accounts outputs, staleness and
 // the frontier controller's per-tenant targets by it. Outputs of
-// punctuations (window closes, suppression flushes, TTL sweeps) and of
-// sources without WithTenant carry the tenant "". K and V must match the
+// punctuations (TTL sweeps, stream- and wall-clock punctuators), the final
+// results of closed windows and sessions (EmitFinal), updates leaving a
+// Suppress buffer, and of sources without WithTenant carry the tenant "":
+// they are built from earlier records, possibly of other tenants, not from
+// the record whose arrival released them. K and V must match the
 // source's types (Build checks). Keep f cheap and deterministic: it runs
 // once per input record.
 func WithTenant[K, V any](f func(key K, value V) string) SourceOption {
@@ -77,4 +80,19 @@ func (o *sourceOp[K, V]) sourceTenant(r *Record[K, V]) string {
 func withTenantHeader(buf, hs []Header, tenant string) []Header {
 	buf = append(buf[:0], hs...)
 	return append(buf, Header{Key: TenantHeader, Value: []byte(tenant)})
+}
+
+// untenanted clears the tenant for the outputs that follow and returns the
+// one to restore: `defer setTenant(env, untenanted(env))`. Operators that
+// emit results built from other records than the one being processed (the
+// final results of closed windows and sessions, suppressed updates leaving
+// the buffer) use it, so a record of one tenant that advances stream time
+// is not charged with the results of every tenant it closes: those carry
+// "", like punctuation outputs.
+func untenanted(env TaskEnv) string {
+	t := tenantOf(env)
+	if t != "" {
+		setTenant(env, "")
+	}
+	return t
 }

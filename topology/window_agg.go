@@ -260,6 +260,7 @@ func (f *finalEmitter) emit(st store.Window, closeTime int64, fn func(key []byte
 // for time windows (end exclusive) and one less for sliding windows (end
 // inclusive).
 func (f *finalEmitter) forward[K, VA any](env *opEnv, next forwarder[Windowed[K], change[VA]], ks serde.Serde[K], vs serde.Serde[VA], st store.Window, closeTime, length int64) error {
+	defer setTenant(env.TaskEnv, untenanted(env.TaskEnv))
 	closed := 0
 	err := f.emit(st, closeTime, func(kb []byte, start int64, v []byte) error {
 		out, err := decodeWindowed(ks, vs, kb, start, start+length, v)

@@ -105,3 +105,40 @@ func TestOutputsCarryInputTenant(t *testing.T) {
 		}
 	}
 }
+
+// The final result of a window belongs to no one record: a record of one
+// tenant that advances stream time past other tenants' windows does not
+// charge their finals to itself. They carry "" (as punctuation outputs do),
+// and a later record's own outputs get its tenant back.
+func TestWindowFinalsAreUntenanted(t *testing.T) {
+	b := topology.NewBuilder("app")
+	clicks := b.Stream("clicks", serde.String(), serde.String(), topology.WithTenant(func(k, _ string) string { return k }))
+	clicks.To("echo")
+	topology.WindowedBy(clicks.GroupByKey(), topology.TumblingWindows(10*time.Second, 0)).
+		Count(topology.Named("w"), topology.EmitFinal()).ToStream().
+		SelectKey(func(w topology.Windowed[string], _ int64) string { return fmt.Sprint(w.Key, "@", w.Start) }).
+		MapValues(func(_ string, n int64) string { return fmt.Sprint(n) }).
+		WithSerdes(serde.String(), serde.String()).To("finals")
+	clicks.To("echo2") // forwarded after the window operator released the finals
+	topo, err := b.Build()
+	must(t, err)
+	d, err := tidemarktest.New(topo)
+	must(t, err)
+	defer d.Close()
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	must(t, in.Pipe("acme", "a", 1000))
+	must(t, in.Pipe("acme", "b", 2000))
+	must(t, in.Pipe("globex", "c", 25000)) // closes acme's [0,10000)
+	finals := readAll(t, tidemarktest.Output(d, "finals", serde.String(), serde.String()))
+	if len(finals) != 1 || finals[0].Key != "acme@0" || finals[0].Tenant != "" {
+		t.Fatalf("finals %+v, want one untenanted acme@0", finals)
+	}
+	echo := readAll(t, tidemarktest.Output(d, "echo", serde.String(), serde.String()))
+	if len(echo) != 3 || echo[2].Tenant != "globex" || echo[0].Tenant != "acme" {
+		t.Fatalf("echo %+v, want each record's own tenant", echo)
+	}
+	echo2 := readAll(t, tidemarktest.Output(d, "echo2", serde.String(), serde.String()))
+	if len(echo2) != 3 || echo2[2].Tenant != "globex" {
+		t.Fatalf("echo2 %+v: the record's tenant is not restored after the finals", echo2)
+	}
+}
