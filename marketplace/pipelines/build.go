@@ -167,8 +167,12 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 	for _, n := range names {
 		want[n] = true
 	}
-	src := func(name string) []topology.SourceOption {
-		opts := []topology.SourceOption{topology.Named(name)}
+	// Every source names its records' tenant (the seller) from the
+	// schema's tenant field, so outputs, staleness and the commit
+	// controller's per-tenant targets are accounted per seller. A
+	// tombstone's value is the zero event: tenant "".
+	src := func(name string, tenant topology.SourceOption) []topology.SourceOption {
+		opts := []topology.SourceOption{topology.Named(name), tenant}
 		if cfg.SkipUndecodable {
 			opts = append(opts, topology.SkipUndecodable())
 		}
@@ -181,7 +185,7 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 	}
 	var in inputs
 	if want[Inventory] {
-		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), vs.Inventory, src("inventory-events")...)
+		in.inventory = b.Stream(cfg.Inputs.Inventory, serde.String(), vs.Inventory, src("inventory-events", topology.WithTenant(func(_ string, e schemas.InventoryEvent) string { return e.Tenant }))...)
 	}
 	in.vs = vs
 	if want[Fraud] || want[Orders] || want[Pricing] {
@@ -189,15 +193,15 @@ func newInputs(b *topology.Builder, cfg Config, names []string) inputs {
 		// the fraud velocity and repeat order updates. A redelivery has
 		// the original's key (the order id), so it is in the same
 		// partition: no repartition by id is needed.
-		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), vs.Payment, src("payment-events")...).
+		in.payments = b.Stream(cfg.Inputs.Payments, serde.String(), vs.Payment, src("payment-events", topology.WithTenant(func(_ string, e schemas.PaymentEvent) string { return e.Tenant }))...).
 			Deduplicate(func(_ string, p schemas.PaymentEvent) string { return p.EventID }, cfg.PaymentDedupWindow,
 				topology.Named(StorePaymentDedup))
 	}
 	if want[Orders] || want[Pricing] {
-		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), vs.Cart, src("cart-events")...)
+		in.carts = b.Stream(cfg.Inputs.Carts, serde.String(), vs.Cart, src("cart-events", topology.WithTenant(func(_ string, e schemas.CartEvent) string { return e.Tenant }))...)
 	}
 	if want[Orders] {
-		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), vs.Fulfillment, src("fulfillment-events")...)
+		in.fulfillment = b.Stream(cfg.Inputs.Fulfillment, serde.String(), vs.Fulfillment, src("fulfillment-events", topology.WithTenant(func(_ string, e schemas.FulfillmentEvent) string { return e.Tenant }))...)
 	}
 	return in
 }
