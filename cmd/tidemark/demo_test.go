@@ -15,7 +15,9 @@ import (
 // when stdout is not a terminal and a final summary.
 func TestDemoOnEmbeddedBrokerReportsProcessedRecordsAndOutputs(t *testing.T) {
 	var out, errs bytes.Buffer
-	f := demoFlags{duration: 5 * time.Second, rate: 500, seed: 1, partitions: 2, httpAddr: "127.0.0.1:0",
+	// The stream opens with the catalog (~1600 listings): at 1000/s it is
+	// through in under 2 s, leaving the rest of the run to activity.
+	f := demoFlags{duration: 10 * time.Second, rate: 1000, seed: 1, partitions: 2, httpAddr: "127.0.0.1:0",
 		app: "demo-test", threshold: 20, disorder: 2 * time.Second, stateDir: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
