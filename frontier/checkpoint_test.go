@@ -15,14 +15,15 @@ func TestCheckpointRules(t *testing.T) {
 		wantReason CheckpointReason
 		check      func(t *testing.T, s *CheckpointScheduler, d CheckpointDecision, gap time.Duration)
 	}{
-		{"young's rule with cap: light writes follow Young", CheckpointOptions{MeanTimeBetweenFailures: time.Hour}, 10, 200 * time.Millisecond, CheckpointYoung,
+		{"daly's rule with cap: light writes follow Daly", CheckpointOptions{MeanTimeBetweenFailures: time.Hour}, 10, 200 * time.Millisecond, CheckpointDaly,
 			func(t *testing.T, s *CheckpointScheduler, d CheckpointDecision, gap time.Duration) {
-				want := math.Sqrt(2 * 0.2 / s.hazard.rate())
+				m := 1 / s.hazard.rate()
+				want := math.Sqrt(2*0.2*m)*(1+math.Sqrt(0.2/(2*m))/3+0.2/(18*m)) - 0.2
 				if math.Abs(d.Interval.Seconds()-want) > 0.01*want {
-					t.Errorf("interval %v, want sqrt(2δ/h) = %.1fs", d.Interval, want)
+					t.Errorf("interval %v, want Daly's %.1fs", d.Interval, want)
 				}
 			}},
-		{"young's rule with cap: heavy writes are capped by the restore target", CheckpointOptions{MeanTimeBetweenFailures: time.Hour, RestoreTarget: 10 * time.Second, RestoreRatePrior: 10000}, 50000, 200 * time.Millisecond, CheckpointReplayCap,
+		{"daly's rule with cap: heavy writes are capped by the restore target", CheckpointOptions{MeanTimeBetweenFailures: time.Hour, RestoreTarget: 10 * time.Second, RestoreRatePrior: 10000}, 50000, 200 * time.Millisecond, CheckpointRestoreTarget,
 			func(t *testing.T, s *CheckpointScheduler, d CheckpointDecision, gap time.Duration) {
 				if young := s.Young(); d.Interval >= young {
 					t.Errorf("interval %v, want below Young's %v", d.Interval, young)
@@ -34,7 +35,7 @@ func TestCheckpointRules(t *testing.T) {
 					t.Errorf("replay at checkpoint end %v, want ≤ 10s", replay)
 				}
 			}},
-		{"checkpoint interval never below its minimum", CheckpointOptions{MeanTimeBetweenFailures: time.Second, MinInterval: 5 * time.Second}, 10, time.Millisecond, CheckpointYoung,
+		{"checkpoint interval never below its minimum", CheckpointOptions{MeanTimeBetweenFailures: time.Second, MinInterval: 5 * time.Second}, 10, time.Millisecond, CheckpointMinInterval,
 			func(t *testing.T, s *CheckpointScheduler, d CheckpointDecision, gap time.Duration) {
 				if d.Interval < 5*time.Second || gap < 5*time.Second {
 					t.Errorf("interval %v gap %v, want ≥ 5s", d.Interval, gap)

@@ -104,42 +104,6 @@ func (f *flow) advance(now time.Time) bool {
 	return true
 }
 
-// hazard is the posterior mean of a Poisson failure rate under a Gamma
-// prior worth priorWeight failures at the configured mean time between
-// failures: h = (α + failures) / (β + exposure). A fresh process starts
-// at the prior; observed failures and failure-free uptime move it, and no
-// single restart can make it absurd.
-type hazard struct {
-	alpha, beta float64 // prior, in failures and seconds
-	failures    float64
-	exposure    float64 // seconds observed
-	last        time.Time
-	primed      bool
-}
-
-const hazardPriorWeight = 1
-
-func newHazard(mtbf time.Duration) hazard {
-	return hazard{alpha: hazardPriorWeight, beta: hazardPriorWeight * mtbf.Seconds()}
-}
-
-func (h *hazard) advance(now time.Time) {
-	if h.primed {
-		if d := now.Sub(h.last); d > 0 {
-			h.exposure += d.Seconds()
-		}
-	}
-	h.last, h.primed = now, true
-}
-
-func (h *hazard) fail(now time.Time) {
-	h.advance(now)
-	h.failures++
-}
-
-// rate is failures per second.
-func (h *hazard) rate() float64 { return (h.alpha + h.failures) / (h.beta + h.exposure) }
-
 func duration(s float64) time.Duration {
 	if math.IsInf(s, 1) || s > float64(math.MaxInt64)/1e9 {
 		return time.Duration(math.MaxInt64)
