@@ -69,6 +69,7 @@ type App struct {
 	// tenants: per-tenant outputs and staleness (app_tenants.go).
 	tenants tenantAccounts
 
+	hazard        atomic.Pointer[appHazard]    // set by Run (app_hazard.go)
 	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
 	globalMetrics *globalMetrics
 }
@@ -122,12 +123,27 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // and leaves the group. It returns nil after a clean shutdown. A fenced or
 // unresolvable session is replaced by a new one without returning; any
 // other failure (bad topology against the cluster, a task error) returns.
-func (a *App) Run(ctx context.Context) error {
+func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.setup(ctx); err != nil {
 		return err
 	}
 	defer a.admCl.Close()
 	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
+	// The failure hazard, and the running marker, while the state
+	// directory is locked (app_hazard.go).
+	if err := a.startHazard(time.Now()); err != nil {
+		return err
+	}
+	hazardDone := make(chan struct{})
+	go a.hazard.Load().keep(hazardDone)
+	defer func() {
+		close(hazardDone)
+		failed := err
+		if ctx.Err() != nil {
+			failed = nil // shut down, whatever it was doing
+		}
+		a.hazard.Load().stop(failed)
+	}()
 	// Global stores catch up with their topics before any task exists;
 	// they close after g.Wait, when every task is closed.
 	global, err := a.startGlobal(ctx)
@@ -216,6 +232,7 @@ func (a *App) loop(ctx context.Context) error {
 				return rerr
 			}
 		}
+		a.hazard.Load().sessionFailed(cause)
 		if time.Since(started) > time.Minute {
 			backoff.Reset() // a session that ran a while starts the sequence over
 		}

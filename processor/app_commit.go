@@ -69,7 +69,8 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		return nil
 	case err != nil && restartable(err):
 		s.ctrl.ObserveCommitAborted(end)
-		s.ctrl.ObserveFailure(end)
+		// The failure is counted into the shared hazard when the
+		// session ends (App.loop, app_hazard.go).
 		// Both wrapped: restartCause names the cause (fenced,
 		// outcome_unknown) and the tasks are logged fenced.
 		return fmt.Errorf("%w: %w", errRestartSession, err)

@@ -43,6 +43,9 @@ type frontierJSON struct {
 	// Tenants: per tenant (app_tenants.go), this instance's committed
 	// outputs to user sinks and its staleness quantiles.
 	Tenants map[string]tenantJSON `json:"tenants,omitempty"`
+	// Availability: the learned failure hazard and the checkpoint
+	// cadence (app_hazard.go).
+	Availability *availabilityJSON `json:"availability,omitempty"`
 }
 
 type sinkFrontierJSON struct {
@@ -112,6 +115,14 @@ func finite(x float64) float64 {
 //	                        // per tenant (topology.WithTenant; "" untenanted, "other" past
 //	                        // the first 100): this instance's committed outputs to user
 //	                        // sinks, staleness quantiles over its last 1024 commits
+//	  "availability": {"hazard_per_hour": 0.08, "mtbf_seconds": 43200, "failures_total": 1,
+//	                   "last_cause": "unclean_start", "unclean_start": true, …,
+//	                   "checkpoint": {"interval_seconds": 131.4, "bound": "daly", "daly_seconds": 131.4,
+//	                                  "cost_ms": 100, "mtbf_seconds": 43200, "replay_seconds": 0.2,
+//	                                  "restore_target_seconds": 30, "checkpoints": 3,
+//	                                  "by_reason": {"daly": 3}, "recent": [{…}, …]}}
+//	                        // the failure hazard learned across sessions and restarts, and
+//	                        // the checkpoint scheduler's latest decision and checkpoints
 //	}
 //
 // sink=S restricts the answer to S (404 when the application does not
@@ -135,7 +146,7 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 		// alone can come first), its utilisation is +Inf, which JSON
 		// cannot carry.
 		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
-	}, Tenants: a.tenants.snapshot()}
+	}, Tenants: a.tenants.snapshot(), Availability: a.availability()}
 	// Answer as of the request: the watcher first reads what was committed
 	// before it.
 	if _, watcher, _ := a.frontierView(); watcher != nil {

@@ -47,7 +47,7 @@ type appMetrics struct {
 	restoreRemaining      *prometheus.GaugeVec
 	deserializationErrors prometheus.Counter
 	deadLettered          prometheus.Counter
-	checkpoints           prometheus.Counter
+	checkpoints           *prometheus.CounterVec
 	checkpointSeconds     prometheus.Histogram
 	// repartitionPurged and repartitionPurgeErrors count the purger's
 	// work (app_purge.go).
@@ -116,8 +116,8 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Input records that could not be decoded.", ConstLabels: labels}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_dead_lettered_total",
 			Help: "Records committed to the dead-letter topic.", ConstLabels: labels}),
-		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_checkpoints_total",
-			Help: "Local state checkpoints (Badger syncs).", ConstLabels: labels}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_checkpoints_total",
+			Help: "Local state checkpoints (Badger syncs) completed, by the scheduler's reason: daly, mtbf, restore_target, min_interval, max_interval.", ConstLabels: labels}, []string{"reason"}),
 		checkpointSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_checkpoint_seconds",
 			Help: "Checkpoint duration.", ConstLabels: labels, Buckets: staleBuckets}),
 		repartitionPurged: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_repartition_purged_records_total",

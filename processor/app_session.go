@@ -34,6 +34,7 @@ type session struct {
 	producer  *kgo.Client // changelog and sink records go here
 	ctrl      *frontier.Controller
 	ckpt      *frontier.CheckpointScheduler
+	ckptRun   checkpointRun // the checkpoint in flight (app_checkpoint.go)
 	now       func() time.Time
 
 	tasks   map[topology.TaskID]*liveTask
@@ -85,6 +86,9 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: checkpoint options: %w", err)
 	}
+	// The failure hazard outlives the session (app_hazard.go).
+	ctrl.UseHazard(a.hazard.Load().est)
+	ckpt.UseHazard(a.hazard.Load().est)
 	s := &session{
 		app: a,
 		// Records of the open transaction are produced with a context
@@ -381,6 +385,7 @@ func (s *session) resetTasks() error {
 // close closes the session's tasks, logging each one's end state (see
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
+	s.collectCheckpoint(true)
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
@@ -465,12 +470,8 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
-		cd := s.ckpt.Tick(now)
-		if cd.Checkpoint && !s.committer.Open() {
-			s.checkpoint(ctx)
-		}
-		if !cd.Wake.IsZero() && cd.Wake.Before(wake) {
-			wake = cd.Wake
+		if cw := s.tickCheckpoint(ctx, now); !cw.IsZero() && cw.Before(wake) {
+			wake = cw
 		}
 	}
 }
@@ -804,22 +805,6 @@ func (s *session) observeWatermark(now time.Time) {
 	}
 	s.watermark = max(s.watermark, wm)
 	s.ctrl.ObserveWatermark(now, time.UnixMilli(s.watermark), closes)
-}
-
-// checkpoint makes applied state durable, on the checkpoint scheduler's
-// cadence, separately from commits.
-func (s *session) checkpoint(ctx context.Context) {
-	start := s.now()
-	s.ckpt.ObserveCheckpointStarted(start)
-	cost, err := s.app.db.Checkpoint(ctx)
-	if err != nil {
-		s.ckpt.ObserveCheckpointFailed(s.now())
-		s.app.log.Warn("checkpoint", "err", err)
-		return
-	}
-	s.ckpt.ObserveCheckpointFinished(s.now(), cost.Duration)
-	s.app.metrics.checkpoints.Inc()
-	s.app.metrics.checkpointSeconds.Observe(cost.Duration.Seconds())
 }
 
 // punctuate moves every task's wall clock, at most every 10ms.
