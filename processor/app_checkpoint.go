@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/frontier"
 )
 
 // checkpointRun is the session's checkpoint in flight, if any. A
@@ -80,4 +81,12 @@ func (s *session) collectCheckpoint(wait bool) {
 	s.ckpt.ObserveCheckpointFinished(s.now(), res.cost.Duration)
 	s.app.metrics.checkpoints.WithLabelValues(reason).Inc()
 	s.app.metrics.checkpointSeconds.Observe(res.cost.Duration.Seconds())
+}
+
+// WithCheckpointPolicy configures the checkpoint scheduler: Daly's rule
+// for the measured checkpoint cost and the learned failure hazard (whose
+// prior is o.MeanTimeBetweenFailures), capped so that a crash replays at
+// most o.RestoreTarget of changelog. Zero fields take frontier's defaults.
+func WithCheckpointPolicy(o frontier.CheckpointOptions) Option {
+	return func(c *Config) { c.Checkpoint = o }
 }

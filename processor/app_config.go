@@ -92,8 +92,10 @@ type Config struct {
 	// frontier's defaults (frontier.DefaultOptions() spells them out).
 	// Zero fields of a non-nil Commit take those defaults too.
 	Commit *frontier.Options
-	// Checkpoint configures the checkpoint scheduler (Young's rule with a
-	// restore-time cap). Zero fields take frontier's defaults.
+	// Checkpoint configures the checkpoint scheduler (Daly's rule with a
+	// restore-time cap; its MeanTimeBetweenFailures is the prior of the
+	// failure hazard the App learns, app_hazard.go). Zero fields take
+	// frontier's defaults.
 	Checkpoint frontier.CheckpointOptions
 	// TransactionTimeout is the broker-side timeout of a transaction; it
 	// must exceed the longest commit interval with room for the commit
