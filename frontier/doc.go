@@ -138,8 +138,11 @@
 //   - The fixed policy (the Kafka Streams baseline) commits every
 //     FixedInterval whatever the load and never commits early.
 //
-// Checkpoints are scheduled separately (CheckpointScheduler), by Young's
-// rule capped by a restore-time target. The published output frontier
+// Checkpoints are scheduled separately (CheckpointScheduler), by Daly's
+// refinement of Young's rule capped by a restore-time target. Both
+// schedulers read the failure hazard from a Hazard (a Gamma-prior estimate
+// that forgets by uptime), which the runtime shares between them and keeps
+// across sessions and restarts (UseHazard, Hazard.State, Hazard.Restore). The published output frontier
 // (Frontier) is a monotone per-partition mark: merging is a pointwise
 // maximum, so replicas and stale publishers can only ever move it forward.
 package frontier
