@@ -22,7 +22,7 @@ type rateRegression struct {
 }
 
 const (
-	regressionForget = 1.0 / 64
+	regressionForget = 1.0 / 1024
 	// regressionMinSamples and regressionMinSpread keep the slope at zero
 	// until the rate has varied enough to tell a slope from noise.
 	regressionMinSamples = 16

@@ -101,7 +101,7 @@ type Options struct {
 	// the staleness target). Near its optimum the p99 is flat in T, so a
 	// few percent of p99 buys a much lower commit rate, which saves
 	// broker CPU on a shared machine that the model cannot see. Default
-	// 0.05. Range [0, 1].
+	// 0.10. Range [0, 1]; 0 means the default.
 	P99Tolerance float64
 
 	// MeanTimeBetweenFailures sets the prior of the failure hazard rate
@@ -134,7 +134,7 @@ const (
 	DefaultRateBucket              = 20 * time.Millisecond
 	DefaultCommitLatencyPrior      = 10 * time.Millisecond
 	DefaultMeanTimeBetweenFailures = 24 * time.Hour
-	DefaultP99Tolerance            = 0.05
+	DefaultP99Tolerance            = 0.10
 )
 
 // ErrInvalidOptions is wrapped by every Validate error (and New's).
