@@ -170,8 +170,12 @@ func (c *Controller) ObserveLag(now time.Time, records int64) {
 }
 
 // ObserveOutput records n outputs produced for tenant ("" or an unknown
-// tenant uses the default target) whose triggering input was appended at
-// input. They become visible at the next commit.
+// tenant uses the default target) whose triggering input arrived at input.
+// They become visible at the next commit. input is the staleness origin
+// the controller measures, predicts and feeds back on: when the input
+// reached the process (its poll, or its broker append time when known,
+// which includes the consumer lag), never its event time, which producers
+// set and which can be seconds off in either direction.
 func (c *Controller) ObserveOutput(now time.Time, tenantName string, input time.Time, n int) {
 	if n <= 0 {
 		return
