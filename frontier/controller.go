@@ -52,6 +52,16 @@ type Controller struct {
 	watermark time.Time
 	overSince time.Time // start of the current unstable overload; zero if none
 
+	// Controller v2 (p99.go, broker.go, feedback.go): the commit rate
+	// and the regression of latency on it, the feedback loop on observed
+	// p99, and what the outstanding commit started with.
+	commitRate flow
+	rateReg    rateRegression
+	fb         feedback
+	startRate  float64 // commit rate when the outstanding commit started
+	startPred  float64 // P99 predicted when the outstanding commit started, s
+	blocked    float64 // record-loop time the last acked commit took, s
+
 	plan        plan
 	replanDue   bool   // an estimate changed since the plan was made
 	planBacklog int64  // backlog the plan was made with
@@ -64,6 +74,8 @@ type Controller struct {
 type plan struct {
 	model      Model
 	staleness  float64 // S(T)
+	p99        float64 // P99(T)
+	optimum    float64 // the relaxed J99 optimum before the feedback correction, s
 	rho        float64 // ρ(T)
 	interval   float64 // T, s
 	floor      float64 // T_lo, s: the closest early commits may come
@@ -77,12 +89,13 @@ func NewController(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		opts:      opts,
-		decided:   ReasonInterval,
-		arrivals:  newFlow(opts.RateTimeConstant, opts.RateBucket),
-		processed: newFlow(opts.RateTimeConstant, opts.RateBucket),
-		hazard:    newHazard(opts.MeanTimeBetweenFailures),
-		tenants:   []tenant{{target: opts.StalenessTarget}},
+		opts:       opts,
+		decided:    ReasonInterval,
+		arrivals:   newFlow(opts.RateTimeConstant, opts.RateBucket),
+		processed:  newFlow(opts.RateTimeConstant, opts.RateBucket),
+		commitRate: newFlow(commitRateTau, commitRateBucket),
+		hazard:     newHazard(opts.MeanTimeBetweenFailures),
+		tenants:    []tenant{{target: opts.StalenessTarget}},
 	}
 	if len(opts.Tenants) > 0 {
 		c.byName = make(map[string]int, len(opts.Tenants))
@@ -157,8 +170,12 @@ func (c *Controller) ObserveLag(now time.Time, records int64) {
 }
 
 // ObserveOutput records n outputs produced for tenant ("" or an unknown
-// tenant uses the default target) whose triggering input was appended at
-// input. They become visible at the next commit.
+// tenant uses the default target) whose triggering input arrived at input.
+// They become visible at the next commit. input is the staleness origin
+// the controller measures, predicts and feeds back on: when the input
+// reached the process (its poll, or its broker append time when known,
+// which includes the consumer lag), never its event time, which producers
+// set and which can be seconds off in either direction.
 func (c *Controller) ObserveOutput(now time.Time, tenantName string, input time.Time, n int) {
 	if n <= 0 {
 		return
@@ -204,6 +221,8 @@ func (c *Controller) ObserveCommitStarted(now time.Time) {
 	c.inFlight, c.started, c.lastStart = true, true, c.now
 	c.prevBacklogMin, c.backlogMin = c.backlogMin, c.backlog
 	c.commits[c.decided]++
+	c.commitRate.add(c.now, 1, 0)
+	c.startRate, c.startPred = c.commitRate.rate, c.plan.p99
 	c.decided = ReasonInterval
 	for i := range c.tenants {
 		c.inflight[i].merge(c.tenants[i].pending)
@@ -229,6 +248,8 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 		cost = lat
 	}
 	c.cost.observe(cost)
+	c.blocked = cost
+	c.rateReg.observe(c.startRate, lat)
 	c.replanDue = true
 
 	var all batch
@@ -242,6 +263,9 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 		c.obsOldest.observe(oldest)
 		c.obsMean.observe(mean)
 		c.obsLast = oldest
+		p := &c.plan
+		canShrink := c.opts.Policy != PolicyFixed && !p.overloaded && !p.draining && p.interval > p.floor*(1+1e-6)
+		c.fb.observe(all.n, oldest, mean, c.startPred, canShrink)
 	}
 	c.inFlight, c.inflightCloses = false, 0
 }
@@ -296,6 +320,9 @@ func (c *Controller) model() Model {
 		Backlog:       float64(c.persistentBacklog()),
 		Hazard:        c.hazard.rate(),
 		Restore:       c.restore,
+		CommitRate:    c.commitRate.rate,
+		RateSlope:     c.rateReg.slope(),
+		FetchFloor:    c.opts.FetchFloor.Seconds(),
 	}
 }
 
@@ -329,9 +356,19 @@ func (c *Controller) replan() {
 			p.interval = min(tmax, max(p.floor, math.Sqrt(2*m.CommitCost*h)))
 		} else {
 			c.overSince = time.Time{}
-			p.interval = m.Minimise(p.floor, tmax)
+			// Controller v2: minimise the p99 (p99.go), then take the
+			// longest interval whose J99 is within P99Tolerance of the
+			// optimum and whose P99 meets the tightest pending target,
+			// then apply the feedback correction (feedback.go).
+			t := m.Minimise99(p.floor, tmax)
+			p.optimum = m.Relax(t, tmax, c.opts.P99Tolerance, c.target().Seconds())
+			p.interval = max(p.floor, p.optimum*c.fb.factor())
 		}
 	}
+	if p.optimum == 0 {
+		p.optimum = p.interval
+	}
+	p.p99 = m.P99(p.interval)
 	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
 	p.draining = m.Backlog > 0 && (p.rho >= 1 || m.Backlog*m.Service/(1-p.rho) > p.interval)
 	c.plan = p
@@ -362,6 +399,11 @@ func (c *Controller) Tick(now time.Time) Decision {
 	c.at(now)
 	now = c.now
 	a, b := c.arrivals.advance(now), c.processed.advance(now)
+	if c.commitRate.advance(now) {
+		// The commit rate feeds only the regression's marginal term:
+		// replan only when the slope is in use.
+		b = b || c.rateReg.slope() > 0
+	}
 	if a || b {
 		c.replanDue = true
 	}
@@ -377,6 +419,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 		Utilization:        p.rho,
 		Overloaded:         p.overloaded,
 		Draining:           p.draining,
+		Trace:              c.trace(),
 	}
 	last := c.lastStart
 	if !c.started {
@@ -399,6 +442,21 @@ func (c *Controller) Tick(now time.Time) Decision {
 		c.decided = r
 		return d
 	}
+	if c.opts.Policy != PolicyFixed && c.closesPending > 0 && c.pending > 0 {
+		// Window finals are what downstream consumers wait on: commit
+		// them at once, whatever the interval, floor or load (a window
+		// closes at most once per window size per task, so the extra
+		// commits are few). Under a commit in flight this decision waits
+		// for its ack; the tick after the ack commits. MinInterval stays
+		// a hard bound (it is below a commit's latency by default, so a
+		// final chained on an in-flight commit never waits for it).
+		tmin := last.Add(c.opts.MinInterval)
+		if !c.started || !now.Before(tmin) {
+			return commit(ReasonWindowFinal)
+		}
+		d.Reason, d.Wake = ReasonWait, tmin
+		return d
+	}
 	if !now.Before(due) {
 		return commit(ReasonInterval)
 	}
@@ -410,12 +468,6 @@ func (c *Controller) Tick(now time.Time) Decision {
 		return d
 	}
 	floorAt := last.Add(duration(p.floor))
-	if c.closesPending > 0 && c.pending > 0 {
-		if !now.Before(floorAt) {
-			return commit(ReasonWatermark)
-		}
-		d.Wake = earliest(d.Wake, floorAt)
-	}
 	if dl, ok := c.stalenessDeadline(duration(p.model.Latency)); ok {
 		at := later(dl, floorAt)
 		if !now.Before(at) {
@@ -486,6 +538,12 @@ func (c *Controller) Snapshot() Snapshot {
 		MinSpacing:            duration(p.floor),
 		PredictedStaleness:    duration(m.Staleness(p.interval)),
 		PredictedMaxStaleness: duration(maxS),
+		PredictedP99:          duration(p.p99),
+		ObservedP99:           duration(c.fb.observed),
+		Correction:            c.fb.integral,
+		CommitRate:            m.CommitRate,
+		LatencySlope:          m.RateSlope,
+		Blocked:               duration(c.blocked),
 		ObservedStaleness:     duration(c.obsOldest.mean),
 		ObservedStalenessDev:  duration(c.obsOldest.dev),
 		ObservedMeanStaleness: duration(c.obsMean.mean),

@@ -17,17 +17,23 @@ const (
 	ReasonInFlight
 	// ReasonInterval: the chosen interval T has elapsed.
 	ReasonInterval
-	// ReasonWatermark: a watermark closed windows whose final results are
-	// pending (a watermark-aligned barrier).
-	ReasonWatermark
+	// ReasonWindowFinal: a watermark closed windows whose final results
+	// are pending; the adaptive policy commits them at once (after the
+	// commit in flight, if any), whatever the interval.
+	ReasonWindowFinal
 	// ReasonStaleness: some tenant's oldest uncommitted output, plus the
 	// expected commit latency, reached its staleness target.
 	ReasonStaleness
 
 	numReasons
+
+	// ReasonWatermark is the former name of ReasonWindowFinal.
+	//
+	// Deprecated: use ReasonWindowFinal.
+	ReasonWatermark = ReasonWindowFinal
 )
 
-var reasonNames = [numReasons]string{"wait", "idle", "in-flight", "interval", "watermark", "staleness"}
+var reasonNames = [numReasons]string{"wait", "idle", "in-flight", "interval", "window_final", "staleness"}
 
 func (r Reason) String() string {
 	if r < numReasons {
@@ -59,6 +65,9 @@ type Decision struct {
 	// Wake is the latest time the runtime should call Tick again if no
 	// other observation arrives; ticking more often is harmless.
 	Wake time.Time
+	// Trace is what the decision rests on: T, predicted and observed
+	// p99, λ, s, L, c, blocked time, commit rate and slope.
+	Trace Trace
 }
 
 // CommitAck reports a finished commit.
@@ -81,6 +90,18 @@ type Snapshot struct {
 	// output's T + L_high + W(T).
 	PredictedStaleness    time.Duration
 	PredictedMaxStaleness time.Duration
+	// PredictedP99 is P99(T), the controller's target quantity (p99.go);
+	// ObservedP99 is the output-weighted p99 of staleness over the last
+	// 128 commits; Correction the feedback integral (T = optimum·(1−I)).
+	PredictedP99 time.Duration
+	ObservedP99  time.Duration
+	Correction   float64
+	// CommitRate is the measured commits/s and LatencySlope the
+	// regressed commit latency per commit/s (s); Blocked the record-loop
+	// time the last acked commit took.
+	CommitRate   float64
+	LatencySlope float64
+	Blocked      time.Duration
 	// ObservedStaleness is an EWMA, over commit acks, of the oldest
 	// committed output's staleness (visible time − input time), with its
 	// deviation; ObservedMeanStaleness is the EWMA of the per-commit mean;

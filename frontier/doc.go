@@ -101,7 +101,38 @@
 // checkpoint), each by about T/2+R. With realistic hazard rates it is
 // negligible; it matters only for long intervals on flaky hosts.
 //
-// The adaptive policy minimises J over [T_lo, Tmax] where
+// # Controller v2: the p99, feedback, the broker
+//
+// The mean model above is kept for S(T) and the snapshot, but the adaptive
+// policy chooses T by the 99th percentile, the number it is judged by
+// (p99.go derives it):
+//
+//	P99(T)  = 0.99·T + L_high(T) + Wq(T) + B'·s/(1 − c/T) + F
+//	J99(T)  = P99(T) + h·(T/2 + R)²
+//	L(T)    = L + β·(1/T − r₀)                       latency at commit rate 1/T
+//
+// with F the read_committed fetch floor (Options.FetchFloor) and β the
+// slope of commit latency regressed on the measured commit rate r₀
+// (broker.go): on a broker sharing the machine, commits slow down as their
+// rate rises, and every latency and cost term is scaled by L(T)/L, so a
+// short interval pays for the latency it causes. T* minimises J99 on
+// [T_lo, Tmax]; the policy then takes the longest T whose J99 is within
+// P99Tolerance (default 10%) of J99(T*) and whose P99 meets the tightest
+// pending staleness target: near its optimum the p99 is flat, and the
+// commits saved are broker CPU the model does not see. Finally the
+// feedback loop (feedback.go) compares the observed p99 of the last 128
+// commits (staleness from input arrival to commit end) with the p99
+// predicted when they started and shortens T by an integral correction
+// I ∈ [0, 0.5] when observed exceeds predicted by more than 10%
+// (T = T_relaxed·(1 − I), never below T_lo, no integration where it cannot
+// help). Every Decision carries a Trace of T, both p99s, λ, s, L, c, the
+// blocked time, the commit rate and β.
+//
+// Staleness is measured from when an input reached the process (its poll,
+// or its broker append time under LogAppendTime), never from its event
+// time: the runtime passes that to ObserveOutput.
+//
+// The adaptive policy minimises J99 over [T_lo, Tmax] where
 // T_lo = max(Tmin, c / max(min(ρmax − λ·s, MaxCommitShare), OverloadCommitShare)):
 // commits may never push utilisation above ρmax nor take more than
 // MaxCommitShare of the loop (a commit also costs the brokers, which the
@@ -129,12 +160,17 @@
 //     one is outstanding.
 //   - No commit is requested when nothing was processed or produced since
 //     the previous one.
-//   - Early commits (a watermark closed windows whose final results are
-//     pending; the oldest uncommitted output of some tenant, plus the
-//     expected commit latency, reached that tenant's staleness target)
-//     never come closer together than T_lo, and none happen while the
-//     controller is overloaded or draining a backlog (one that takes longer
-//     than T to clear), so they cannot eat the capacity a backlog needs.
+//   - Window finals (a watermark closed windows whose final results are
+//     pending) commit at once under the adaptive policy, right after the
+//     commit in flight if there is one (reason window_final), never closer
+//     than Tmin to the previous commit; a window closes at most once per
+//     window size, so these commits are few even in overload.
+//   - Other early commits (the oldest uncommitted output of some tenant,
+//     plus the expected commit latency, reached that tenant's staleness
+//     target) never come closer together than T_lo, and none happen while
+//     the controller is overloaded or draining a backlog (one that takes
+//     longer than T to clear), so they cannot eat the capacity a backlog
+//     needs.
 //   - The fixed policy (the Kafka Streams baseline) commits every
 //     FixedInterval whatever the load and never commits early.
 //

@@ -22,6 +22,18 @@ type Model struct {
 	Backlog float64
 	Hazard  float64 // failure rate h, 1/s
 	Restore float64 // expected restore time after a crash, R, s
+
+	// The p99 model (p99.go) adds what the mean ignores.
+	//
+	// CommitRate is the measured commit rate r₀, commits/s, at which
+	// Latency and CommitCost were observed; RateSlope is β, the regressed
+	// increase of commit latency per commit/s (≥ 0): on a broker that
+	// shares the machine, more commits make every commit slower.
+	CommitRate float64
+	RateSlope  float64
+	// FetchFloor is the constant delay between a commit's end and a
+	// read_committed consumer receiving its outputs, s.
+	FetchFloor float64
 }
 
 // Load is λ·s, the utilisation from processing alone.
@@ -126,11 +138,16 @@ const (
 // (ρ ≥ 1 even at hi) it returns hi, the interval that costs the least
 // capacity.
 func (m Model) Minimise(lo, hi float64) float64 {
+	o := m.compile()
+	return minimise(o.at, lo, hi)
+}
+
+// minimise is Minimise's search over any objective f of the same shape.
+func minimise(f func(float64) float64, lo, hi float64) float64 {
 	if !(lo < hi) {
 		return hi
 	}
-	o := m.compile()
-	if math.IsInf(o.at(hi), 1) {
+	if math.IsInf(f(hi), 1) {
 		return hi
 	}
 	var grid [gridPoints]float64
@@ -142,7 +159,7 @@ func (m Model) Minimise(lo, hi float64) float64 {
 			t = hi
 		}
 		grid[i] = t
-		if j := o.at(t); j < bestJ {
+		if j := f(t); j < bestJ {
 			best, bestJ = i, j
 		}
 		t *= ratio
@@ -150,19 +167,19 @@ func (m Model) Minimise(lo, hi float64) float64 {
 	a, b := grid[max(best-1, 0)], grid[min(best+1, gridPoints-1)]
 	x1 := b - invPhi*(b-a)
 	x2 := a + invPhi*(b-a)
-	f1, f2 := o.at(x1), o.at(x2)
+	f1, f2 := f(x1), f(x2)
 	for i := 0; i < goldenIters; i++ {
 		if f1 <= f2 {
 			b, x2, f2 = x2, x1, f1
 			x1 = b - invPhi*(b-a)
-			f1 = o.at(x1)
+			f1 = f(x1)
 		} else {
 			a, x1, f1 = x1, x2, f2
 			x2 = a + invPhi*(b-a)
-			f2 = o.at(x2)
+			f2 = f(x2)
 		}
 	}
-	if t := (a + b) / 2; o.at(t) <= bestJ {
+	if t := (a + b) / 2; f(t) <= bestJ {
 		return t
 	}
 	// The best grid point is an end (lo or hi) or the valley is flatter

@@ -88,6 +88,22 @@ type Options struct {
 	// after a few commits. Range [0, 1m].
 	CommitLatencyPrior time.Duration
 
+	// FetchFloor is the delay between a commit's end and a
+	// read_committed consumer receiving its outputs (the consumer's fetch
+	// wait): it is added to the predicted p99 so that the staleness
+	// target compares with what consumers see. It does not move the best
+	// interval. Default 0. Range [0, 1m].
+	FetchFloor time.Duration
+
+	// P99Tolerance lets the adaptive policy commit less often than the
+	// p99 optimum: it takes the longest interval whose objective is
+	// within this factor of the optimum's (and whose predicted p99 meets
+	// the staleness target). Near its optimum the p99 is flat in T, so a
+	// few percent of p99 buys a much lower commit rate, which saves
+	// broker CPU on a shared machine that the model cannot see. Default
+	// 0.10. Range [0, 1]; 0 means the default.
+	P99Tolerance float64
+
 	// MeanTimeBetweenFailures sets the prior of the failure hazard rate
 	// h = 1/MTBF, which observed failures and uptime then update.
 	// Default 24h. Range [1s, 10000h].
@@ -118,6 +134,7 @@ const (
 	DefaultRateBucket              = 20 * time.Millisecond
 	DefaultCommitLatencyPrior      = 10 * time.Millisecond
 	DefaultMeanTimeBetweenFailures = 24 * time.Hour
+	DefaultP99Tolerance            = 0.10
 )
 
 // ErrInvalidOptions is wrapped by every Validate error (and New's).
@@ -170,6 +187,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxCommitShare == 0 {
 		o.MaxCommitShare = DefaultMaxCommitShare
 	}
+	if o.P99Tolerance == 0 {
+		o.P99Tolerance = DefaultP99Tolerance
+	}
 	if len(o.Tenants) > 0 {
 		ts := make(map[string]TenantOptions, len(o.Tenants))
 		for name, t := range o.Tenants {
@@ -209,6 +229,7 @@ func (o *Options) check() error {
 		durIn("RateTimeConstant", o.RateTimeConstant, 10*time.Millisecond, time.Hour),
 		durIn("RateBucket", o.RateBucket, time.Millisecond, o.RateTimeConstant),
 		durIn("CommitLatencyPrior", o.CommitLatencyPrior, 0, time.Minute),
+		durIn("FetchFloor", o.FetchFloor, 0, time.Minute),
 		durIn("MeanTimeBetweenFailures", o.MeanTimeBetweenFailures, time.Second, 10000*time.Hour),
 	}
 	for _, err := range checks {
@@ -224,6 +245,9 @@ func (o *Options) check() error {
 	}
 	if !(o.MaxCommitShare >= o.OverloadCommitShare && o.MaxCommitShare < 1) {
 		return rangeErr("MaxCommitShare", o.MaxCommitShare, fmt.Sprintf("[%v, 1)", o.OverloadCommitShare))
+	}
+	if !(o.P99Tolerance >= 0 && o.P99Tolerance <= 1) {
+		return rangeErr("P99Tolerance", o.P99Tolerance, "[0, 1]")
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.Tenants)) {
 		t := o.Tenants[name]

@@ -17,8 +17,11 @@ type rig struct {
 	carry   float64
 	doneAt  time.Time
 	bgRate  float64 // background load for traces
-	last    Decision
-	commits []Decision
+	// inputAge is how long before its output each input arrived (0: at
+	// once), to make observed staleness exceed the model's.
+	inputAge time.Duration
+	last     Decision
+	commits  []Decision
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -53,7 +56,7 @@ func (r *rig) run(d time.Duration, rate float64) {
 		if p > 0 {
 			r.backlog -= float64(p)
 			r.c.ObserveProcessed(r.now, p, time.Duration(p)*r.svc)
-			r.c.ObserveOutput(r.now, "", r.now, p)
+			r.c.ObserveOutput(r.now, "", r.now.Add(-r.inputAge), p)
 		}
 		r.tick()
 	}

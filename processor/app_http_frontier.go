@@ -74,6 +74,21 @@ type controllerJSON struct {
 	Utilization        float64 `json:"utilization"`
 	Commits            uint64  `json:"commits"`
 	Aborts             uint64  `json:"aborts"`
+	// Controller v2 (frontier/p99.go, feedback.go, broker.go): the p99
+	// it predicts for the chosen interval and the p99 it observed over
+	// its last commits (staleness from input arrival), the feedback
+	// correction I (T = optimum·(1−I)), the measured commit rate and the
+	// regressed latency per commit/s, the service time s, the commit cost
+	// c and the record-loop time the last commit blocked. Added fields
+	// only: earlier consumers keep working.
+	PredictedP99Ms float64 `json:"predicted_p99_ms"`
+	ObservedP99Ms  float64 `json:"observed_p99_ms"`
+	Correction     float64 `json:"correction"`
+	CommitRate     float64 `json:"commit_rate"`
+	LatencySlopeMs float64 `json:"latency_slope_ms_per_commit_s"`
+	ServiceTimeUs  float64 `json:"service_time_us"`
+	CommitCostMs   float64 `json:"commit_cost_ms"`
+	BlockedMs      float64 `json:"blocked_ms"`
 }
 
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
@@ -146,6 +161,9 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 		// alone can come first), its utilisation is +Inf, which JSON
 		// cannot carry.
 		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
+		PredictedP99Ms: finite(ms(snap.PredictedP99)), ObservedP99Ms: ms(snap.ObservedP99), Correction: snap.Correction,
+		CommitRate: finite(snap.CommitRate), LatencySlopeMs: 1000 * snap.LatencySlope, ServiceTimeUs: 1000 * ms(snap.ServiceTime),
+		CommitCostMs: ms(snap.CommitCost), BlockedMs: ms(snap.Blocked),
 	}, Tenants: a.tenants.snapshot(), Availability: a.availability()}
 	// Answer as of the request: the watcher first reads what was committed
 	// before it.

@@ -36,6 +36,7 @@ type session struct {
 	ckpt      *frontier.CheckpointScheduler
 	ckptRun   checkpointRun // the checkpoint in flight (app_checkpoint.go)
 	now       func() time.Time
+	polled    time.Time // when the batch being processed was polled (app_arrival.go)
 
 	tasks   map[topology.TaskID]*liveTask
 	byInput map[changelog.TopicPartition]*liveTask
@@ -534,6 +535,7 @@ func (s *session) begin() error {
 
 func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error {
 	start := s.now()
+	s.polled = start
 	s.ctrl.ObserveArrivals(start, n)
 	if err := s.begin(); err != nil {
 		return err
@@ -765,7 +767,7 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 		s.txn.addTenantOutput(rec.Tenant, inputTime)
 	}
 	s.txn.mu.Unlock()
-	s.ctrl.ObserveOutput(s.now(), rec.Tenant, inputTime, 1)
+	s.ctrl.ObserveOutput(s.now(), rec.Tenant, s.arrival(), 1)
 	return s.produceOutput(r, false)
 }
 

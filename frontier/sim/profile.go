@@ -26,6 +26,27 @@ type Profile struct {
 	// TickPeriod is the longest the runtime goes without ticking the
 	// controller. Default 5ms.
 	TickPeriod time.Duration
+
+	// Skew is the largest event-time skew: each step's arrivals carry an
+	// event time up to Skew (uniformly drawn) before their arrival. The
+	// watermark is the highest event time processed less Grace, so skew
+	// moves when windows close; staleness is still measured from arrival,
+	// as the controller measures it.
+	Skew, Grace time.Duration
+	// Failures are crash offsets: at each, the outputs not yet visible
+	// are lost and their records reprocessed, the record loop is down for
+	// Restore (default 1s) and the controller restarts fresh (a new
+	// process) and is told of the failure.
+	Failures []time.Duration
+	Restore  time.Duration
+	// PhaseLength, when positive, also reports results per consecutive
+	// phase of that length (Result.Phases), by the arrival time of each
+	// output's input, the start of each commit and the close of each
+	// window.
+	PhaseLength time.Duration
+	// FetchFloor is the read_committed fetch floor added to the commit
+	// latency in the close→visible criterion (Result.FinalsWithin).
+	FetchFloor time.Duration
 }
 
 // CommitModel draws commit latencies: Base·exp(Jitter·N(0,1)) (a lognormal
@@ -38,6 +59,10 @@ type CommitModel struct {
 	TailProb   float64       // default 0.01
 	TailFactor float64       // default 5
 	Blocking   float64       // default 1
+	// RateSlope is the latency each commit per second (counted over the
+	// last second) adds: a broker sharing the machine slows down as the
+	// commit rate rises. Default 0.
+	RateSlope time.Duration
 }
 
 func (p Profile) withDefaults() Profile {
@@ -52,6 +77,9 @@ func (p Profile) withDefaults() Profile {
 	}
 	if p.TickPeriod == 0 {
 		p.TickPeriod = 5 * time.Millisecond
+	}
+	if p.Restore == 0 {
+		p.Restore = time.Second
 	}
 	if p.Rate == nil {
 		p.Rate = func(time.Duration) float64 { return 0 }
@@ -134,6 +162,18 @@ func Profiles(d time.Duration) []Profile {
 		Steady("overload", 1.1, d),
 	}
 	p[3].Seed = 5
+	return p
+}
+
+// Phased runs the loads (fractions of capacity) one after another, each
+// for phase, and reports per phase.
+func Phased(name string, loads []float64, phase time.Duration) Profile {
+	p := Profile{Name: name, Duration: time.Duration(len(loads)) * phase, Seed: 6, PhaseLength: phase}
+	c := p.Capacity()
+	ls := append([]float64(nil), loads...)
+	p.Rate = func(t time.Duration) float64 {
+		return c * ls[min(len(ls)-1, int(t/phase))]
+	}
 	return p
 }
 

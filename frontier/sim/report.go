@@ -38,6 +38,26 @@ type Result struct {
 	PredictedUnstable         float64       // share of committed outputs whose prediction was infinite (ρ ≥ 1)
 	OverloadedFraction        float64       // share of ticks that reported overload
 	Final                     frontier.Snapshot
+
+	// Good counts the outputs (not window finals) made visible, once
+	// each: a crash's lost work counts when redone. Goodput is Good/s.
+	Good int64
+	// Uncommitted counts the outputs (not finals) produced but not
+	// visible at the end.
+	Uncommitted int64
+	Goodput     float64
+	Failures    int
+	// CloseVisibleP99 is the p99 of a window final's close→visible time
+	// (the watermark closing it to the ack of its commit);
+	// FinalsWithin the share of finals visible within the latency of the
+	// commit that carried them plus the profile's FetchFloor (they waited
+	// neither for an interval nor for a commit in flight);
+	// CommitLatencyP50 is the median commit latency.
+	CloseVisibleP99  time.Duration
+	CommitLatencyP50 time.Duration
+	FinalsWithin     float64
+	// Phases holds per-phase results when the profile has a PhaseLength.
+	Phases []PhaseResult
 }
 
 // Result returns the named policy's result.
