@@ -324,3 +324,38 @@ func metric(t *testing.T, app *processor.App, sample string) float64 {
 	v, _ := strconv.ParseFloat(string(m[1]), 64)
 	return v
 }
+
+// TestFairQueuesExactlyOnceAcrossRebalance: instances with a pass limit of
+// 3 (so records are queued at every commit and at every revocation) share
+// the input while the group grows, one instance is SIGKILLed mid-stream
+// and another stops gracefully; partitions move with records queued, the
+// departed member's open transaction is aborted, and every count is still
+// exactly 1..n.
+func TestFairQueuesExactlyOnceAcrossRebalance(t *testing.T) {
+	in := kafkatestNewTopic(t, 4)
+	out := kafkatestNewTopic(t, 4)
+	appID := kafkatestName(t, "fair-rebalance")
+	want := map[string]int{}
+	produced := 0
+	feed := func(n int) {
+		for k, c := range produceKeysN(t, in, produced, n, 24, 4) {
+			want[k] += c
+		}
+		produced += n
+	}
+	a := startChild(t, childEnv(t, appID, in, out, "a", "CHILD_PER_PASS=3"))
+	feed(3000)
+	time.Sleep(time.Second)
+	b := startChild(t, childEnv(t, appID, in, out, "b", "CHILD_PER_PASS=3"))
+	feed(3000)
+	time.Sleep(time.Second)
+	a.kill() // its partitions move after its session times out
+	feed(3000)
+	c := startChild(t, childEnv(t, appID, in, out, "c", "CHILD_PER_PASS=3"))
+	feed(3000)
+	time.Sleep(time.Second)
+	b.terminate(t) // graceful: b commits what it processed, not what it queued
+	feed(3000)
+	checkCounts(t, out, want)
+	c.terminate(t)
+}
