@@ -199,6 +199,21 @@ func (f *fairQueues) queued() int {
 	return n
 }
 
+// busy reports whether the loop has queued records or admission holds to
+// look after even when a poll returned nothing: a held partition whose
+// queue is empty is paused, so only the loop's retry releases it.
+func (f *fairQueues) busy() bool {
+	if f.queued() > 0 {
+		return true
+	}
+	for _, p := range f.parts {
+		if p.hold.held() {
+			return true
+		}
+	}
+	return false
+}
+
 // runnable reports whether a pass would process a record now.
 func (f *fairQueues) runnable() bool {
 	for _, q := range f.tasks {

@@ -309,3 +309,28 @@ func metricValue(m prometheus.Metric) float64 {
 	}
 	return d.Counter.GetValue()
 }
+
+// TestAdmissionReleasesAHoldWithAnEmptyQueue: a partition held on its last
+// queued record (so paused, with nothing queued) is still looked after by
+// the loop, released once the tenant's token is there, and resumed.
+func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
+	r := newFairRig(t, 500, 1000, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	r.feed(0, "hot", 0, 2)
+	r.pass(t)
+	r.s.applyPauses()
+	if r.s.fair.queued() != 0 || !r.s.fair.busy() || fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) != "[0]" {
+		t.Fatalf("held on its last record: queued %d, busy %v, paused %v", r.s.fair.queued(), r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	}
+	r.now = r.now.Add(100 * time.Millisecond)
+	r.pass(t)
+	r.s.applyPauses()
+	if r.s.fair.busy() || len(cl.PauseFetchPartitions(nil)) != 0 {
+		t.Fatalf("after the wait: busy %v, paused %v", r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	}
+}

@@ -452,7 +452,7 @@ func (s *session) run(ctx context.Context) error {
 		if err := s.pollError(fs); err != nil {
 			return err
 		}
-		if n := fs.NumRecords(); n > 0 || s.fair.queued() > 0 {
+		if n := fs.NumRecords(); n > 0 || s.fair.busy() {
 			if n > 0 {
 				if err := s.syncTasks(ctx); err != nil { // tasks for partitions assigned during the poll
 					return err
