@@ -214,10 +214,12 @@ func (f *fairQueues) busy() bool {
 	return false
 }
 
-// runnable reports whether a pass would process a record now.
-func (f *fairQueues) runnable() bool {
-	for _, q := range f.tasks {
-		if q.queued > 0 && q.next() != nil {
+// runnable reports whether a pass would process a record now: a running
+// task has a queued record that is not held. (A queue whose task has just
+// been closed waits for dropRevoked.)
+func (s *session) runnable() bool {
+	for id, q := range s.fair.tasks {
+		if _, ok := s.tasks[id]; ok && q.queued > 0 && q.next() != nil {
 			return true
 		}
 	}
@@ -498,7 +500,7 @@ func (s *session) applyPauses() {
 // has records to process, until the earliest admission retry while
 // partitions are held.
 func (s *session) pollWait(wait time.Duration) time.Duration {
-	if s.fair.runnable() {
+	if s.runnable() {
 		return 0
 	}
 	if at, ok := s.nextRelease(); ok {

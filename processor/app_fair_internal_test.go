@@ -197,7 +197,7 @@ func TestFairDiscardAndRevoke(t *testing.T) {
 	r.feed(1, "b", 0, 50)
 	r.pass(t)
 	r.s.fair.discard()
-	if r.s.fair.queued() != 0 || r.s.fair.runnable() || len(r.s.fair.limit()) != 0 {
+	if r.s.fair.queued() != 0 || r.s.runnable() || len(r.s.fair.limit()) != 0 {
 		t.Fatalf("after discard: %d queued, limit %v", r.s.fair.queued(), r.s.fair.limit())
 	}
 	r.feed(0, "a", 10, 40)
@@ -260,7 +260,7 @@ func TestAdmissionHoldsATenantsPartitionAtItsRate(t *testing.T) {
 	if r.limitOf(0) != 3 {
 		t.Fatalf("held partition limited at %d, want 3", r.limitOf(0))
 	}
-	if r.s.fair.runnable() {
+	if r.s.runnable() {
 		t.Fatal("a held partition's records are runnable")
 	}
 	if at, ok := r.s.nextRelease(); !ok || at.Sub(r.now) != 100*time.Millisecond {

@@ -562,7 +562,7 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 		}
 	}
 	s.releaseHolds(start)
-	if !s.fair.runnable() {
+	if !s.runnable() {
 		s.observeQueues(start)
 		return nil
 	}
