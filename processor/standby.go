@@ -125,8 +125,10 @@ func (h *haRuntime) setActive(ids []topology.TaskID) {
 
 // standbyTask is one standby's goroutine and what it measured.
 type standbyTask struct {
-	id     topology.TaskID
-	warmup bool
+	id topology.TaskID
+	// warmup: kept to take over once caught up, rather than as one of
+	// the StandbyReplicas. Only reported; a standby runs the same.
+	warmup atomic.Bool
 	cancel context.CancelFunc
 	done   chan struct{}
 	lag    atomic.Int64 // -1 until the first round ends
@@ -238,8 +240,10 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		}
 	}
 	for id, st := range s.standby.tasks {
-		if !wanted[id] || st.warmup != warm[id.Partition] {
+		if !wanted[id] {
 			s.stopStandby(st)
+		} else {
+			st.warmup.Store(warm[id.Partition])
 		}
 	}
 	var started []string
@@ -295,7 +299,8 @@ func (s *session) syncProbe(ctx context.Context, on bool) {
 // startStandby starts the standby goroutine of task id.
 func (s *session) startStandby(ctx context.Context, id topology.TaskID, warmup bool) {
 	sctx, cancel := context.WithCancel(ctx)
-	st := &standbyTask{id: id, warmup: warmup, cancel: cancel, done: make(chan struct{})}
+	st := &standbyTask{id: id, cancel: cancel, done: make(chan struct{})}
+	st.warmup.Store(warmup)
 	st.lag.Store(-1)
 	s.standby.tasks[id] = st
 	s.app.ha.mu.Lock()
@@ -342,7 +347,7 @@ func (s *session) stopStandbys() {
 func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 	a := s.app
 	id := st.id
-	log := a.log.With("task", id.String(), "standby", true, "warmup", st.warmup)
+	log := a.log.With("task", id.String(), "standby", true)
 	// Per-round restore logs ("restore done" four times a second) would
 	// drown the log; warnings still come through.
 	quiet := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
@@ -466,7 +471,7 @@ func (a *App) serveTasks(w http.ResponseWriter, _ *http.Request) {
 		v.Active = append(v.Active, id.String())
 	}
 	for id, st := range a.ha.standby {
-		v.Standby = append(v.Standby, standbyView{Task: id.String(), WarmUp: st.warmup, Lag: st.lag.Load()})
+		v.Standby = append(v.Standby, standbyView{Task: id.String(), WarmUp: st.warmup.Load(), Lag: st.lag.Load()})
 	}
 	a.ha.mu.Unlock()
 	sort.Strings(v.Active)
