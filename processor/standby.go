@@ -208,6 +208,10 @@ type standbySet struct {
 	want  standbyAssignment // under session.assignMu
 	tasks map[topology.TaskID]*standbyTask
 	probe context.CancelFunc // the prober, while warm-ups exist
+	// epoch counts the distinct standby assignments synced (synced is
+	// the last); the prober forces at most one early rebalance per epoch.
+	epoch  atomic.Int64
+	synced standbyAssignment
 }
 
 // onStandby receives the standby assignment of a sync (client goroutine).
@@ -259,13 +263,23 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		sort.Strings(started)
 		s.app.log.Info("standby tasks started", "tasks", started, "standbys", len(s.standby.tasks), "warmups", len(sa.WarmUp))
 	}
+	if !slices.Equal(sa.Standby, s.standby.synced.Standby) || !slices.Equal(sa.WarmUp, s.standby.synced.WarmUp) {
+		s.standby.synced = sa
+		s.standby.epoch.Add(1)
+	}
 	s.syncProbe(ctx, len(sa.WarmUp) > 0)
 }
 
 // syncProbe runs the prober while this member warms up partitions: every
 // ProbingRebalanceInterval it forces a rebalance, whose join metadata
 // carries the warm-ups' current lags, so the leader moves the partitions
-// whose warm-up caught up (KIP-441's probing rebalance).
+// whose warm-up caught up (KIP-441's probing rebalance). It also forces
+// one as soon as every warm-up is caught up (lag at most
+// AcceptableRecoveryLag), once per standby assignment: a restarted
+// instance whose warm-ups resume from its own local state catches up in
+// a second and should not wait out the interval (this member does not
+// report local state it neither runs nor keeps, see haLags). The interval
+// still probes for warm-ups that never all catch up at once.
 func (s *session) syncProbe(ctx context.Context, on bool) {
 	if !on {
 		if s.standby.probe != nil {
@@ -279,11 +293,14 @@ func (s *session) syncProbe(ctx context.Context, on bool) {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	s.standby.probe = cancel
-	every := s.app.cfg.ProbingRebalanceInterval
-	cl := s.cl
+	every, acceptable := s.app.cfg.ProbingRebalanceInterval, s.app.cfg.AcceptableRecoveryLag
+	cl, epoch := s.cl, &s.standby.epoch
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
+		check := time.NewTicker(standbyPollInterval)
+		defer check.Stop()
+		fired := int64(-1)
 		for {
 			select {
 			case <-pctx.Done():
@@ -291,9 +308,33 @@ func (s *session) syncProbe(ctx context.Context, on bool) {
 			case <-t.C:
 				s.app.log.Info("probing rebalance: warm-up lags reported to the leader", "interval", every)
 				cl.ForceRebalance()
+			case <-check.C:
+				if e := epoch.Load(); e != fired && s.app.warmupsCaughtUp(acceptable) {
+					fired = e
+					s.app.log.Info("warm-ups caught up: rebalancing for the leader to move their tasks")
+					cl.ForceRebalance()
+				}
 			}
 		}
 	}()
+}
+
+// warmupsCaughtUp reports whether this instance has warm-ups and every
+// one's last measured lag is at most acceptable.
+func (a *App) warmupsCaughtUp(acceptable int64) bool {
+	a.ha.mu.Lock()
+	defer a.ha.mu.Unlock()
+	n := 0
+	for _, st := range a.ha.standby {
+		if !st.warmup.Load() {
+			continue
+		}
+		n++
+		if l := st.lag.Load(); l < 0 || l > acceptable {
+			return false
+		}
+	}
+	return n > 0
 }
 
 // startStandby starts the standby goroutine of task id.
