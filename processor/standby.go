@@ -141,22 +141,18 @@ func (a *App) statefulTasks(p int32) []topology.TaskID {
 		if !slices.ContainsFunc(sub.Stores, func(s store.Spec) bool { return s.Logged }) {
 			continue
 		}
-		var n int32
-		for _, t := range sub.SourceTopics {
-			n = max(n, a.layout.partitions[t])
-		}
-		if p < n {
+		if p < a.layout.tasks[i] {
 			ids = append(ids, topology.TaskID{SubTopology: i, Partition: p})
 		}
 	}
 	return ids
 }
 
-// maxPartitions is the largest partition count of the source topics.
+// maxPartitions is the largest task count of the sub-topologies.
 func (a *App) maxPartitions() int32 {
 	var n int32
-	for _, t := range a.topo.SourceTopics() {
-		n = max(n, a.layout.partitions[t])
+	for _, c := range a.layout.tasks {
+		n = max(n, c)
 	}
 	return n
 }
