@@ -81,7 +81,9 @@ var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.P
 // the other as a warm-up, A keeping both actives) until its lag is ~0.
 // A is SIGKILLed while it processes more input, with a transaction open;
 // B takes both tasks over once A's session times out and restores only
-// the changelog tail its standbys had not read, not the 100k records. The
+// the changelog tail its standbys had not read (under a tenth of the
+// changelogs; typically nothing but A's aborted transaction), not the
+// 100k records. The
 // outputs are exactly once: every key's counts are 1..n.
 func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
@@ -123,10 +125,22 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	})
 	t.Logf("B runs %v %v after the kill", v.Active, time.Since(killed).Round(time.Millisecond))
 	checkCounts(t, out, all)
+	// The tail is what A committed after the standbys' last round, plus
+	// the offsets of the transaction A left open (read_committed: the
+	// standbys stop below it; B's restore reads past it once B aborted
+	// it, applying none of its records).
 	total, byTask := rec.toRestore()
-	t.Logf("B restored %d changelog offsets on takeover (%v), of %d+ records in the changelogs", total, byTask, keys)
-	if total > 2_000 {
-		t.Fatalf("B restored %d changelog offsets on takeover (%v): its standbys should have left only the tail", total, byTask)
+	rec.mu.Lock()
+	var applied int64
+	for _, ends := range rec.ends {
+		for _, n := range ends {
+			applied += n
+		}
+	}
+	rec.mu.Unlock()
+	t.Logf("B read %d changelog offsets on takeover (%v) and applied %d records, of %d+ records in the changelogs", total, byTask, applied, keys)
+	if total > keys/10 {
+		t.Fatalf("B read %d changelog offsets on takeover (%v): its standbys should have left only the tail", total, byTask)
 	}
 }
 
