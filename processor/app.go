@@ -72,6 +72,8 @@ type App struct {
 	hazard        atomic.Pointer[appHazard]    // set by Run (app_hazard.go)
 	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
 	globalMetrics *globalMetrics
+
+	ha haRuntime // active tasks and standbys (standby.go)
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -103,6 +105,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
 	a.purge = newPurger(a)
+	a.ha.registerMetrics(a.metrics.reg, topo.Application())
 	return a, nil
 }
 

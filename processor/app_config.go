@@ -173,6 +173,18 @@ type Config struct {
 	// RestoreListener hears of every task's changelog restores, on the
 	// restoring goroutine (see RestoreListener). Nil: none.
 	RestoreListener RestoreListener
+	// StandbyReplicas is how many standby copies of each stateful task
+	// the group keeps on other instances, caught up from the changelogs,
+	// so that a failover restores only the tail (standby.go). Default 0.
+	StandbyReplicas int
+	// AcceptableRecoveryLag is the changelog lag (records) under which an
+	// instance counts as caught up for a task: the group assigns an
+	// active task only to a caught-up instance when one exists, and warms
+	// up the others first (KIP-441). Default 10,000.
+	AcceptableRecoveryLag int64
+	// ProbingRebalanceInterval is how often an instance warming up tasks
+	// forces a rebalance so the leader sees its lags. Default 10 min.
+	ProbingRebalanceInterval time.Duration
 	// Security is the TLS and SASL setting of every franz-go client the
 	// app creates (the group session, admin, restore, fencing and
 	// frontier clients). The zero value is plaintext without
@@ -357,6 +369,7 @@ func (c *Config) EnsureDefaults(app string) *Config {
 		on := true
 		c.PublishFrontier = &on
 	}
+	c.ensureStandbyDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -402,6 +415,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
 	}
 	if err := checkMaxRecordsPerTaskPass(d.MaxRecordsPerTaskPass); err != nil {
+		return err
+	}
+	if err := d.validateStandby(); err != nil {
 		return err
 	}
 	if err := d.Security.Validate(); err != nil {
