@@ -90,6 +90,11 @@ func (p *TenantPlacement) fail(err error) {
 	}
 }
 
+// Err reports a malformed placement (overlapping or empty sets, negative
+// partitions, the tenant ""), independent of any topic; nil when well
+// formed.
+func (p *TenantPlacement) Err() error { return p.err }
+
 // Dedicated returns the partitions dedicated to tenant (sorted), or nil
 // for a tenant that shares the remaining partitions.
 func (p *TenantPlacement) Dedicated(tenant string) []int32 {
