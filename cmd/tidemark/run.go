@@ -44,7 +44,14 @@ Security (security: in the file, --tls-* and --sasl-* flags): TLS with a CA
 file, a client certificate for mutual TLS and a server name; SASL PLAIN,
 SCRAM-SHA-256 or SCRAM-SHA-512. The SASL password has no flag, so that it
 stays out of the process list: give it in the file, or name an environment
-variable (--sasl-password-env) or a file (--sasl-password-file) holding it.`,
+variable (--sasl-password-env) or a file (--sasl-password-file) holding it.
+
+Per-tenant freshness (tenant_classes: in the file only): each class gives
+its tenants a staleness target and a per-tenant rate limit, e.g.
+  tenant_classes:
+    gold: {staleness_target: 50ms, tenants: [s1, s2]}
+A listed tenant's target commits its pending outputs early, under the
+fixed policy too; tenants in no class get staleness_target.`,
 		Example: `  tidemark run --brokers localhost:9092 --create-topics
   TIDEMARK_BROKERS=kafka:9092 tidemark run --pipelines inventory,fraud --commit-policy fixed --commit-interval 100ms
   tidemark run --config tidemark.yaml
