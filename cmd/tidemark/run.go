@@ -51,7 +51,12 @@ its tenants a staleness target and a per-tenant rate limit, e.g.
   tenant_classes:
     gold: {staleness_target: 50ms, tenants: [s1, s2]}
 A listed tenant's target commits its pending outputs early, under the
-fixed policy too; tenants in no class get staleness_target.`,
+fixed policy too; tenants in no class get staleness_target.
+
+Several applications in one process (apps: in the file only): each entry
+overrides the top-level settings for one App, e.g. one per tenant class
+with its own application, topic_prefix, http and commit settings; they
+start and stop together and one failing stops all.`,
 		Example: `  tidemark run --brokers localhost:9092 --create-topics
   TIDEMARK_BROKERS=kafka:9092 tidemark run --pipelines inventory,fraud --commit-policy fixed --commit-interval 100ms
   tidemark run --config tidemark.yaml
@@ -214,12 +219,27 @@ func (s *service) app(logw io.Writer) (*processor.App, error) {
 	return processor.NewApp(topo, opts...)
 }
 
-// run creates topics if asked and runs the App until ctx is cancelled.
+// run creates topics if asked and runs the App (or the apps: list's Apps)
+// until ctx is cancelled.
 func (s *service) run(ctx context.Context, logw io.Writer) error {
+	if len(s.apps) > 0 {
+		return runApps(ctx, s.apps, logw)
+	}
 	app, err := s.app(logw)
 	if err != nil {
 		return err
 	}
+	if err := s.createTopics(ctx); err != nil {
+		return err
+	}
+	if err := app.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}
+
+// createTopics creates the pipelines' topics when create_topics is set.
+func (s *service) createTopics(ctx context.Context) error {
 	if s.cfg.CreateTopics {
 		topics, err := pipelines.Topics(s.names, s.pipelines)
 		if err != nil {
@@ -241,9 +261,6 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-	}
-	if err := app.Run(ctx); err != nil {
-		return fmt.Errorf("run: %w", err)
 	}
 	return nil
 }

@@ -42,19 +42,22 @@ type serviceConfig struct {
 	StalenessTarget string   `yaml:"staleness_target" json:"staleness_target"`
 	// TenantClasses sets per-tenant staleness targets and rate limits by
 	// class (run_tenants.go).
-	TenantClasses   map[string]tenantClassConfig `yaml:"tenant_classes" json:"tenant_classes"`
-	DeadLetterTopic string                       `yaml:"dead_letter_topic" json:"dead_letter_topic"`
-	SkipUndecodable bool                         `yaml:"skip_undecodable" json:"skip_undecodable"`
-	TopicPrefix     string                       `yaml:"topic_prefix" json:"topic_prefix"`
-	CreateTopics    bool                         `yaml:"create_topics" json:"create_topics"`
-	Partitions      int32                        `yaml:"partitions" json:"partitions"`
-	FraudThreshold  int64                        `yaml:"fraud_threshold" json:"fraud_threshold"`
-	ShipWithin      string                       `yaml:"ship_within" json:"ship_within"`
-	Grace           string                       `yaml:"grace" json:"grace"`
-	PriceHistory    string                       `yaml:"price_history" json:"price_history"`
-	CartTTL         string                       `yaml:"cart_ttl" json:"cart_ttl"`
-	CartTotalsEvery string                       `yaml:"cart_totals_every" json:"cart_totals_every"`
-	LogLevel        string                       `yaml:"log_level" json:"log_level"`
+	TenantClasses map[string]tenantClassConfig `yaml:"tenant_classes" json:"tenant_classes"`
+	// Apps runs several applications in one process, each entry a partial
+	// config over these settings (run_apps.go). File only.
+	Apps            []json.RawMessage `yaml:"apps" json:"apps"`
+	DeadLetterTopic string            `yaml:"dead_letter_topic" json:"dead_letter_topic"`
+	SkipUndecodable bool              `yaml:"skip_undecodable" json:"skip_undecodable"`
+	TopicPrefix     string            `yaml:"topic_prefix" json:"topic_prefix"`
+	CreateTopics    bool              `yaml:"create_topics" json:"create_topics"`
+	Partitions      int32             `yaml:"partitions" json:"partitions"`
+	FraudThreshold  int64             `yaml:"fraud_threshold" json:"fraud_threshold"`
+	ShipWithin      string            `yaml:"ship_within" json:"ship_within"`
+	Grace           string            `yaml:"grace" json:"grace"`
+	PriceHistory    string            `yaml:"price_history" json:"price_history"`
+	CartTTL         string            `yaml:"cart_ttl" json:"cart_ttl"`
+	CartTotalsEvery string            `yaml:"cart_totals_every" json:"cart_totals_every"`
+	LogLevel        string            `yaml:"log_level" json:"log_level"`
 	// Security is TLS and SASL for every connection to the brokers.
 	Security security.Config `yaml:"security" json:"security"`
 }
@@ -170,6 +173,7 @@ type service struct {
 	pipelines pipelines.Config
 	commit    frontier.Options
 	guarantee processor.Guarantee
+	apps      []*service // the apps: list, when given (run_apps.go)
 }
 
 func parseDuration(field, v string) (time.Duration, error) {
@@ -187,6 +191,13 @@ func parseDuration(field, v string) (time.Duration, error) {
 func (c serviceConfig) validate() (*service, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("config: brokers is required (flag --brokers, env TIDEMARK_BROKERS, or brokers: in the config file)")
+	}
+	if len(c.Apps) > 0 {
+		apps, err := c.validateApps()
+		if err != nil {
+			return nil, err
+		}
+		return &service{cfg: c, apps: apps}, nil
 	}
 	return c.validateOffline()
 }
