@@ -185,9 +185,11 @@ func (p *TenantPlacement) String() string {
 // (see TenantPlacement): the tenant is the one of the input record being
 // processed (WithTenant, carried through repartitions), so outputs of
 // punctuations, closed windows and suppress buffers, which carry the
-// tenant "", go to the shared partitions. It excludes WithPartitioner.
-// Give a GroupBy or Repartition that feeds a join the same placement as the
-// join's other input.
+// tenant "", go to the shared partitions: do not place a repartition
+// behind such operators when a hot tenant's keys must stay on its
+// dedicated partitions (the same key would arrive on two partitions). It
+// excludes WithPartitioner. Give a GroupBy or Repartition that feeds a
+// join the same placement as the join's other input.
 func WithPlacement(p *TenantPlacement) SinkOption {
 	return sinkOpt{repartitionOpt{func(c *opConfig) { c.placement = p }}}
 }
