@@ -35,7 +35,8 @@ type SnapshotLoad struct {
 // LoadSnapshot gives task the newest usable snapshot chain of s as its
 // local state, when it has none: when <dir>/tasks/<task> does not exist
 // (a new instance, or state moved aside as corrupt) and the task DB is not
-// open. Each chain is loaded, full backup then incrementals in order, into
+// open. The load holds no lock of the DB: other tasks open and close
+// meanwhile. Each chain is loaded, full backup then incrementals in order, into
 // a new Badger DB next to the task's directory, each object's size and
 // checksum checked against its manifest as it is read, and the result
 // renamed into place; a chain that fails (an object missing or damaged, a
@@ -58,13 +59,7 @@ func (db *DB) LoadSnapshot(ctx context.Context, s *SnapshotStore, task string, p
 	if db.opts.ReadOnly || db.legacy {
 		return res, fmt.Errorf("changelog: load snapshot of task %s: %s is read-only", task, db.dir)
 	}
-	db.openMu.Lock() // no task DB opens while the directory is put in place
-	defer db.openMu.Unlock()
-	db.mu.Lock()
-	_, open := db.tasks[task]
-	db.mu.Unlock()
-	final := db.taskDir(task)
-	if _, serr := os.Stat(final); open || serr == nil {
+	if db.hasTaskState(task) {
 		res.LocalState = true
 		return res, nil
 	}
@@ -87,6 +82,10 @@ func (db *DB) LoadSnapshot(ctx context.Context, s *SnapshotStore, task string, p
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
+		if errors.Is(lerr, errLocalStateAppeared) {
+			res.LocalState = true
+			return res, nil
+		}
 		var local *localError
 		if errors.As(lerr, &local) {
 			return res, lerr
@@ -99,6 +98,20 @@ func (db *DB) LoadSnapshot(ctx context.Context, s *SnapshotStore, task string, p
 	}
 	return res, nil
 }
+
+// hasTaskState reports whether task has local state: its DB is open or
+// its directory exists.
+func (db *DB) hasTaskState(task string) bool {
+	db.mu.Lock()
+	_, open := db.tasks[task]
+	db.mu.Unlock()
+	_, err := os.Stat(db.taskDir(task))
+	return open || err == nil
+}
+
+// errLocalStateAppeared: the task got local state while a snapshot
+// loaded (a tool opened it); the load is dropped.
+var errLocalStateAppeared = errors.New("the task got local state during the load")
 
 // localError is a failure of the local state directory, not of the
 // snapshot: trying an older chain would not help.
@@ -194,6 +207,13 @@ func (db *DB) loadChain(ctx context.Context, s *SnapshotStore, task, chain strin
 	}
 	if err := bdb.Close(); err != nil {
 		return 0, 0, last, &localError{fmt.Errorf("changelog: load snapshot of task %s: close %s: %w", task, tmp, err)}
+	}
+	// Into place under openMu, so that no open of the task DB races the
+	// rename; the load itself holds no lock.
+	db.openMu.Lock()
+	defer db.openMu.Unlock()
+	if db.hasTaskState(task) {
+		return 0, 0, last, errLocalStateAppeared
 	}
 	if err := os.Rename(tmp, db.taskDir(task)); err != nil {
 		return 0, 0, last, &localError{fmt.Errorf("changelog: load snapshot of task %s: %w", task, err)}

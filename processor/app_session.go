@@ -56,6 +56,8 @@ type session struct {
 	watermark     int64
 	windowsClosed int64 // sum of the tasks' WindowsClosed at the last observation
 	frontiers     map[string]*frontier.Frontier
+
+	snap snapRunner // the snapshot goroutine (app_snapshot.go)
 }
 
 // txnState is what the open transaction has produced.
@@ -381,6 +383,7 @@ func (s *session) resetTasks() error {
 // close closes the session's tasks, logging each one's end state (see
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
+	s.stopSnapshots()
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
@@ -820,6 +823,7 @@ func (s *session) checkpoint(ctx context.Context) {
 	s.ckpt.ObserveCheckpointFinished(s.now(), cost.Duration)
 	s.app.metrics.checkpoints.Inc()
 	s.app.metrics.checkpointSeconds.Observe(cost.Duration.Seconds())
+	s.snapshot()
 }
 
 // punctuate moves every task's wall clock, at most every 10ms.

@@ -1,0 +1,161 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// snapshotRecorder is a restoreRecorder that also hears of snapshot loads.
+type snapshotRecorder struct {
+	*restoreRecorder
+	smu    sync.Mutex
+	loaded map[topology.TaskID]changelog.ChangelogOffsets
+}
+
+func (r *snapshotRecorder) OnSnapshotLoaded(id topology.TaskID, chain string, seq int, bytes int64, offs changelog.ChangelogOffsets) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	r.loaded[id] = offs
+}
+
+// restoredTotal sums every OnRestoreEnd total.
+func (r *restoreRecorder) restoredTotal() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, ends := range r.ends {
+		for _, e := range ends {
+			n += e
+		}
+	}
+	return n
+}
+
+// fastCheckpoints checkpoints (and so snapshots) every few hundred ms.
+func fastCheckpoints(c *processor.Config) {
+	c.Checkpoint = frontier.CheckpointOptions{MinInterval: 100 * time.Millisecond, MaxInterval: 300 * time.Millisecond}
+}
+
+// waitSnapshotted waits until each task's newest snapshot reflects the
+// input up to want (input partition -> end offset).
+func waitSnapshotted(t *testing.T, ss *changelog.SnapshotStore, in string, want map[int32]int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last []string
+	for {
+		done := true
+		last = last[:0]
+		for p, end := range want {
+			task := fmt.Sprintf("0_%d", p)
+			chains, err := ss.Chains(context.Background(), task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chains) == 0 {
+				done = false
+				break
+			}
+			ms, err := ss.Manifests(context.Background(), task, chains[len(chains)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				done = false
+				break
+			}
+			got, _ := ms[len(ms)-1].Position.Offset(in, p)
+			last = append(last, fmt.Sprintf("%s: chain %s seq %d at %d", task, chains[len(chains)-1], ms[len(ms)-1].Seq, got))
+			if got != end {
+				done = false
+				break
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots did not reach the input ends %v within %s: %v", want, within, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAppRestoresFromSnapshotOnFreshState: an App counts 100k keys with
+// frequent checkpoints, each followed by a snapshot to a file:// store,
+// and stops; a new App with a fresh state directory and the same store
+// loads the snapshots, restores only the changelog tail (far fewer than
+// the 100k records of the count store's changelog), and counts the next
+// input exactly once from there.
+func TestAppRestoresFromSnapshotOnFreshState(t *testing.T) {
+	in := kafkatest.NewTopic(t, 2, nil)
+	out := kafkatest.NewTopic(t, 2, nil)
+	appID := kafkatest.UniqueName(t, "app")
+	topo := countTopology(t, appID, in, out)
+	snapDir := t.TempDir()
+	url := "file://" + snapDir
+	const keys = 100_000
+
+	// Four chunks of 25k new keys, each snapshotted before the next
+	// (a full backup and three incrementals), then a tail of 3000 updates
+	// the App may stop before snapshotting.
+	_, stop := runApp(t, topo, processor.WithSnapshotStore(url), processor.WithSnapshotChainLength(4),
+		fastCheckpoints, fixedCommits(200*time.Millisecond))
+	ss, err := changelog.OpenSnapshotStore(context.Background(), url, appID, changelog.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	want := map[string]int{}
+	ends := map[int32]int64{}
+	for chunk := range 4 {
+		for k, n := range produceKeysN(t, in, chunk*keys/4, keys/4, keys, 2) {
+			want[k] += n
+			ends[processor.DefaultPartition([]byte(k), 2)] += int64(n)
+		}
+		waitSnapshotted(t, ss, in, ends, 30*time.Second)
+	}
+	for k, n := range produceKeysN(t, in, keys, 3000, 3000, 2) {
+		want[k] += n
+	}
+	first := kafkatest.ConsumeExactly(t, out, keys+3000, time.Minute, time.Second)
+	stop()
+	for p := range ends {
+		task := fmt.Sprintf("0_%d", p)
+		chains, _ := ss.Chains(context.Background(), task)
+		ms, _ := ss.Manifests(context.Background(), task, chains[len(chains)-1])
+		t.Logf("task %s: snapshot chains %v, newest has %d snapshots", task, chains, len(ms))
+	}
+
+	more := produceKeysN(t, in, keys+3000, 2000, 500, 2)
+	for k, n := range more {
+		want[k] += n
+	}
+	rec := &snapshotRecorder{restoreRecorder: newRestoreRecorder(), loaded: map[topology.TaskID]changelog.ChangelogOffsets{}}
+	runApp(t, topo, processor.WithSnapshotStore(url), processor.WithRestoreListener(rec), fastCheckpoints,
+		fixedCommits(200*time.Millisecond)) // a fresh state directory
+	rest := kafkatest.ConsumeExactly(t, out, keys+5000, time.Minute, 2*time.Second)
+	checkCountRecords(t, rest, want)
+	if len(first) != keys+3000 {
+		t.Fatalf("first run: %d outputs", len(first))
+	}
+	rec.smu.Lock()
+	loaded := len(rec.loaded)
+	rec.smu.Unlock()
+	if loaded != 2 {
+		t.Fatalf("snapshots loaded for %d tasks (%v), want both", loaded, rec.loaded)
+	}
+	restored := rec.restoredTotal()
+	t.Logf("restored %d changelog records after the snapshots (the changelog holds %d)", restored, keys)
+	if restored > keys/20 {
+		t.Fatalf("restored %d changelog records, want only the tail after the snapshot (well under %d)", restored, keys/20)
+	}
+}
