@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -135,14 +137,19 @@ func TestAppRestoresFromSnapshotOnFreshState(t *testing.T) {
 		t.Logf("task %s: snapshot chains %v, newest has %d snapshots", task, chains, len(ms))
 	}
 
-	more := produceKeysN(t, in, keys+3000, 2000, 500, 2)
-	for k, n := range more {
-		want[k] += n
+	// Updates of keys from every chunk: each snapshot of the chain must
+	// have been loaded for their counts to continue.
+	var recs []*kgo.Record
+	for i := 0; i < keys; i += 37 {
+		k := fmt.Sprintf("sku-%02d", i)
+		want[k]++
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(k), Value: []byte("x"), Partition: processor.DefaultPartition([]byte(k), 2)})
 	}
+	kafkatest.Produce(t, recs...)
 	rec := &snapshotRecorder{restoreRecorder: newRestoreRecorder(), loaded: map[topology.TaskID]changelog.ChangelogOffsets{}}
 	runApp(t, topo, processor.WithSnapshotStore(url), processor.WithRestoreListener(rec), fastCheckpoints,
 		fixedCommits(200*time.Millisecond)) // a fresh state directory
-	rest := kafkatest.ConsumeExactly(t, out, keys+5000, time.Minute, 2*time.Second)
+	rest := kafkatest.ConsumeExactly(t, out, keys+3000+len(recs), time.Minute, 2*time.Second)
 	checkCountRecords(t, rest, want)
 	if len(first) != keys+3000 {
 		t.Fatalf("first run: %d outputs", len(first))
