@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -164,5 +165,83 @@ func TestAppRestoresFromSnapshotOnFreshState(t *testing.T) {
 	t.Logf("restored %d changelog records after the snapshots (the changelog holds %d)", restored, keys)
 	if restored > keys/20 {
 		t.Fatalf("restored %d changelog records, want only the tail after the snapshot (well under %d)", restored, keys/20)
+	}
+}
+
+// TestAppSnapshotHoldsNoUncommittedState: a record that fails after its
+// count was updated aborts its transaction (ContinueOnError redoes the
+// transaction without it), while snapshots are taken every few hundred
+// ms off the record loop. A new App with a fresh state directory loads
+// the snapshots and continues: every key's counts must go on from the
+// committed count, never from one that includes an aborted update.
+func TestAppSnapshotHoldsNoUncommittedState(t *testing.T) {
+	in, out, mirror := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
+	appID := kafkatest.UniqueName(t, "app")
+	b := topology.NewBuilder(appID)
+	s := b.Stream(in, serde.String(), serde.Int64())
+	// The count is updated first; the failing branch then aborts the
+	// transaction of a negative record.
+	s.GroupByKey(topology.Named("counts")).Count(topology.Named("counts")).ToStream().To(out)
+	s.Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }).
+		WithSerdes(serde.String(), serde.Int64()).To(mirror)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapDir := t.TempDir()
+	url := "file://" + snapDir
+	ss, err := changelog.OpenSnapshotStore(context.Background(), url, appID, changelog.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+
+	want := map[string]int{}
+	ends := map[int32]int64{}
+	outputs, n := 0, 0
+	produce := func(records int, poison bool) {
+		var recs []*kgo.Record
+		for range records {
+			k := fmt.Sprintf("sku-%03d", n%300)
+			v := int64(n)
+			if poison && n%97 == 13 {
+				v = -1 // fails after its count was updated
+			} else {
+				want[k]++
+				outputs++
+			}
+			p := processor.DefaultPartition([]byte(k), 2)
+			ends[p]++
+			recs = append(recs, int64Record(in, p, k, &v))
+			n++
+		}
+		kafkatest.Produce(t, recs...)
+	}
+	opts := []processor.Option{processor.WithSnapshotStore(url), processor.WithSnapshotChainLength(3),
+		processor.WithProcessingErrorHandler(processor.ContinueOnError), fastCheckpoints, fixedCommits(100 * time.Millisecond)}
+	app, stop := runApp(t, topo, append(opts, processor.WithHTTP("127.0.0.1:0"))...)
+	for range 5 {
+		produce(3000, true)
+		waitSnapshotted(t, ss, in, ends, 30*time.Second)
+	}
+	kafkatest.ConsumeExactly(t, out, outputs, time.Minute, time.Second)
+	m := scrape(t, "http://"+app.HTTPAddr())
+	if m["tidemark_aborts_total"] == 0 || m["tidemark_snapshot_bytes_total"] == 0 || m["tidemark_snapshot_seconds_count"] == 0 {
+		t.Fatalf("aborts %v, snapshot bytes %v, snapshots %v: want aborted transactions and snapshots",
+			m["tidemark_aborts_total"], m["tidemark_snapshot_bytes_total"], m["tidemark_snapshot_seconds_count"])
+	}
+	stop()
+
+	produce(600, false) // every key once more
+	rec := &snapshotRecorder{restoreRecorder: newRestoreRecorder(), loaded: map[topology.TaskID]changelog.ChangelogOffsets{}}
+	app2, _ := runApp(t, topo, append(opts, processor.WithRestoreListener(rec), processor.WithHTTP("127.0.0.1:0"))...) // a fresh state directory
+	checkCountRecords(t, kafkatest.ConsumeExactly(t, out, outputs, time.Minute, 2*time.Second), want)
+	if m := scrape(t, "http://"+app2.HTTPAddr()); m["tidemark_snapshot_restores_total"] != 2 {
+		t.Fatalf("tidemark_snapshot_restores_total = %v, want 2 (both tasks loaded)", m["tidemark_snapshot_restores_total"])
+	}
+	rec.smu.Lock()
+	defer rec.smu.Unlock()
+	if len(rec.loaded) != 2 {
+		t.Fatalf("snapshots loaded for %d tasks, want both", len(rec.loaded))
 	}
 }
