@@ -15,7 +15,6 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -653,14 +652,4 @@ func (f *frameWriter) finish() error {
 		return fmt.Errorf("backup ends in a partial frame of %d bytes", len(f.buf))
 	}
 	return nil
-}
-
-// parseSeq reads the seq of an object name "<seq>.<suffix>".
-func parseSeq(name string) (int, bool) {
-	base, _, ok := strings.Cut(path.Base(name), ".")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(base)
-	return n, err == nil
 }
