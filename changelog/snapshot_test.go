@@ -279,3 +279,69 @@ func TestSnapshotLoadKeepsLocalState(t *testing.T) {
 		t.Fatalf("LoadSnapshot of an open task = %+v, %v; want local state kept", res, err)
 	}
 }
+
+// TestSnapshotIncrementalKeepsDeletesAcrossCompaction: keys in a full
+// backup are deleted, then enough other writes follow for Badger to flush
+// and compact level 0 into the last level, where a delete marker with no
+// older level below is dropped together with the value it shadowed. The
+// snapshot's pin keeps the markers for the next incremental backup: the
+// chain must load without the deleted keys.
+func TestSnapshotIncrementalKeepsDeletesAcrossCompaction(t *testing.T) {
+	ss := memStore(t, SnapshotOptions{})
+	opts := Options{MemoryBudget: 16 << 20}
+	opts.levelZeroTables = 1
+	h := newSnapHarness(t, ss, opts)
+	for i := range 200 {
+		if err := h.kv.Put(fmt.Appendf(nil, "gone-%03d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.commit()
+	if res := h.snapshot(); res.Manifest.Seq != 0 {
+		t.Fatalf("first snapshot has seq %d", res.Manifest.Seq)
+	}
+	for i := range 200 {
+		if err := h.kv.Delete(fmt.Appendf(nil, "gone-%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.commit()
+	for k := range h.model {
+		if len(k) > 5 && k[:5] == "gone-" {
+			delete(h.model, k)
+		}
+	}
+	// Filler outside every store's key range: about 3 memtables.
+	h.db.mu.Lock()
+	bdb := h.db.tasks[snapTask].bdb
+	h.db.mu.Unlock()
+	wb := bdb.NewWriteBatch()
+	for i := range 150_000 {
+		if err := wb.Set(fmt.Appendf(nil, "zfill-%07d", i), make([]byte, 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		compacted := false
+		for _, ti := range bdb.Tables() {
+			compacted = compacted || ti.Level > 0
+		}
+		if compacted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("level 0 was not compacted: %d tables", len(bdb.Tables()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res := h.snapshot()
+	if res.Manifest.Seq != 1 {
+		t.Fatalf("second snapshot has seq %d, want an incremental", res.Manifest.Seq)
+	}
+	_, got, _, _ := loadFresh(t, ss)
+	equalMaps(t, "after deletes and a compaction", got, h.model)
+}
