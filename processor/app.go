@@ -39,6 +39,8 @@ type App struct {
 	secOpts []kgo.Opt // Config.Security's client options
 	log     *slog.Logger
 	metrics *appMetrics
+	// snapStore is the snapshot store, nil without one (app_snapshot.go).
+	snapStore *changelog.SnapshotStore
 
 	// Set up by Run.
 	layout *layout
@@ -147,6 +149,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		a.hazard.Load().stop(failed)
 	}()
+	if err := a.openSnapshots(ctx); err != nil {
+		return err
+	}
+	defer a.closeSnapshots()
 	// Global stores catch up with their topics before any task exists;
 	// they close after g.Wait, when every task is closed.
 	global, err := a.startGlobal(ctx)

@@ -81,6 +81,12 @@ func (s *session) collectCheckpoint(wait bool) {
 	s.ckpt.ObserveCheckpointFinished(s.now(), res.cost.Duration)
 	s.app.metrics.checkpoints.WithLabelValues(reason).Inc()
 	s.app.metrics.checkpointSeconds.Observe(res.cost.Duration.Seconds())
+	if !wait {
+		// Snapshots (app_snapshot.go) copy what the checkpoint made
+		// durable, on their own goroutine; none starts as the session
+		// closes.
+		s.snapshot()
+	}
 }
 
 // WithCheckpointPolicy configures the checkpoint scheduler: Daly's rule

@@ -97,6 +97,8 @@ type Config struct {
 	// failure hazard the App learns, app_hazard.go). Zero fields take
 	// frontier's defaults.
 	Checkpoint frontier.CheckpointOptions
+	// Snapshots configures snapshots to a blob store (app_snapshot.go).
+	Snapshots SnapshotConfig
 	// TransactionTimeout is the broker-side timeout of a transaction; it
 	// must exceed the longest commit interval with room for the commit
 	// itself (at least Commit.MaxInterval + 5s). It bounds how long a

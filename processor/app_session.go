@@ -66,6 +66,7 @@ type session struct {
 	// is whether records are charged to tenant rates (app_admit.go).
 	fair      *fairQueues
 	admission bool
+	snap snapRunner // the snapshot goroutine (app_snapshot.go)
 }
 
 // txnState is what the open transaction has produced.
@@ -404,6 +405,7 @@ func (s *session) resetTasks() error {
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
 	s.collectCheckpoint(true)
+	s.stopSnapshots()
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
