@@ -66,7 +66,7 @@ type session struct {
 	// is whether records are charged to tenant rates (app_admit.go).
 	fair      *fairQueues
 	admission bool
-	snap snapRunner // the snapshot goroutine (app_snapshot.go)
+	snap      snapRunner // the snapshot goroutine (app_snapshot.go)
 }
 
 // txnState is what the open transaction has produced.
