@@ -308,7 +308,7 @@ func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (
 
 	start := time.Now()
 	full := st.pin == nil || st.seq+1 >= s.opts.ChainLength
-	if !full && bdb.MaxVersion() <= st.pin.ReadTs() {
+	if !full && !committedSince(bdb, st.pin.ReadTs()) {
 		res.Skipped = true
 		return res, nil
 	}
@@ -652,4 +652,14 @@ func (f *frameWriter) finish() error {
 		return fmt.Errorf("backup ends in a partial frame of %d bytes", len(f.buf))
 	}
 	return nil
+}
+
+// committedSince reports whether a write committed to bdb after read
+// timestamp ts: a new read transaction's timestamp is the last commit's.
+// (Badger's DB.MaxVersion would answer too, but it reads the memtable's
+// version without the lock its writer holds: a data race under -race.)
+func committedSince(bdb *badger.DB, ts uint64) bool {
+	txn := bdb.NewTransaction(false)
+	defer txn.Discard()
+	return txn.ReadTs() > ts
 }
