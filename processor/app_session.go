@@ -155,6 +155,12 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		// lost. See integration/freshbroker_test.go.
 		kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.MaxBufferedRecords(100_000),
+		// A partition resumed (its task restored, its tenant's tokens
+		// back, its queue drained) is only fetched once the fetch in
+		// flight returns, and a fetch with no data waits FetchMaxWait
+		// (kgo's default 5s) at the broker: the resumed partition would
+		// stall for up to that long. Kafka Streams' consumers wait 500ms.
+		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onRevoked),
