@@ -62,13 +62,17 @@ type Controller struct {
 
 // plan is the result of evaluating the model at one Tick.
 type plan struct {
-	model      Model
-	staleness  float64 // S(T)
-	rho        float64 // ρ(T)
-	interval   float64 // T, s
-	floor      float64 // T_lo, s: the closest early commits may come
-	overloaded bool
-	draining   bool // the persistent backlog takes longer than T to drain
+	model     Model
+	staleness float64 // S(T)
+	rho       float64 // ρ(T)
+	interval  float64 // T, s
+	floor     float64 // T_lo, s: the closest early commits may come
+	// tenantFloor is the closest a listed tenant's staleness commit may
+	// come under PolicyFixed (whose floor is its interval): the adaptive
+	// floor, max(Tmin, c/headroom).
+	tenantFloor float64
+	overloaded  bool
+	draining    bool // the persistent backlog takes longer than T to drain
 }
 
 // NewController fills opts' defaults, validates them and returns a Controller.
@@ -310,10 +314,12 @@ func (c *Controller) replan() {
 		headroom, p.overloaded = c.opts.OverloadCommitShare, true
 	}
 	p.floor = min(tmax, max(tmin, m.CommitCost/headroom))
+	p.tenantFloor = p.floor
 	switch c.opts.Policy {
 	case PolicyFixed:
 		p.interval = c.opts.FixedInterval.Seconds()
 		p.floor = p.interval
+		p.tenantFloor = min(p.tenantFloor, p.interval)
 	default:
 		if p.overloaded && m.Load() >= 1-c.opts.OverloadCommitShare {
 			// No interval makes the queue stable, so J is infinite
@@ -403,10 +409,27 @@ func (c *Controller) Tick(now time.Time) Decision {
 		return commit(ReasonInterval)
 	}
 	d.Reason = ReasonWait
-	if c.opts.Policy == PolicyFixed || p.overloaded || p.draining {
+	if p.overloaded || p.draining {
 		// Early commits would take capacity the backlog needs: the
 		// outputs they would hurry are late anyway, and every record
 		// behind them would be later still.
+		return d
+	}
+	if c.opts.Policy == PolicyFixed {
+		// The fixed cadence holds for every output but those of tenants
+		// listed in Options.Tenants with a tighter target: their
+		// pending outputs commit when the target (less the expected
+		// commit latency) is reached, at most as often as the adaptive
+		// floor allows. That is how one application serves a
+		// latency-sensitive tenant class without giving every tenant
+		// the commit rate (and broker load) it needs.
+		if dl, ok := c.stalenessDeadline(duration(p.model.Latency), 1, c.opts.FixedInterval); ok {
+			at := later(dl, last.Add(duration(p.tenantFloor)))
+			if !now.Before(at) {
+				return commit(ReasonStaleness)
+			}
+			d.Wake = earliest(d.Wake, at)
+		}
 		return d
 	}
 	floorAt := last.Add(duration(p.floor))
@@ -416,7 +439,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 		}
 		d.Wake = earliest(d.Wake, floorAt)
 	}
-	if dl, ok := c.stalenessDeadline(duration(p.model.Latency)); ok {
+	if dl, ok := c.stalenessDeadline(duration(p.model.Latency), 0, math.MaxInt64); ok {
 		at := later(dl, floorAt)
 		if !now.Before(at) {
 			return commit(ReasonStaleness)
@@ -428,13 +451,15 @@ func (c *Controller) Tick(now time.Time) Decision {
 
 // stalenessDeadline is the earliest time at which some tenant's oldest
 // pending output, plus the expected commit latency lat, reaches that
-// tenant's target.
-func (c *Controller) stalenessDeadline(lat time.Duration) (time.Time, bool) {
+// tenant's target. Only tenants with a target below below count, and
+// tenant slots below first do not (1: only the tenants listed in
+// Options.Tenants, not the default slot).
+func (c *Controller) stalenessDeadline(lat time.Duration, first int, below time.Duration) (time.Time, bool) {
 	var dl time.Time
 	ok := false
-	for i := range c.tenants {
+	for i := first; i < len(c.tenants); i++ {
 		t := &c.tenants[i]
-		if t.pending.n == 0 {
+		if t.pending.n == 0 || t.target >= below {
 			continue
 		}
 		at := t.pending.oldest.Add(t.target - lat)

@@ -164,6 +164,9 @@ func TestEarlyCommits(t *testing.T) {
 		{"oldest output short of target minus latency waits", Options{StalenessTarget: 500 * time.Millisecond}, 0, 400 * time.Millisecond, "", false, ReasonWait},
 		{"tight tenant target commits now", Options{Tenants: map[string]TenantOptions{"hot": {StalenessTarget: 200 * time.Millisecond}}}, 0, 200 * time.Millisecond, "hot", true, ReasonStaleness},
 		{"unknown tenant gets the default target", Options{Tenants: map[string]TenantOptions{"hot": {StalenessTarget: 200 * time.Millisecond}}}, 0, 200 * time.Millisecond, "cold", false, ReasonWait},
+		{"fixed policy: a listed tenant's tighter target commits early", Options{Policy: PolicyFixed, FixedInterval: time.Second, Tenants: map[string]TenantOptions{"gold": {StalenessTarget: 20 * time.Millisecond}}}, 0, 20 * time.Millisecond, "gold", true, ReasonStaleness},
+		{"fixed policy: the default target does not", Options{Policy: PolicyFixed, FixedInterval: time.Second, StalenessTarget: 20 * time.Millisecond, Tenants: map[string]TenantOptions{"gold": {StalenessTarget: 20 * time.Millisecond}}}, 0, 20 * time.Millisecond, "std", false, ReasonWait},
+		{"fixed policy: a listed target at the interval does not", Options{Policy: PolicyFixed, FixedInterval: time.Second, Tenants: map[string]TenantOptions{"gold": {StalenessTarget: time.Second}}}, 0, time.Second, "gold", false, ReasonWait},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

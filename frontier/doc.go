@@ -56,8 +56,11 @@
 //   - Tick: after each poll-loop iteration, and no later than
 //     Decision.Wake when the loop is idle. Act on Decision.Commit by
 //     starting a commit and calling ObserveCommitStarted.
-//   - Admit: before processing a batch of a rate-limited tenant; a refused
-//     batch is paused (not dropped) for the returned wait.
+//   - Admit: for the records of a rate-limited tenant; a refused record
+//     is paused (not dropped) for the returned wait. The processor charges
+//     each record once its source has named the tenant, and on a refusal
+//     holds the record's partition until the owed token is granted
+//     (processor/app_admit.go).
 //   - Snapshot: for metrics (suggested names: tidemark_commit_interval_seconds,
 //     tidemark_staleness_predicted_seconds, tidemark_staleness_observed_seconds,
 //     tidemark_utilization, tidemark_commits_total{reason}).

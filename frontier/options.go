@@ -17,7 +17,10 @@ const (
 	// and commits early on watermark barriers and staleness targets.
 	PolicyAdaptive Policy = "adaptive"
 	// PolicyFixed commits every FixedInterval, like Kafka Streams'
-	// commit.interval.ms (100 ms under exactly-once).
+	// commit.interval.ms (100 ms under exactly-once), except that pending
+	// outputs of a tenant listed in Options.Tenants with a staleness
+	// target below FixedInterval commit early when that target is due
+	// (no closer than the adaptive floor, and not when overloaded).
 	PolicyFixed Policy = "fixed"
 )
 
@@ -45,7 +48,12 @@ type Options struct {
 
 	// Tenants holds per-tenant staleness targets and rate limits, keyed by
 	// the tenant field of the events. Tenants not listed get
-	// StalenessTarget and no rate limit.
+	// StalenessTarget and no rate limit. A listed tenant's target
+	// triggers early commits of its pending outputs under both policies
+	// (under PolicyFixed only listed tenants do), so a tight target
+	// shortens that tenant's staleness while other tenants keep the
+	// cadence the policy picks. Early commits also carry every other
+	// pending output: a commit is one transaction for the whole task set.
 	Tenants map[string]TenantOptions
 
 	// MaxUtilization (ρmax) is the utilisation the adaptive policy never

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -31,5 +32,24 @@ func TestTokenBucket(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestClassTenants(t *testing.T) {
+	ts, err := ClassTenants(
+		TenantClass{Name: "gold", StalenessTarget: 20 * time.Millisecond, Tenants: []string{"a", "b"}},
+		TenantClass{Name: "bulk", Rate: 100, Tenants: []string{"c"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 3 || ts["a"].StalenessTarget != 20*time.Millisecond || ts["b"] != ts["a"] || ts["c"].Rate != 100 {
+		t.Fatalf("ClassTenants = %+v", ts)
+	}
+	if _, err := ClassTenants(TenantClass{Name: "x", Tenants: []string{"a"}}, TenantClass{Name: "y", Tenants: []string{"a"}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("tenant in two classes: %v", err)
+	}
+	if _, err := ClassTenants(TenantClass{Name: "x"}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("class without tenants: %v", err)
 	}
 }

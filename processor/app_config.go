@@ -152,6 +152,11 @@ type Config struct {
 	State changelog.Options
 	// PollRecords caps the records taken per poll. Default 10000.
 	PollRecords int
+	// MaxRecordsPerTaskPass is the most records of one task a pass of the
+	// record loop processes before moving on, so a backlogged task cannot
+	// hold back the others' outputs and commits (app_fair.go). Default
+	// DefaultMaxRecordsPerTaskPass; UnlimitedRecordsPerTaskPass turns it off.
+	MaxRecordsPerTaskPass int
 	// PublishFrontier writes the output frontier to the compacted
 	// "<application>-frontier" topic in every transaction. Default on.
 	PublishFrontier *bool
@@ -343,6 +348,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	if c.PollRecords == 0 {
 		c.PollRecords = 10_000
 	}
+	if c.MaxRecordsPerTaskPass == 0 {
+		c.MaxRecordsPerTaskPass = DefaultMaxRecordsPerTaskPass
+	}
 	if c.PublishFrontier == nil {
 		on := true
 		c.PublishFrontier = &on
@@ -390,6 +398,9 @@ func (c *Config) Validate() error {
 	}
 	if d.PollRecords < 1 {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
+	}
+	if err := checkMaxRecordsPerTaskPass(d.MaxRecordsPerTaskPass); err != nil {
+		return err
 	}
 	if err := d.Security.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)

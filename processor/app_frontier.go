@@ -353,7 +353,7 @@ func (s *session) observeInputs(fs *frontierService, ss *sessionFrontier, now ti
 		}
 	}
 	ss.idle.retain(func(tp changelog.TopicPartition) bool { return inputs[tp] })
-	uncommitted, committed := s.cl.UncommittedOffsets(), s.cl.CommittedOffsets()
+	uncommitted, committed := s.processedOffsets(), s.cl.CommittedOffsets()
 	for tp := range inputs {
 		pos := int64(-1)
 		if o, ok := committed[tp.Topic][tp.Partition]; ok {

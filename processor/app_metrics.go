@@ -53,6 +53,7 @@ type appMetrics struct {
 	// work (app_purge.go).
 	repartitionPurged      prometheus.Counter
 	repartitionPurgeErrors prometheus.Counter
+	fair                   *fairMetrics // app_fair.go
 }
 
 func newAppMetrics(app string) *appMetrics {
@@ -126,6 +127,7 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Failed purges of repartition topics (retried at the next interval).", ConstLabels: labels}),
 	}
 	m.tenantOutputs, m.tenantStaleness = newTenantMetrics(labels, staleBuckets)
+	m.fair = newFairMetrics(labels, f)
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
@@ -172,4 +174,5 @@ func (m *appMetrics) forgetTask(task string) {
 	m.taskRecordsIn.DeleteLabelValues(task)
 	m.taskLag.DeleteLabelValues(task)
 	m.restoreRemaining.DeleteLabelValues(task)
+	m.fair.queued.DeleteLabelValues(task)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store/memstore"
 	"github.com/tidemark-streams/tidemark/task"
@@ -37,13 +38,14 @@ func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
 	rec := func(topic, v string, ts int64) *kgo.Record {
 		return &kgo.Record{Topic: topic, Value: []byte(v), Timestamp: time.UnixMilli(ts)}
 	}
-	s := &session{app: &App{metrics: newAppMetrics("app")}}
+	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(UnlimitedRecordsPerTaskPass, 1),
+		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
 	s.txn.reset()
-	err = s.processTaskInputs(context.Background(), &liveTask{task: tk}, [][]*kgo.Record{
-		{rec("carts", "c1", 10), rec("carts", "c2", 30), rec("carts", "c3", 20)},
-		{rec("payments", "p1", 15), rec("payments", "p2", 25)},
-	})
-	if err != nil {
+	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "carts"},
+		[]*kgo.Record{rec("carts", "c1", 10), rec("carts", "c2", 30), rec("carts", "c3", 20)}, 0)
+	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "payments"},
+		[]*kgo.Record{rec("payments", "p1", 15), rec("payments", "p2", 25)}, 0)
+	if _, err = s.processPass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// c3 (20) stays behind c2 (30): a partition's order is never changed.

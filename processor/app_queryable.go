@@ -115,7 +115,7 @@ func (s *session) queryWithdraw() {
 // when it consumed nothing since. The session calls it right before the
 // commit; Apply writes it with the overlay (liveTask.position).
 func (s *session) stagePositions() {
-	committed, uncommitted := s.cl.CommittedOffsets(), s.cl.UncommittedOffsets()
+	committed, uncommitted := s.cl.CommittedOffsets(), s.processedOffsets()
 	for id, lt := range s.tasks {
 		pos := changelog.InputPosition{}
 		for _, topic := range lt.task.Topics() {

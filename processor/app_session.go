@@ -56,6 +56,11 @@ type session struct {
 	watermark     int64
 	windowsClosed int64 // sum of the tasks' WindowsClosed at the last observation
 	frontiers     map[string]*frontier.Frontier
+
+	// fair are the queued records of each task (app_fair.go); admission
+	// is whether records are charged to tenant rates (app_admit.go).
+	fair      *fairQueues
+	admission bool
 }
 
 // txnState is what the open transaction has produced.
@@ -101,6 +106,8 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		assigned:  map[string]map[int32]bool{},
 		watermark: math.MinInt64,
 		frontiers: map[string]*frontier.Frontier{},
+		fair:      newFairQueues(a.cfg.MaxRecordsPerTaskPass, a.cfg.PollRecords),
+		admission: rateLimited(ctrl.Options()),
 	}
 	for _, sink := range a.topo.SinkTopics() {
 		if a.topo.IsRepartitionTopic(sink) {
@@ -179,7 +186,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	if a.cfg.FaultHook != nil {
 		copts = append(copts, txn.WithFaultHook(a.cfg.FaultHook))
 	}
-	s.committer = txn.NewCommitter(sess, s.participants, copts...)
+	s.committer = txn.NewCommitter(queuedOffsets{sess, s}, s.participants, copts...)
 	return s, nil
 }
 
@@ -233,6 +240,7 @@ func (s *session) onAssigned(_ context.Context, cl *kgo.Client, added map[string
 }
 
 func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.fair.revoke(lost)
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	for t, ps := range lost {
@@ -359,6 +367,7 @@ func (s *session) index() {
 // Stores stay open on their changelog.TaskState, whose Badger state is exactly
 // the committed one.
 func (s *session) resetTasks() error {
+	s.fair.discard()
 	for id, lt := range s.tasks {
 		lt.state.Discard()
 		_ = lt.task.Close()
@@ -415,6 +424,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 		}
 		if !s.committer.Open() {
+			s.fair.dropRevoked()
 			if err := s.syncTasks(ctx); err != nil {
 				return err
 			}
@@ -422,9 +432,16 @@ func (s *session) run(ctx context.Context) error {
 		if err := s.promoteRestored(ctx); err != nil {
 			return err
 		}
+		s.applyPauses()
 		wait := time.Until(wake)
-		wait = min(max(wait, time.Millisecond), 50*time.Millisecond)
-		pctx, cancel := context.WithTimeout(ctx, wait)
+		wait = s.pollWait(min(max(wait, time.Millisecond), 50*time.Millisecond))
+		// With records queued for the next pass the poll only takes what
+		// the client has buffered: a nil context does not wait.
+		var pctx context.Context
+		cancel := func() {}
+		if wait > 0 {
+			pctx, cancel = context.WithTimeout(ctx, wait)
+		}
 		var fs kgo.Fetches
 		if s.gts != nil {
 			fs = s.gts.PollRecords(pctx, s.app.cfg.PollRecords)
@@ -435,9 +452,11 @@ func (s *session) run(ctx context.Context) error {
 		if err := s.pollError(fs); err != nil {
 			return err
 		}
-		if n := fs.NumRecords(); n > 0 {
-			if err := s.syncTasks(ctx); err != nil { // tasks for partitions assigned during the poll
-				return err
+		if n := fs.NumRecords(); n > 0 || s.fair.busy() {
+			if n > 0 {
+				if err := s.syncTasks(ctx); err != nil { // tasks for partitions assigned during the poll
+					return err
+				}
 			}
 			if err := s.processBatch(ctx, fs, n); err != nil {
 				if err := s.redo(ctx, err); err != nil {
@@ -531,90 +550,39 @@ func (s *session) begin() error {
 	return nil
 }
 
+// processBatch queues a poll's n records by task and runs one pass over
+// the queues (app_fair.go): at most Config.MaxRecordsPerTaskPass records
+// of each task.
 func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error {
 	start := s.now()
-	s.ctrl.ObserveArrivals(start, n)
+	if n > 0 {
+		s.ctrl.ObserveArrivals(start, n)
+		if err := s.enqueueFetches(fs); err != nil {
+			return err
+		}
+	}
+	s.releaseHolds(start)
+	if !s.runnable() {
+		s.observeQueues(start)
+		return nil
+	}
 	if err := s.begin(); err != nil {
 		return err
 	}
-	var lag int64
-	inputs := map[*liveTask][][]*kgo.Record{}
-	taskLag := map[*liveTask]int64{}
-	var unowned error
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		n := len(p.Records)
-		if n == 0 {
-			return // an error-only or empty partition (e.g. after a broker restart)
-		}
-		behind := max(0, p.HighWatermark-p.Records[n-1].Offset-1)
-		lag += behind
-		lt := s.byInput[changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}]
-		if lt == nil {
-			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
-			return
-		}
-		inputs[lt] = append(inputs[lt], p.Records)
-		taskLag[lt] += behind
-	})
-	if unowned != nil {
-		// The consumer and the task table disagree (a revocation racing
-		// the poll): skipping the records would commit offsets past them,
-		// so start over from the committed offsets instead.
-		return fmt.Errorf("%w: %v", errRestartSession, unowned)
-	}
-	for _, id := range s.sortedTaskIDs() {
-		lt := s.tasks[id]
-		if err := s.processTaskInputs(ctx, lt, inputs[lt]); err != nil {
-			return err
-		}
-		if parts, ok := inputs[lt]; ok {
-			k := 0
-			for _, recs := range parts {
-				k += len(recs)
-			}
-			s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
-			s.app.metrics.taskLag.WithLabelValues(id.String()).Set(float64(taskLag[lt]))
-		}
+	k, err := s.processPass(ctx)
+	if err != nil {
+		return err
 	}
 	end := s.now()
-	s.ctrl.ObserveProcessed(end, n, end.Sub(start))
-	s.ctrl.ObserveLag(end, lag)
-	s.app.metrics.lag.Set(float64(lag))
-	s.app.metrics.recordsIn.Add(float64(n))
-	s.app.metrics.processing.Observe(end.Sub(start).Seconds() / float64(n))
+	s.observeQueues(end)
+	if k == 0 {
+		return nil
+	}
+	s.ctrl.ObserveProcessed(end, k, end.Sub(start))
+	s.app.metrics.recordsIn.Add(float64(k))
+	s.app.metrics.processing.Observe(end.Sub(start).Seconds() / float64(k))
 	s.observeWatermark(end)
 	return nil
-}
-
-// processTaskInputs feeds one task the records a poll returned for its
-// input partitions, in timestamp order across the partitions (each
-// partition's own order kept), the way Kafka Streams picks the head record
-// with the lowest timestamp: the inputs of a join then meet in event-time
-// order instead of one partition's batch after another's.
-func (s *session) processTaskInputs(ctx context.Context, lt *liveTask, parts [][]*kgo.Record) error {
-	in := topology.InputRecord{}
-	heads := make([]int, len(parts))
-	for {
-		best := -1
-		for i, recs := range parts {
-			if heads[i] < len(recs) && (best < 0 || recs[heads[i]].Timestamp.Before(parts[best][heads[best]].Timestamp)) {
-				best = i
-			}
-		}
-		if best < 0 {
-			return nil
-		}
-		r := parts[best][heads[best]]
-		heads[best]++
-		if lt.floor != nil && s.reflected(lt, r) {
-			continue
-		}
-		in = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
-		if err := s.processOne(ctx, lt, &in, r); err != nil {
-			return err
-		}
-	}
 }
 
 // processOne runs one record. A record found bad earlier (the poison

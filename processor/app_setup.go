@@ -303,6 +303,11 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 	}); err != nil {
 		return fmt.Errorf("processor: %w", err)
 	}
-
+	if err := t.CheckPlacements(func(topic string) (int32, bool) {
+		n, ok := l.partitions[topic]
+		return n, ok
+	}); err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
 	return nil
 }

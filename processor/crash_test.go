@@ -91,6 +91,9 @@ func runChild() int {
 			}
 		}))
 	}
+	if n, err := strconv.Atoi(env("CHILD_PER_PASS")); err == nil {
+		opts = append(opts, processor.WithMaxRecordsPerTaskPass(n))
+	}
 	if g := env("CHILD_GUARANTEE"); g != "" {
 		guarantee, err := processor.ParseGuarantee(g)
 		if err != nil {

@@ -107,6 +107,7 @@ type Task struct {
 	inputTS     int64
 	inRecord    bool
 	tenant      string // of the record being processed (topology.TenantKeeper)
+	lastTenant  string // the tenant of the last record Process delivered, until TakeTenant
 	punctuating bool
 	streamTime  int64
 	clocks      map[string]func() int64 // operator clocks, by name
@@ -207,12 +208,25 @@ func (t *Task) Process(rec *topology.InputRecord) error {
 	t.inRecord = true
 	t.tenant = ""
 	err := in.src.Deliver(rec)
+	t.lastTenant = t.tenant
 	t.inRecord, t.tenant = false, ""
 	if err != nil {
 		return errorf(t, "%w", err)
 	}
 	t.metrics.Processed++
 	return t.runDue(topology.StreamTime, t.streamTime)
+}
+
+// TakeTenant returns the tenant the source named for the last record
+// Process delivered (topology.WithTenant, or the tenant carried through a
+// repartition topic): the tenant that record's outputs carry, "" for none
+// or when its decoding failed. It then forgets it, so a record the runtime
+// skipped without Process (a known poison record) reports "". The
+// runtime charges the record to that tenant's rate limit.
+func (t *Task) TakeTenant() string {
+	tenant := t.lastTenant
+	t.lastTenant = ""
+	return tenant
 }
 
 // Punctuate moves the task's wall clock to now (ms; it never goes back) and

@@ -8,8 +8,8 @@ import "time"
 //
 //	Option               every operator: Named only
 //	SourceOption         Stream, StreamOf: Named, WithTimestampExtractor, WithTenant, SkipUndecodable
-//	SinkOption           To: Named, WithPartitioner
-//	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPartitions
+//	SinkOption           To: Named, WithPartitioner, WithPlacement
+//	RepartitionOption    Repartition, GroupBy, GroupByKey, Table.GroupBy: Named, WithPartitioner, WithPlacement, WithPartitions
 //	StoreOption          Table, ToTable, GlobalTable, Count, Reduce and Aggregate of grouped streams and
 //	                     tables, cogroup Aggregate, stream-stream joins, Deduplicate, Table.Suppress:
 //	                     Named, WithoutChangelog, WithChangelogConfig (not GlobalTable: its topic is its changelog),
@@ -120,9 +120,10 @@ func (nameOpt) processOption()       {}
 
 type opConfig struct {
 	name          string
-	extractor     any // func(Record[K, V], int64) int64 for the source's K, V
-	tenant        any // func(K, V) string for the source's K, V (WithTenant)
-	partitioner   any // func(topic string, key K, value V, n int32) int32
+	extractor     any              // func(Record[K, V], int64) int64 for the source's K, V
+	tenant        any              // func(K, V) string for the source's K, V (WithTenant)
+	partitioner   any              // func(topic string, key K, value V, n int32) int32
+	placement     *TenantPlacement // WithPlacement (placement.go)
 	partitions    int32
 	hasPartitions bool
 	emitFinal     bool
@@ -148,7 +149,9 @@ func newOpConfig[O option](opts []O) *opConfig {
 }
 
 // repartitions says whether options that only a repartition uses were set.
-func (c *opConfig) repartitions() bool { return c.partitioner != nil || c.hasPartitions }
+func (c *opConfig) repartitions() bool {
+	return c.partitioner != nil || c.hasPartitions || c.placement != nil
+}
 
 // Named names an operator. A named stateful operator also names its store
 // (changelog "<app>-<name>-changelog"); a named GroupBy or Repartition names

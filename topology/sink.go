@@ -5,7 +5,7 @@ import (
 )
 
 // To writes the stream to topic with the stream's serdes. A
-// WithPartitioner option chooses partitions; otherwise the runtime's default
+// WithPartitioner or WithPlacement option chooses partitions; otherwise the runtime's default
 // partitioner (murmur2 of the key bytes) does. A record with a null key is
 // written with a null Kafka key, never the encoding of the zero K (the
 // default partitioner puts it in partition 0; a partitioner sees the zero
@@ -24,7 +24,8 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 	if s.vs == nil {
 		s.b.fail(errorf(n.name, "%w: value serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
 	}
-	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: s.ks, vs: s.vs}
+	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: s.ks, vs: s.vs, placement: cfg.placement}
+	s.b.checkPlacementOption(n, cfg)
 	if cfg.partitioner != nil {
 		f, ok := cfg.partitioner.(func(string, K, V, int32) int32)
 		if !ok {
@@ -41,6 +42,7 @@ type sinkOp[K, V any] struct {
 	ks        serde.Serde[K]
 	vs        serde.Serde[V]
 	partition func(string, K, V, int32) int32
+	placement *TenantPlacement // WithPlacement (placement.go)
 }
 
 func (o *sinkOp[K, V]) instantiate(env *opEnv, _ []any) (any, error) {
@@ -107,6 +109,14 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 			return errorf(s.env.node, "partitioner chose partition %d of %q, which has %d", p, s.op.topic, n)
 		}
 		s.out.Partition = p
+	} else if s.op.placement != nil {
+		n, err := s.env.PartitionCount(s.op.topic)
+		if err != nil {
+			return errorf(s.env.node, "partition count of %q: %w", s.op.topic, err)
+		}
+		if s.out.Partition, err = s.op.placement.Partition(tenantOf(s.env.TaskEnv), s.out.Key, n); err != nil {
+			return errorf(s.env.node, "place record in %q: %w", s.op.topic, err)
+		}
 	}
 	s.out.Timestamp = r.Timestamp
 	s.out.Headers = r.Headers

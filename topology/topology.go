@@ -78,6 +78,9 @@ func (b *Builder) Build() (*Topology, error) {
 		sort.Strings(g.Topics)
 		t.copart = append(t.copart, g)
 	}
+	if err := t.checkJoinPlacements(); err != nil {
+		return nil, fmt.Errorf("build topology %q: %w", b.app, err)
+	}
 	return t, nil
 }
 

@@ -139,11 +139,14 @@ func (a *AtLeastOnceTransactor) Committed(ctx context.Context, of Offsets) (Offs
 }
 
 // withOffsetMetadata returns a ctx under which the offsets End commits
-// carry md. franz-go takes it through request hooks on the context, for
-// both the transactional offset commit and the at-least-once one; the hooks
-// run under the client's transaction lock, so they only look things up.
+// carry md and respect the OffsetLimit of ctx (WithOffsetLimit). franz-go
+// takes both through request hooks on the context, for both the
+// transactional offset commit and the at-least-once one (one hook each: a
+// second would replace the first); the hooks run under the client's
+// transaction lock, so they only look things up.
 func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
-	if len(md) == 0 {
+	lim := offsetLimitOf(ctx)
+	if len(md) == 0 && len(lim) == 0 {
 		return ctx
 	}
 	set := func(topic string, partition int32, dst **string) {
@@ -156,6 +159,7 @@ func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
 			for j := range req.Topics[i].Partitions {
 				p := &req.Topics[i].Partitions[j]
 				set(req.Topics[i].Topic, p.Partition, &p.Metadata)
+				lim.Lower(req.Topics[i].Topic, p.Partition, &p.Offset, &p.LeaderEpoch)
 			}
 		}
 		return nil
@@ -165,6 +169,7 @@ func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
 			for j := range req.Topics[i].Partitions {
 				p := &req.Topics[i].Partitions[j]
 				set(req.Topics[i].Topic, p.Partition, &p.Metadata)
+				lim.Lower(req.Topics[i].Topic, p.Partition, &p.Offset, &p.LeaderEpoch)
 			}
 		}
 		return nil

@@ -44,7 +44,19 @@ Security (security: in the file, --tls-* and --sasl-* flags): TLS with a CA
 file, a client certificate for mutual TLS and a server name; SASL PLAIN,
 SCRAM-SHA-256 or SCRAM-SHA-512. The SASL password has no flag, so that it
 stays out of the process list: give it in the file, or name an environment
-variable (--sasl-password-env) or a file (--sasl-password-file) holding it.`,
+variable (--sasl-password-env) or a file (--sasl-password-file) holding it.
+
+Per-tenant freshness (tenant_classes: in the file only): each class gives
+its tenants a staleness target and a per-tenant rate limit, e.g.
+  tenant_classes:
+    gold: {staleness_target: 50ms, tenants: [s1, s2]}
+A listed tenant's target commits its pending outputs early, under the
+fixed policy too; tenants in no class get staleness_target.
+
+Several applications in one process (apps: in the file only): each entry
+overrides the top-level settings for one App, e.g. one per tenant class
+with its own application, topic_prefix, http and commit settings; they
+start and stop together and one failing stops all.`,
 		Example: `  tidemark run --brokers localhost:9092 --create-topics
   TIDEMARK_BROKERS=kafka:9092 tidemark run --pipelines inventory,fraud --commit-policy fixed --commit-interval 100ms
   tidemark run --config tidemark.yaml
@@ -207,12 +219,27 @@ func (s *service) app(logw io.Writer) (*processor.App, error) {
 	return processor.NewApp(topo, opts...)
 }
 
-// run creates topics if asked and runs the App until ctx is cancelled.
+// run creates topics if asked and runs the App (or the apps: list's Apps)
+// until ctx is cancelled.
 func (s *service) run(ctx context.Context, logw io.Writer) error {
+	if len(s.apps) > 0 {
+		return runApps(ctx, s.apps, logw)
+	}
 	app, err := s.app(logw)
 	if err != nil {
 		return err
 	}
+	if err := s.createTopics(ctx); err != nil {
+		return err
+	}
+	if err := app.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}
+
+// createTopics creates the pipelines' topics when create_topics is set.
+func (s *service) createTopics(ctx context.Context) error {
 	if s.cfg.CreateTopics {
 		topics, err := pipelines.Topics(s.names, s.pipelines)
 		if err != nil {
@@ -234,9 +261,6 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-	}
-	if err := app.Run(ctx); err != nil {
-		return fmt.Errorf("run: %w", err)
 	}
 	return nil
 }

@@ -40,18 +40,24 @@ type serviceConfig struct {
 	CommitPolicy    string   `yaml:"commit_policy" json:"commit_policy"`
 	CommitInterval  string   `yaml:"commit_interval" json:"commit_interval"`
 	StalenessTarget string   `yaml:"staleness_target" json:"staleness_target"`
-	DeadLetterTopic string   `yaml:"dead_letter_topic" json:"dead_letter_topic"`
-	SkipUndecodable bool     `yaml:"skip_undecodable" json:"skip_undecodable"`
-	TopicPrefix     string   `yaml:"topic_prefix" json:"topic_prefix"`
-	CreateTopics    bool     `yaml:"create_topics" json:"create_topics"`
-	Partitions      int32    `yaml:"partitions" json:"partitions"`
-	FraudThreshold  int64    `yaml:"fraud_threshold" json:"fraud_threshold"`
-	ShipWithin      string   `yaml:"ship_within" json:"ship_within"`
-	Grace           string   `yaml:"grace" json:"grace"`
-	PriceHistory    string   `yaml:"price_history" json:"price_history"`
-	CartTTL         string   `yaml:"cart_ttl" json:"cart_ttl"`
-	CartTotalsEvery string   `yaml:"cart_totals_every" json:"cart_totals_every"`
-	LogLevel        string   `yaml:"log_level" json:"log_level"`
+	// TenantClasses sets per-tenant staleness targets and rate limits by
+	// class (run_tenants.go).
+	TenantClasses map[string]tenantClassConfig `yaml:"tenant_classes" json:"tenant_classes"`
+	// Apps runs several applications in one process, each entry a partial
+	// config over these settings (run_apps.go). File only.
+	Apps            []json.RawMessage `yaml:"apps" json:"apps"`
+	DeadLetterTopic string            `yaml:"dead_letter_topic" json:"dead_letter_topic"`
+	SkipUndecodable bool              `yaml:"skip_undecodable" json:"skip_undecodable"`
+	TopicPrefix     string            `yaml:"topic_prefix" json:"topic_prefix"`
+	CreateTopics    bool              `yaml:"create_topics" json:"create_topics"`
+	Partitions      int32             `yaml:"partitions" json:"partitions"`
+	FraudThreshold  int64             `yaml:"fraud_threshold" json:"fraud_threshold"`
+	ShipWithin      string            `yaml:"ship_within" json:"ship_within"`
+	Grace           string            `yaml:"grace" json:"grace"`
+	PriceHistory    string            `yaml:"price_history" json:"price_history"`
+	CartTTL         string            `yaml:"cart_ttl" json:"cart_ttl"`
+	CartTotalsEvery string            `yaml:"cart_totals_every" json:"cart_totals_every"`
+	LogLevel        string            `yaml:"log_level" json:"log_level"`
 	// Security is TLS and SASL for every connection to the brokers.
 	Security security.Config `yaml:"security" json:"security"`
 }
@@ -167,6 +173,7 @@ type service struct {
 	pipelines pipelines.Config
 	commit    frontier.Options
 	guarantee processor.Guarantee
+	apps      []*service // the apps: list, when given (run_apps.go)
 }
 
 func parseDuration(field, v string) (time.Duration, error) {
@@ -184,6 +191,13 @@ func parseDuration(field, v string) (time.Duration, error) {
 func (c serviceConfig) validate() (*service, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("config: brokers is required (flag --brokers, env TIDEMARK_BROKERS, or brokers: in the config file)")
+	}
+	if len(c.Apps) > 0 {
+		apps, err := c.validateApps()
+		if err != nil {
+			return nil, err
+		}
+		return &service{cfg: c, apps: apps}, nil
 	}
 	return c.validateOffline()
 }
@@ -223,8 +237,11 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	if s.commit.StalenessTarget, err = parseDuration("staleness_target", c.StalenessTarget); err != nil {
 		return nil, err
 	}
+	if s.commit.Tenants, err = c.tenantOptions(); err != nil {
+		return nil, err
+	}
 	if err := s.commit.Validate(); err != nil {
-		return nil, fmt.Errorf("config: commit_policy/commit_interval/staleness_target: %w", err)
+		return nil, fmt.Errorf("config: commit_policy/commit_interval/staleness_target/tenant_classes: %w", err)
 	}
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		return nil, fmt.Errorf("config: partitions %d: accepted range 1..10000", c.Partitions)

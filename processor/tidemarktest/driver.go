@@ -130,6 +130,10 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tidemarktest: %w", err)
 	}
+	if err := topo.CheckPlacements(func(topic string) (int32, bool) { return d.partitionCount(topic), true }); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("tidemarktest: %w", err)
+	}
 	for _, id := range ids {
 		t, err := task.New(task.Params{
 			Topology:    topo,

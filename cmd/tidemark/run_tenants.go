@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+)
+
+// tenantClassConfig is one entry of the config file's tenant_classes:
+//
+//	tenant_classes:
+//	  gold:     {staleness_target: 50ms, tenants: [s1, s2]}
+//	  flash:    {staleness_target: 2s, rate: 5000, burst: 500, tenants: [s9]}
+//
+// staleness_target is a Go duration ("" inherits staleness_target); rate is
+// records per second per tenant (0: unlimited) and burst the bucket depth.
+type tenantClassConfig struct {
+	StalenessTarget string   `yaml:"staleness_target" json:"staleness_target"`
+	Rate            float64  `yaml:"rate" json:"rate"`
+	Burst           float64  `yaml:"burst" json:"burst"`
+	Tenants         []string `yaml:"tenants" json:"tenants"`
+}
+
+// tenantOptions maps tenant_classes onto frontier.Options.Tenants, in class
+// name order (so errors are deterministic); a field error names the class
+// ("tenant_classes.gold.staleness_target").
+func (c serviceConfig) tenantOptions() (map[string]frontier.TenantOptions, error) {
+	if len(c.TenantClasses) == 0 {
+		return nil, nil
+	}
+	var classes []frontier.TenantClass
+	for _, name := range slices.Sorted(maps.Keys(c.TenantClasses)) {
+		tc := c.TenantClasses[name]
+		target, err := parseDuration("tenant_classes."+name+".staleness_target", tc.StalenessTarget)
+		if err != nil {
+			return nil, err
+		}
+		if tc.Rate < 0 || tc.Burst < 0 {
+			return nil, fmt.Errorf("config: tenant_classes.%s: rate %v and burst %v must not be negative", name, tc.Rate, tc.Burst)
+		}
+		classes = append(classes, frontier.TenantClass{Name: name, StalenessTarget: target, Rate: tc.Rate, Burst: tc.Burst, Tenants: tc.Tenants})
+	}
+	ts, err := frontier.ClassTenants(classes...)
+	if err != nil {
+		return nil, fmt.Errorf("config: tenant_classes: %w", err)
+	}
+	return ts, nil
+}

@@ -1,0 +1,535 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+// Fair scheduling of tasks in the record loop (issue #15).
+//
+// Polled records are queued per task and input partition. Each pass of the
+// record loop takes at most Config.MaxRecordsPerTaskPass records from each
+// task's queue, in the task's timestamp order across its partitions, and
+// leaves the rest for the next pass; between passes the loop punctuates,
+// ticks the frontier controller and commits when it says so. A task with a
+// backlog (a hot tenant's partition) then delays the other tasks by one
+// pass, not by its whole backlog: their outputs commit while it works
+// through it.
+//
+// Queued records are fetched but not processed, so they must not count as
+// consumed: every commit caps each partition's offset at its queue head
+// (txn.WithOffsetLimit), and so does the input position the state's
+// changelogs record (stagePositions), which decides what a restore treats
+// as already reflected. Whenever the consumer rewinds to the committed
+// offsets (an abort: a redo, a rebalance mid-transaction; a new session)
+// the queues are discarded, and a revoked partition's queue is dropped, since
+// the consumer fetches those records again from there. A task whose queue
+// grows past a bound has its partitions' fetching paused (kgo
+// PauseFetchPartitions; the client drops what it buffered for them and
+// fetches it again on resume) until the queue has drained to half of it,
+// so memory stays bounded by tasks × bound plus one poll.
+//
+// Admission control (app_admit.go) holds partitions in the same queues.
+
+// DefaultMaxRecordsPerTaskPass is Config.MaxRecordsPerTaskPass's default. At
+// the typical few to tens of microseconds per record, 500 records are a
+// pass of a few milliseconds per task: well below the commit intervals the
+// frontier controller chooses (5ms … 5s), so a backlogged task delays the
+// others' commits by no more than a commit interval, while a pass still
+// amortises the loop's per-pass work (poll, controller tick) over hundreds
+// of records.
+const DefaultMaxRecordsPerTaskPass = 500
+
+// UnlimitedRecordsPerTaskPass as Config.MaxRecordsPerTaskPass turns fair
+// scheduling off: each pass processes everything polled, task after task,
+// as before fair scheduling. A backlogged task then holds back every other
+// task's outputs and commits until the backlog is processed.
+const UnlimitedRecordsPerTaskPass = -1
+
+// WithMaxRecordsPerTaskPass sets Config.MaxRecordsPerTaskPass: the most records
+// of one task a pass of the record loop processes before it moves on to
+// the next task (and, after the last one, to punctuation and the commit
+// decision). n ≥ 1, or UnlimitedRecordsPerTaskPass; NewApp rejects other
+// values. Default DefaultMaxRecordsPerTaskPass.
+func WithMaxRecordsPerTaskPass(n int) Option {
+	return func(c *Config) { c.MaxRecordsPerTaskPass = n }
+}
+
+// checkMaxRecordsPerTaskPass validates Config.MaxRecordsPerTaskPass after defaults.
+func checkMaxRecordsPerTaskPass(n int) error {
+	if n < 1 && n != UnlimitedRecordsPerTaskPass {
+		return fmt.Errorf("config: MaxRecordsPerTaskPass %d must be ≥ 1, or UnlimitedRecordsPerTaskPass (%d)", n, UnlimitedRecordsPerTaskPass)
+	}
+	return nil
+}
+
+// queueBound is the queued records of one task above which its partitions'
+// fetching is paused: four passes' worth, and at least one poll, so that
+// steady consumption never pauses. 0: no bound (fairness off; a pass
+// empties every queue).
+func queueBound(perPass, pollRecords int) int {
+	if perPass < 1 {
+		return 0
+	}
+	return max(4*perPass, pollRecords)
+}
+
+// partQueue is one input partition's fetched records not yet processed, in
+// offset order.
+type partQueue struct {
+	tp   changelog.TopicPartition
+	recs []*kgo.Record
+	// behind is the partition's records after its last fetched one, as of
+	// that fetch (its high watermark minus the next offset).
+	behind int64
+	hold   admitHold // app_admit.go
+}
+
+// head is the partition's next record; nil when its queue is empty.
+func (p *partQueue) head() *kgo.Record {
+	if len(p.recs) == 0 {
+		return nil
+	}
+	return p.recs[0]
+}
+
+// taskQueue is one task's partition queues.
+type taskQueue struct {
+	id     topology.TaskID
+	parts  []*partQueue // in the order the partitions were first fetched
+	queued int
+	// full: the queue passed the bound and the task's fetching is paused
+	// until it drains to half of it.
+	full bool
+}
+
+// next picks the partition whose head record the task processes next: the
+// lowest timestamp among the heads of the partitions that are not held, the
+// earliest-fetched partition on a tie, the way Kafka Streams picks the head
+// record with the lowest timestamp: the inputs of a join then meet in
+// event-time order instead of one partition's batch after another's. Each
+// partition's own (offset) order is kept. nil when no record may go.
+func (q *taskQueue) next() *partQueue {
+	var best *partQueue
+	for _, p := range q.parts {
+		h := p.head()
+		if h == nil || p.hold.held() {
+			continue
+		}
+		if best == nil || h.Timestamp.Before(best.head().Timestamp) {
+			best = p
+		}
+	}
+	return best
+}
+
+// pop removes p's head record and returns it.
+func (q *taskQueue) pop(p *partQueue) *kgo.Record {
+	r := p.recs[0]
+	p.recs[0] = nil
+	p.recs = p.recs[1:]
+	if len(p.recs) == 0 {
+		p.recs = nil // let the poll's backing array go
+	}
+	q.queued--
+	return r
+}
+
+// fairQueues are the session's queues. Only the record loop uses them,
+// except revoked, which the group callbacks fill.
+type fairQueues struct {
+	perPass, bound int
+	tasks          map[topology.TaskID]*taskQueue
+	parts          map[changelog.TopicPartition]*partQueue
+	// paused are the input partitions the loop paused, with why:
+	// pauseBacklog or pauseThrottled.
+	paused map[changelog.TopicPartition]string
+
+	mu      sync.Mutex
+	revoked []changelog.TopicPartition
+}
+
+const (
+	pauseBacklog   = "backlog"
+	pauseThrottled = "throttled"
+)
+
+func newFairQueues(perPass, pollRecords int) *fairQueues {
+	return &fairQueues{perPass: perPass, bound: queueBound(perPass, pollRecords),
+		tasks: map[topology.TaskID]*taskQueue{}, parts: map[changelog.TopicPartition]*partQueue{},
+		paused: map[changelog.TopicPartition]string{}}
+}
+
+// enqueue appends a partition's fetched records to the queue of task id.
+func (f *fairQueues) enqueue(id topology.TaskID, tp changelog.TopicPartition, recs []*kgo.Record, behind int64) {
+	q := f.tasks[id]
+	if q == nil {
+		q = &taskQueue{id: id}
+		f.tasks[id] = q
+	}
+	p := f.parts[tp]
+	if p == nil {
+		p = &partQueue{tp: tp}
+		f.parts[tp] = p
+	}
+	if !slices.Contains(q.parts, p) {
+		q.parts = append(q.parts, p)
+	}
+	p.recs = append(p.recs, recs...)
+	p.behind = behind
+	q.queued += len(recs)
+}
+
+// queued is the records queued over all tasks.
+func (f *fairQueues) queued() int {
+	n := 0
+	for _, q := range f.tasks {
+		n += q.queued
+	}
+	return n
+}
+
+// busy reports whether the loop has queued records or admission holds to
+// look after even when a poll returned nothing: a held partition whose
+// queue is empty is paused, so only the loop's retry releases it.
+func (f *fairQueues) busy() bool {
+	if f.queued() > 0 {
+		return true
+	}
+	for _, p := range f.parts {
+		if p.hold.held() {
+			return true
+		}
+	}
+	return false
+}
+
+// runnable reports whether a pass would process a record now: a running
+// task has a queued record that is not held. (A queue whose task has just
+// been closed waits for dropRevoked.)
+func (s *session) runnable() bool {
+	for id, q := range s.fair.tasks {
+		if _, ok := s.tasks[id]; ok && q.queued > 0 && q.next() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// discard empties every queue: the consumer rewound to the committed
+// offsets and fetches the records again. Admission holds stay: the tokens
+// a tenant owes are owed whatever happens to the transaction.
+func (f *fairQueues) discard() {
+	for _, q := range f.tasks {
+		for _, p := range q.parts {
+			clear(p.recs)
+			p.recs = nil
+		}
+		q.queued, q.full = 0, false
+	}
+}
+
+// revoke records partitions the group took away (a group callback).
+func (f *fairQueues) revoke(lost map[string][]int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for topic, ps := range lost {
+		for _, p := range ps {
+			f.revoked = append(f.revoked, changelog.TopicPartition{Topic: topic, Partition: p})
+		}
+	}
+}
+
+// dropRevoked forgets the queues of the partitions revoked since the last
+// call: the consumer fetches a partition again from its committed offset
+// if it comes back. It runs with no transaction open (or after the commit
+// that ended it), so the committed offsets already reflect what was
+// processed of them.
+func (f *fairQueues) dropRevoked() {
+	f.mu.Lock()
+	revoked := f.revoked
+	f.revoked = nil
+	f.mu.Unlock()
+	for _, tp := range revoked {
+		p := f.parts[tp]
+		if p == nil {
+			continue
+		}
+		delete(f.parts, tp)
+		delete(f.paused, tp)
+		for id, q := range f.tasks {
+			if i := slices.Index(q.parts, p); i >= 0 {
+				q.parts = slices.Delete(q.parts, i, i+1)
+				q.queued -= len(p.recs)
+				if len(q.parts) == 0 {
+					delete(f.tasks, id)
+				}
+			}
+		}
+	}
+}
+
+// limit is the offset each partition with queued records may commit: its
+// queue head's.
+func (f *fairQueues) limit() txn.OffsetLimit {
+	var lim txn.OffsetLimit
+	for tp, p := range f.parts {
+		h := p.head()
+		if h == nil {
+			continue
+		}
+		if lim == nil {
+			lim = txn.OffsetLimit{}
+		}
+		if lim[tp.Topic] == nil {
+			lim[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		lim[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: h.LeaderEpoch, Offset: h.Offset}
+	}
+	return lim
+}
+
+// processedOffsets is the consumer's position of each partition it
+// consumed from, capped at the queue heads: the next record to process,
+// where UncommittedOffsets is the next one to fetch.
+func (s *session) processedOffsets() map[string]map[int32]kgo.EpochOffset {
+	out := s.cl.UncommittedOffsets()
+	lim := s.fair.limit()
+	for topic, ps := range out {
+		for p, eo := range ps {
+			lim.Lower(topic, p, &eo.Offset, &eo.Epoch)
+			ps[p] = eo
+		}
+	}
+	return out
+}
+
+// queuedOffsets makes the commit protocol commit processed offsets only:
+// End commits no partition past its queue head, and Pending (what the
+// commit carries, for resolving an unknown outcome and for what was
+// consumed) says the same.
+type queuedOffsets struct {
+	txn.Transactor
+	s *session
+}
+
+func (q queuedOffsets) End(ctx context.Context, commit bool, md txn.Metadata) (bool, error) {
+	return q.Transactor.End(txn.WithOffsetLimit(ctx, q.s.fair.limit()), commit, md)
+}
+
+func (q queuedOffsets) Pending() txn.Offsets {
+	pending := q.Transactor.Pending()
+	lim := q.s.fair.limit()
+	if len(lim) == 0 {
+		return pending
+	}
+	committed := q.s.cl.CommittedOffsets()
+	for topic, ps := range pending {
+		for p, off := range ps {
+			var epoch int32
+			lim.Lower(topic, p, &off, &epoch)
+			if c, ok := committed[topic][p]; ok && c.Offset == off {
+				delete(ps, p) // nothing of it processed since the last commit
+				continue
+			}
+			ps[p] = off
+		}
+		if len(ps) == 0 {
+			delete(pending, topic)
+		}
+	}
+	return pending
+}
+
+// enqueueFetches queues the records of a poll by task. Records of a
+// partition no task owns are an error: skipping them would commit offsets
+// past them.
+func (s *session) enqueueFetches(fs kgo.Fetches) error {
+	var unowned error
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		n := len(p.Records)
+		if n == 0 {
+			return // an error-only or empty partition (e.g. after a broker restart)
+		}
+		tp := changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		lt := s.byInput[tp]
+		if lt == nil {
+			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
+			return
+		}
+		s.fair.enqueue(lt.task.ID(), tp, p.Records, max(0, p.HighWatermark-p.Records[n-1].Offset-1))
+	})
+	if unowned != nil {
+		// The consumer and the task table disagree (a revocation racing
+		// the poll): start over from the committed offsets instead.
+		return fmt.Errorf("%w: %v", errRestartSession, unowned)
+	}
+	return nil
+}
+
+// processPass runs one pass: up to the per-pass limit of each task's queued
+// records, tasks in ID order. It returns the records processed.
+func (s *session) processPass(ctx context.Context) (int, error) {
+	total := 0
+	for _, id := range s.sortedTaskIDs() {
+		lt, q := s.tasks[id], s.fair.tasks[id]
+		if q == nil || q.queued == 0 {
+			continue
+		}
+		k := 0
+		for s.fair.perPass < 1 || k < s.fair.perPass {
+			p := q.next()
+			if p == nil {
+				break
+			}
+			r := q.pop(p)
+			k++
+			if lt.floor != nil && s.reflected(lt, r) {
+				continue
+			}
+			in := topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
+			if err := s.processOne(ctx, lt, &in, r); err != nil {
+				return total + k, err
+			}
+			s.charge(lt, p)
+		}
+		total += k
+		s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
+	}
+	return total, nil
+}
+
+// observeQueues exports the queues and the lag they are part of, and feeds
+// the controller the lag: the records behind each partition's last fetch
+// plus those fetched and still queued.
+func (s *session) observeQueues(now time.Time) {
+	var lag int64
+	for id, q := range s.fair.tasks {
+		var tl int64
+		for _, p := range q.parts {
+			tl += p.behind + int64(len(p.recs))
+		}
+		lag += tl
+		s.app.metrics.taskLag.WithLabelValues(id.String()).Set(float64(tl))
+		s.app.metrics.fair.queued.WithLabelValues(id.String()).Set(float64(q.queued))
+	}
+	s.ctrl.ObserveLag(now, lag)
+	s.app.metrics.lag.Set(float64(lag))
+}
+
+// applyPauses pauses the fetching of the partitions of tasks whose queue
+// passed the bound and of partitions held by admission control, and
+// resumes those no longer so. It runs every loop iteration, before the
+// poll: it also re-pauses what resumeRunning (app_restore.go) resumed.
+func (s *session) applyPauses() {
+	f := s.fair
+	want := map[changelog.TopicPartition]string{}
+	for id, q := range f.tasks {
+		if f.bound > 0 {
+			if q.queued > f.bound {
+				q.full = true
+			} else if q.queued <= f.bound/2 {
+				q.full = false
+			}
+		}
+		if !q.full {
+			continue
+		}
+		if lt := s.tasks[id]; lt != nil {
+			for _, topic := range lt.task.Topics() {
+				want[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = pauseBacklog
+			}
+		}
+	}
+	for tp, p := range f.parts {
+		if p.hold.held() {
+			want[tp] = pauseThrottled
+		}
+	}
+	if len(want) == 0 && len(f.paused) == 0 {
+		return
+	}
+	isPaused := map[changelog.TopicPartition]bool{}
+	for topic, ps := range s.cl.PauseFetchPartitions(nil) {
+		for _, p := range ps {
+			isPaused[changelog.TopicPartition{Topic: topic, Partition: p}] = true
+		}
+	}
+	pause, resume := map[string][]int32{}, map[string][]int32{}
+	for tp, why := range want {
+		if _, running := s.byInput[tp]; !running {
+			continue
+		}
+		f.paused[tp] = why
+		if !isPaused[tp] {
+			pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+		}
+	}
+	for tp := range f.paused {
+		if _, ok := want[tp]; ok {
+			continue
+		}
+		delete(f.paused, tp)
+		// Only a running task's partition: a restoring task's stay paused
+		// until it runs (resumeRunning).
+		if _, running := s.byInput[tp]; running && isPaused[tp] {
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+	}
+	if len(pause) > 0 {
+		s.cl.PauseFetchPartitions(pause)
+	}
+	if len(resume) > 0 {
+		s.cl.ResumeFetchPartitions(resume)
+	}
+	s.app.metrics.fair.paused.Set(float64(len(f.paused)))
+}
+
+// pollWait bounds the loop's poll wait by the queues: no wait while a pass
+// has records to process, until the earliest admission retry while
+// partitions are held.
+func (s *session) pollWait(wait time.Duration) time.Duration {
+	if s.runnable() {
+		return 0
+	}
+	if at, ok := s.nextRelease(); ok {
+		wait = min(wait, max(time.Until(at), time.Millisecond))
+	}
+	return wait
+}
+
+// fairMetrics are the scheduler's and admission control's metrics.
+type fairMetrics struct {
+	queued    *prometheus.GaugeVec
+	paused    prometheus.Gauge
+	throttled *prometheus.CounterVec
+}
+
+func newFairMetrics(labels prometheus.Labels, register func(prometheus.Collector)) *fairMetrics {
+	m := &fairMetrics{
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_task_queued_records",
+			Help:        "Records fetched for a task and not yet processed: the fair scheduler's queue (Config.MaxRecordsPerTaskPass).",
+			ConstLabels: labels}, []string{"task"}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_paused_partitions",
+			Help:        "Input partitions whose fetching the record loop has paused: their task's queue is over its bound, or admission control holds them for a tenant over its rate.",
+			ConstLabels: labels}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_tenant_throttled_seconds_total",
+			Help:        "Seconds input partitions were held because the tenant of their last processed record was over its rate (frontier TenantOptions.Rate), summed over partitions.",
+			ConstLabels: labels}, []string{"tenant"}),
+	}
+	register(m.queued)
+	register(m.paused)
+	register(m.throttled)
+	return m
+}

@@ -1,0 +1,336 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store/memstore"
+	"github.com/tidemark-streams/tidemark/task"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// fairRig is a session without a broker: tasks of a one-source topology
+// ("in", tenant = the record key), their outputs collected per partition,
+// and the fair queues.
+type fairRig struct {
+	s   *session
+	out map[int32][]string // values output, by task partition
+	now time.Time
+}
+
+func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit frontier.Options) *fairRig {
+	t.Helper()
+	b := topology.NewBuilder("app")
+	b.Stream("in", serde.String(), serde.String(), topology.WithTenant(func(k, _ string) string { return k })).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := frontier.NewController(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fairRig{out: map[int32][]string{}, now: time.Unix(1_700_000_000, 0)}
+	r.s = &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(perPass, pollRecords),
+		tasks: map[topology.TaskID]*liveTask{}, byInput: map[changelog.TopicPartition]*liveTask{},
+		ctrl: ctrl, admission: rateLimited(ctrl.Options()), now: func() time.Time { return r.now }}
+	r.s.txn.reset()
+	for p := range partitions {
+		tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: p, Stores: memstore.NewProvider(),
+			Output: task.CollectorFunc(func(_ topology.TaskID, rec *topology.OutputRecord) error {
+				r.out[p] = append(r.out[p], string(rec.Value))
+				return nil
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.s.tasks[tk.ID()] = &liveTask{task: tk}
+	}
+	r.s.index()
+	return r
+}
+
+// feed queues n records of tenant on in/p, values "<p>:<offset>", from
+// offset from.
+func (r *fairRig) feed(p int32, tenant string, from, n int) {
+	var recs []*kgo.Record
+	for o := from; o < from+n; o++ {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: p, Offset: int64(o), Key: []byte(tenant),
+			Value: []byte(fmt.Sprintf("%d:%d", p, o)), Timestamp: time.UnixMilli(int64(o))})
+	}
+	r.s.fair.enqueue(topology.TaskID{Partition: p}, changelog.TopicPartition{Topic: "in", Partition: p}, recs, 0)
+}
+
+func (r *fairRig) pass(t *testing.T) int {
+	t.Helper()
+	r.s.releaseHolds(r.now)
+	n, err := r.s.processPass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// limitOf is the offset a commit may carry for in/p; -1 for no limit.
+func (r *fairRig) limitOf(p int32) int64 {
+	if eo, ok := r.s.fair.limit()["in"][p]; ok {
+		return eo.Offset
+	}
+	return -1
+}
+
+// checkOffsetOrder: partition p's outputs are exactly offsets 0..n-1, in order.
+func (r *fairRig) checkOffsetOrder(t *testing.T, p int32, n int) {
+	t.Helper()
+	if len(r.out[p]) != n {
+		t.Fatalf("partition %d: %d outputs, want %d", p, len(r.out[p]), n)
+	}
+	for i, v := range r.out[p] {
+		if want := fmt.Sprintf("%d:%d", p, i); v != want {
+			t.Fatalf("partition %d: output %d is %s, want %s", p, i, v, want)
+		}
+	}
+}
+
+// TestFairPassTakesAtMostNPerTask: a pass processes at most n records of a
+// task, the rest stays queued for the next passes, the other task's records
+// all go in the first pass, and the offsets a commit may carry stop at the
+// queue head.
+func TestFairPassTakesAtMostNPerTask(t *testing.T) {
+	r := newFairRig(t, 500, 1000, 2, frontier.Options{})
+	r.feed(0, "hot", 0, 1200)
+	r.feed(1, "cold", 0, 3)
+	var passes []int
+	var limits []int64
+	for r.s.fair.queued() > 0 {
+		passes = append(passes, r.pass(t))
+		limits = append(limits, r.limitOf(0))
+		if r.limitOf(1) != -1 {
+			t.Fatalf("partition 1 drained, yet limited at %d", r.limitOf(1))
+		}
+	}
+	if fmt.Sprint(passes) != "[503 500 200]" || fmt.Sprint(limits) != "[500 1000 -1]" {
+		t.Fatalf("passes processed %v with limits %v, want [503 500 200] and [500 1000 -1]", passes, limits)
+	}
+	if len(r.out[1]) != 3 {
+		t.Fatalf("the cold task's records waited: %v", r.out[1])
+	}
+	r.checkOffsetOrder(t, 0, 1200)
+	r.checkOffsetOrder(t, 1, 3)
+}
+
+// TestFairUnlimitedPassTakesEverything: UnlimitedRecordsPerTaskPass is the
+// old loop: one pass processes all that was polled.
+func TestFairUnlimitedPassTakesEverything(t *testing.T) {
+	r := newFairRig(t, UnlimitedRecordsPerTaskPass, 1000, 2, frontier.Options{})
+	r.feed(0, "hot", 0, 1200)
+	r.feed(1, "cold", 0, 3)
+	if n := r.pass(t); n != 1203 || r.s.fair.queued() != 0 {
+		t.Fatalf("one pass processed %d, %d left", n, r.s.fair.queued())
+	}
+}
+
+// TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls: records of a
+// multi-input task queued over several polls and taken over several passes
+// reach it in the same order as one pass over all of them would give:
+// lowest head timestamp first, each partition's own order kept.
+func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.Stream("carts", serde.String(), serde.String()).
+		Merge(b.Stream("payments", serde.String(), serde.String())).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: 0, Stores: memstore.NewProvider(),
+		Output: task.CollectorFunc(func(_ topology.TaskID, r *topology.OutputRecord) error {
+			got = append(got, string(r.Value))
+			return nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(topic, v string, off, ts int64) *kgo.Record {
+		return &kgo.Record{Topic: topic, Value: []byte(v), Offset: off, Timestamp: time.UnixMilli(ts)}
+	}
+	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1),
+		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
+	s.txn.reset()
+	carts, payments := changelog.TopicPartition{Topic: "carts"}, changelog.TopicPartition{Topic: "payments"}
+	s.fair.enqueue(tk.ID(), carts, []*kgo.Record{rec("carts", "c1", 0, 10), rec("carts", "c2", 1, 30)}, 0)
+	s.fair.enqueue(tk.ID(), payments, []*kgo.Record{rec("payments", "p1", 0, 15)}, 0)
+	passes := 0
+	for s.fair.queued() > 0 {
+		if passes == 1 { // a later poll
+			s.fair.enqueue(tk.ID(), carts, []*kgo.Record{rec("carts", "c3", 2, 20)}, 0)
+			s.fair.enqueue(tk.ID(), payments, []*kgo.Record{rec("payments", "p2", 1, 25)}, 0)
+		}
+		if _, err := s.processPass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		passes++
+	}
+	// Pass 1: c1 p1; pass 2 (c3, p2 arrived): p2 c2 — c3 (20) stays
+	// behind c2 (30); pass 3: c3.
+	if want := "[c1 p1 p2 c2 c3]"; fmt.Sprint(got) != want || passes != 3 {
+		t.Fatalf("order %v in %d passes, want %s in 3", got, passes, want)
+	}
+}
+
+// TestFairDiscardAndRevoke: an abort discards every queue (the consumer
+// rewinds to the committed offsets), a revocation drops the revoked
+// partitions' queues only.
+func TestFairDiscardAndRevoke(t *testing.T) {
+	r := newFairRig(t, 10, 10, 2, frontier.Options{})
+	r.feed(0, "a", 0, 50)
+	r.feed(1, "b", 0, 50)
+	r.pass(t)
+	r.s.fair.discard()
+	if r.s.fair.queued() != 0 || r.s.runnable() || len(r.s.fair.limit()) != 0 {
+		t.Fatalf("after discard: %d queued, limit %v", r.s.fair.queued(), r.s.fair.limit())
+	}
+	r.feed(0, "a", 10, 40)
+	r.feed(1, "b", 10, 40)
+	r.s.fair.revoke(map[string][]int32{"in": {1}})
+	r.s.fair.dropRevoked()
+	if q := r.s.fair.queued(); q != 40 || r.limitOf(1) != -1 || r.limitOf(0) != 10 {
+		t.Fatalf("after revoking in/1: %d queued, limits %d %d; want 40 queued, limits 10 and none", q, r.limitOf(0), r.limitOf(1))
+	}
+	for r.s.fair.queued() > 0 {
+		r.pass(t)
+	}
+	r.checkOffsetOrder(t, 0, 50)
+}
+
+// TestFairBoundPausesFetchingUntilDrained: a task whose queue passes the
+// bound has its partitions paused; they resume once it drained to half.
+func TestFairBoundPausesFetchingUntilDrained(t *testing.T) {
+	r := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	paused := func() string { return fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) }
+	r.feed(0, "a", 0, 21)
+	r.feed(1, "b", 0, 3)
+	r.s.applyPauses()
+	if paused() != "[0]" || metricValue(r.s.app.metrics.fair.paused) != 1 {
+		t.Fatalf("queue of 21 > 20: paused %s, want [0]", paused())
+	}
+	r.pass(t) // 16 left: above half the bound, stays paused
+	r.s.applyPauses()
+	if paused() != "[0]" {
+		t.Fatalf("16 queued: paused %s, want [0]", paused())
+	}
+	r.pass(t) // 11
+	r.pass(t) // 6
+	r.pass(t) // 1
+	r.s.applyPauses()
+	if paused() != "[]" || metricValue(r.s.app.metrics.fair.paused) != 0 {
+		t.Fatalf("drained: paused %s, want none", paused())
+	}
+}
+
+// TestAdmissionHoldsATenantsPartitionAtItsRate: a tenant with Rate 10 and
+// Burst 2 gets its burst plus one record on credit, then one record per
+// 100ms; its partition's records wait in offset order, while the other
+// tenant's partition flows; the offsets a commit may carry stop at the
+// held partition's head.
+func TestAdmissionHoldsATenantsPartitionAtItsRate(t *testing.T) {
+	r := newFairRig(t, 500, 1000, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 2}}})
+	r.feed(0, "hot", 0, 30)
+	r.feed(1, "cold", 0, 30)
+	r.pass(t)
+	if len(r.out[0]) != 3 || len(r.out[1]) != 30 {
+		t.Fatalf("first pass: hot %d (want burst 2 + 1 on credit), cold %d (want 30)", len(r.out[0]), len(r.out[1]))
+	}
+	if r.limitOf(0) != 3 {
+		t.Fatalf("held partition limited at %d, want 3", r.limitOf(0))
+	}
+	if r.s.runnable() {
+		t.Fatal("a held partition's records are runnable")
+	}
+	if at, ok := r.s.nextRelease(); !ok || at.Sub(r.now) != 100*time.Millisecond {
+		t.Fatalf("next release in %v, want 100ms", at.Sub(r.now))
+	}
+	start := r.now
+	for range 20 { // two seconds in 100ms steps
+		r.now = r.now.Add(100 * time.Millisecond)
+		r.pass(t)
+	}
+	if got := len(r.out[0]) - 3; got != 20 {
+		t.Fatalf("%d hot records in %v at Rate 10, want 20", got, r.now.Sub(start))
+	}
+	r.checkOffsetOrder(t, 0, 23)
+	if th := metricValue(r.s.app.metrics.fair.throttled.WithLabelValues("hot")); th < 1.9 || th > 2.1 {
+		t.Fatalf("throttled %.2fs, want ≈2s", th)
+	}
+}
+
+// TestMaxRecordsPerTaskPassValidated: NewApp's validation accepts n ≥ 1 and
+// UnlimitedRecordsPerTaskPass, and names the field otherwise.
+func TestMaxRecordsPerTaskPassValidated(t *testing.T) {
+	for n, ok := range map[int]bool{0: true, 1: true, 500: true, UnlimitedRecordsPerTaskPass: true, -2: false} {
+		c := Config{Brokers: []string{"x:9092"}}
+		WithMaxRecordsPerTaskPass(n)(&c)
+		err := c.Validate()
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "MaxRecordsPerTaskPass")) {
+			t.Errorf("MaxRecordsPerTaskPass %d: %v", n, err)
+		}
+	}
+	c := Config{}
+	c.EnsureDefaults("app")
+	if c.MaxRecordsPerTaskPass != DefaultMaxRecordsPerTaskPass {
+		t.Errorf("default %d", c.MaxRecordsPerTaskPass)
+	}
+}
+
+// metricValue reads a gauge's or a counter's value.
+func metricValue(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		return -1
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+// TestAdmissionReleasesAHoldWithAnEmptyQueue: a partition held on its last
+// queued record (so paused, with nothing queued) is still looked after by
+// the loop, released once the tenant's token is there, and resumed.
+func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
+	r := newFairRig(t, 500, 1000, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	r.feed(0, "hot", 0, 2)
+	r.pass(t)
+	r.s.applyPauses()
+	if r.s.fair.queued() != 0 || !r.s.fair.busy() || fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) != "[0]" {
+		t.Fatalf("held on its last record: queued %d, busy %v, paused %v", r.s.fair.queued(), r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	}
+	r.now = r.now.Add(100 * time.Millisecond)
+	r.pass(t)
+	r.s.applyPauses()
+	if r.s.fair.busy() || len(cl.PauseFetchPartitions(nil)) != 0 {
+		t.Fatalf("after the wait: busy %v, paused %v", r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	}
+}
