@@ -37,8 +37,10 @@ import (
 // burst leaves is measured, not cut off; the report counts outputs against
 // inputs per window to show that nothing is missing.
 //
-// Isolation "on" is what the runtime offers for a hot tenant; TenantIsolation
-// (tenants_isolation.go) says exactly which settings that is.
+// Isolation "off" is an application that does nothing about tenants (the
+// runtime as before issue #15); "on" is what the runtime offers for a hot
+// tenant; "default" is the runtime's defaults. TenantIsolation
+// (tenants_isolation.go) says exactly which settings each is.
 
 // TenantOptions configure RunTenants. Zero fields take defaults from
 // EnsureDefaults.
@@ -67,8 +69,9 @@ type TenantOptions struct {
 	Partitions int32
 	// KeysPerTenant is each tenant's key space, Zipf-skewed (1000).
 	KeysPerTenant int
-	// Modes run in this order, Rounds times over ("off", "on"): the modes
-	// interleave, so a noisy neighbour on the machine hits both alike.
+	// Modes run in this order, Rounds times over (default IsolationOff,
+	// IsolationOn; IsolationDefault is the third): the modes interleave, so
+	// a noisy neighbour on the machine hits them alike.
 	Modes  []string
 	Rounds int
 	// HotRate, when > 0, also rate-limits the hot tenant to this many
@@ -129,9 +132,12 @@ func (o *TenantOptions) EnsureDefaults() error {
 		o.Modes = []string{"off", "on"}
 	}
 	for _, m := range o.Modes {
-		if m != "off" && m != "on" {
-			return fmt.Errorf("bench tenants: mode %q: want off or on", m)
+		if m != IsolationOff && m != IsolationDefault && m != IsolationOn {
+			return fmt.Errorf("bench tenants: mode %q: want %s, %s or %s", m, IsolationOff, IsolationDefault, IsolationOn)
 		}
+	}
+	if o.Partitions < 2 {
+		return fmt.Errorf("bench tenants: %d partitions: isolation on needs one for the hot tenant and one for the others", o.Partitions)
 	}
 	if o.Rounds == 0 {
 		o.Rounds = 1
@@ -293,7 +299,7 @@ func RunTenants(ctx context.Context, o TenantOptions, progress func(string)) (*T
 }
 
 func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, round int) TenantRun {
-	iso := TenantIsolation{Hot: o.Hot, On: mode == "on", HotRate: o.HotRate, Partitions: o.Partitions}
+	iso := TenantIsolation{Mode: mode, Hot: o.Hot, HotRate: o.HotRate, Partitions: o.Partitions}
 	run := TenantRun{Mode: mode, Round: round, Isolation: iso.String()}
 	sys := System{Name: "tidemark-tenants-" + mode, Kind: tenantsWorker, Policy: "adaptive"}
 	h.progress(fmt.Sprintf("tenants, isolation %s (round %d): %s", mode, round, run.Isolation))
@@ -310,8 +316,13 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 		return run
 	}
 	defer p.stop()
+	popts, err := iso.producerOpts()
+	if err != nil {
+		run.Error = err.Error()
+		return run
+	}
 	producer, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(o.Brokers...), kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.MaxBufferedRecords(1 << 20)}, iso.producerOpts()...)...)
+		kgo.MaxBufferedRecords(1 << 20)}, popts...)...)
 	if err != nil {
 		run.Error = fmt.Sprintf("bench tenants: producer: %v", err)
 		return run

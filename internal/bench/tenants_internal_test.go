@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/processor"
 )
 
 // The schedule integrates each tenant's rate: steady tenants at r, the hot
@@ -57,5 +62,48 @@ func TestTenantReportMarkdown(t *testing.T) {
 	}
 	if err := rep.WriteFiles(t.TempDir()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With isolation on, the input producer's partitioner puts every record of
+// the hot tenant on the last partition and no other tenant's there; the
+// other modes keep kgo's default partitioner and the app's options differ
+// as documented.
+func TestTenantIsolationPlacesHotTenant(t *testing.T) {
+	on := TenantIsolation{Mode: IsolationOn, Hot: "t00", Partitions: 6}
+	opts, err := on.producerOpts()
+	if err != nil || len(opts) != 1 {
+		t.Fatalf("producerOpts = %v, %v: want the placement partitioner", opts, err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	part, err := processor.TenantPartitioner(on.placement(), func(r *kgo.Record) string { return tenantOf(r.Key) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := part.ForTopic("in")
+	ks := newKeyspace(1, 200)
+	for i := range 2000 {
+		tenant := tenantName(i % 10)
+		r := &kgo.Record{Key: fmt.Appendf(nil, "%s/%s", tenant, ks.next())}
+		p := tp.Partition(r, 6)
+		if (tenant == "t00") != (p == 5) {
+			t.Fatalf("record %s on partition %d: want t00 and only t00 on 5", r.Key, p)
+		}
+	}
+	for _, mode := range []string{IsolationOff, IsolationDefault} {
+		iso := TenantIsolation{Mode: mode, Hot: "t00", Partitions: 6}
+		if opts, err := iso.producerOpts(); err != nil || opts != nil || iso.sinkOpts() != nil {
+			t.Errorf("%s: producer options %v, %v, sink options %v: want kgo's and the sink's defaults", mode, opts, err, iso.sinkOpts())
+		}
+	}
+	if n := len(TenantIsolation{Mode: IsolationOff}.appOpts()); n != 1 {
+		t.Errorf("off: %d app options, want 1 (fair scheduling off)", n)
+	}
+	if n := len(TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}.appOpts()); n != 2 {
+		t.Errorf("on with a hot rate: %d app options, want 2 (fair scheduling, the rate limit)", n)
 	}
 }

@@ -16,8 +16,9 @@ func init() { RegisterWorker(tenantsWorker, runTenantsWorker) }
 
 // tenantsTopology is the count workload with the tenant named on the
 // source: keys are "<tenant>/<sku>", so every count update is the tenant's
-// output and the app accounts it to the tenant (topology.WithTenant).
-func tenantsTopology(job Job) (*topology.Topology, error) {
+// output and the app accounts it to the tenant (topology.WithTenant). With
+// isolation on the output is placed like the input.
+func tenantsTopology(job Job, iso TenantIsolation) (*topology.Topology, error) {
 	b := topology.NewBuilder(job.AppID)
 	b.Stream(job.Input, serde.String(), serde.String(), topology.WithTenant(func(k, _ string) string {
 		t, _, _ := strings.Cut(k, "/")
@@ -25,18 +26,18 @@ func tenantsTopology(job Job) (*topology.Topology, error) {
 	})).
 		GroupByKey(topology.Named("counts")).Count(topology.Named("counts")).ToStream().
 		MapValues(func(_ string, n int64) string { return strconv.FormatInt(n, 10) }).
-		WithSerdes(serde.String(), serde.String()).To(job.Output)
+		WithSerdes(serde.String(), serde.String()).To(job.Output, iso.sinkOpts()...)
 	return b.Build()
 }
 
 func runTenantsWorker(ctx context.Context, job Job, ready func()) error {
-	topo, err := tenantsTopology(job)
-	if err != nil {
-		return err
-	}
 	var iso TenantIsolation
 	if job.Isolation != nil {
 		iso = *job.Isolation
+	}
+	topo, err := tenantsTopology(job, iso)
+	if err != nil {
+		return err
 	}
 	return runApp(ctx, job, topo, iso.appOpts(), ready)
 }

@@ -27,9 +27,11 @@ func newTenantsCmd() *cobra.Command {
 --rate, then has the hot tenant burst to --burst-factor × its rate for --burst,
 then steady again. An external read_committed consumer measures each tenant's
 staleness (receive time − the input's send time, which the output carries).
-Each mode (isolation off: every setting default; on: the runtime's tenant
-isolation for the hot tenant) runs on a fresh application and topics with the
-same input, the modes interleaved. It prints and writes, per mode, each
+Each mode runs on a fresh application and topics with the same input, the
+modes interleaved: off (default partitioner, fair scheduling off: the runtime
+as before tenant isolation), default (the runtime's defaults: fair scheduling
+on) and on (the hot tenant on its own input and output partition through the
+placement partitioner, fair scheduling, optionally --hot-rate). It prints and writes, per mode, each
 tenant's p99 before and during the burst and its rise, to
 internal/bench/results/<time>/tenants.{json,md} and a copy in
 internal/bench/results/tenants-latest/.`,
@@ -75,7 +77,7 @@ internal/bench/results/tenants-latest/.`,
 	f.DurationVar(&o.After, "after", 0, "steady input after the burst (default 20s, quick 5s)")
 	f.Int32Var(&o.Partitions, "partitions", 0, "partitions of the input and output topics (default 6)")
 	f.IntVar(&o.Rounds, "rounds", 0, "how many times to run the modes, interleaved (default 1)")
-	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order (default off,on)")
+	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order, of off (no isolation), default (the runtime defaults), on (default off,on)")
 	f.Float64Var(&o.HotRate, "hot-rate", 0, "with isolation on, also rate-limit the hot tenant at the source, records/s (default: no limit)")
 	f.BoolVar(&o.Quick, "quick", false, "shorter phases (about 2 minutes for both modes)")
 	return cmd
