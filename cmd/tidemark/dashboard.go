@@ -65,6 +65,8 @@ type snapshot struct {
 	p50All, p99All     time.Duration
 	perTopic           map[string]int64
 	topicP50, topicP99 map[string]time.Duration // whole run
+	tenants            []tenantRow              // dashboard_tenants.go
+	tenantCount        int
 }
 
 func newDashboard(outs pipelines.Outputs) *dashboard {
@@ -201,12 +203,14 @@ func (d *dashboard) pollInventory(ctx context.Context, app *processor.App, n int
 // frame takes a snapshot and rotates the 10-second staleness window.
 func (d *dashboard) frame(app *processor.App) snapshot {
 	ctrl := app.ControllerSnapshot()
+	tenants := app.TenantStats()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
 	s := snapshot{at: now, elapsed: now.Sub(d.start), sent: int64(d.gen.Acked), processed: d.processed, lag: d.lag,
 		interval: ctrl.Interval, predicted: ctrl.PredictedStaleness, observd: ctrl.ObservedStaleness, perTopic: map[string]int64{},
-		topicP50: map[string]time.Duration{}, topicP99: map[string]time.Duration{}}
+		topicP50: map[string]time.Duration{}, topicP99: map[string]time.Duration{},
+		tenants: topTenants(tenants, dashboardTenants), tenantCount: len(tenants)}
 	for t, n := range d.outputs {
 		s.outputs += n
 		s.perTopic[t] = n
@@ -261,6 +265,7 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 		s.interval.Round(time.Millisecond), s.predicted.Round(time.Millisecond), s.observd.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  end-to-end staleness of table updates, last 10 s   p50 %s   p99 %s\n", s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  end-to-end staleness of table updates, whole run   p50 %s   p99 %s\n", s.p50All.Round(time.Millisecond), s.p99All.Round(time.Millisecond))
+	renderTenants(&b, s.tenants, s.tenantCount)
 	b.WriteString("\n  live inventory (app.Get on store " + pipelines.StoreAvailability + ")\n")
 	for _, r := range inv {
 		if r.Found {
@@ -295,5 +300,6 @@ func (s snapshot) summary(outs pipelines.Outputs) string {
 			fmt.Fprintf(&b, "; %s p50 %s p99 %s", t, s.topicP50[t].Round(time.Millisecond), s.topicP99[t].Round(time.Millisecond))
 		}
 	}
+	b.WriteString(tenantSummary(s.tenants))
 	return b.String()
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
+	"github.com/tidemark-streams/tidemark/processor"
 )
 
 // The demo on the embedded broker must process records and produce
@@ -40,5 +43,36 @@ func TestDemoOnEmbeddedBrokerReportsProcessedRecordsAndOutputs(t *testing.T) {
 		if n, _ := strconv.Atoi(m[i+1]); n == 0 {
 			t.Errorf("%s = 0 in %q", what, summary)
 		}
+	}
+	// Per-tenant freshness from the App's accounting: the sources name the
+	// seller, so sellers appear with committed outputs.
+	if tm := regexp.MustCompile(`; top tenants: seller-\d+ ([1-9]\d*) outputs p50 \S+ p99 \S+`).FindStringSubmatch(summary); tm == nil {
+		t.Errorf("summary has no per-tenant freshness of a seller with outputs: %q", summary)
+	}
+}
+
+// The terminal dashboard renders the per-tenant freshness section: the
+// busiest tenants first, the untenanted account named, staleness rounded.
+func TestDashboardRendersTenantSection(t *testing.T) {
+	d := newDashboard(pipelines.DefaultOutputs)
+	rows := topTenants(map[string]processor.TenantStats{
+		"seller-002": {Outputs: 50, StalenessP50: 12 * time.Millisecond, StalenessP99: 80400 * time.Microsecond},
+		"seller-001": {Outputs: 900, StalenessP50: 20 * time.Millisecond, StalenessP99: 95 * time.Millisecond},
+		"":           {Outputs: 7, StalenessP50: time.Millisecond, StalenessP99: 2 * time.Millisecond},
+		"seller-003": {Outputs: 50, StalenessP50: time.Millisecond, StalenessP99: 3 * time.Millisecond},
+	}, 3)
+	var out bytes.Buffer
+	d.render(&out, snapshot{tenants: rows, tenantCount: 4}, pipelines.DefaultOutputs, "", "")
+	got := out.String()
+	want := regexp.MustCompile(`(?s)per-tenant freshness \(top 3 of 4 tenants.*\n\s+tenant\s+outputs\s+p50\s+p99\n` +
+		`\s+seller-001\s+900\s+20ms\s+95ms\n\s+seller-002\s+50\s+12ms\s+80ms\n\s+seller-003\s+50\s+1ms\s+3ms\n`)
+	if !want.MatchString(got) {
+		t.Errorf("dashboard has no per-tenant section with the busiest tenants first:\n%s", got)
+	}
+	if strings.Contains(got, "(untenanted)") {
+		t.Errorf("the 4th busiest account is listed though the section shows the top 3:\n%s", got)
+	}
+	if s := tenantSummary(topTenants(map[string]processor.TenantStats{"": {Outputs: 1}}, 3)); !strings.Contains(s, "(untenanted) 1 outputs") {
+		t.Errorf("summary of the untenanted account: %q", s)
 	}
 }

@@ -46,6 +46,8 @@ type Job struct {
 	Policy         string        `json:"policy,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
+	// Isolation is the tenant burst measurement's setting (tenants.go).
+	Isolation *TenantIsolation `json:"isolation,omitempty"`
 }
 
 // WorkerFunc runs a system in worker mode until ctx is done. It calls ready

@@ -56,17 +56,25 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 	if err != nil {
 		return err
 	}
+	return runApp(ctx, job, topo, nil, ready)
+}
+
+// runApp runs topo as job's application, with extra options after the
+// harness's own, until ctx is done, calling ready once the app owns its
+// partitions.
+func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []processor.Option, ready func()) error {
 	policy := frontier.Options{Policy: frontier.PolicyAdaptive}
 	if job.Policy == "fixed" {
 		policy = frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: job.CommitInterval}
 	}
-	app, err := processor.NewApp(topo,
+	opts := []processor.Option{
 		processor.WithBrokers(job.Brokers...),
 		processor.WithStateDir(job.StateDir),
 		processor.WithInstanceID("bench"),
 		processor.WithCommitPolicy(policy),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: workerLogLevel()}))),
-	)
+	}
+	app, err := processor.NewApp(topo, append(opts, extra...)...)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@
 //
 //	make bench BENCH_ARGS="--quick"
 //	go run ./internal/bench/cmd/bench --workloads count --systems tidemark-adaptive,kstreams-100ms
+//	go run ./internal/bench/cmd/bench tenants --quick
 package main
 
 import (
@@ -117,6 +118,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			return err
 		},
 	}
+	cmd.AddCommand(newTenantsCmd())
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark-streams/tidemark/internal/bench"
+	"github.com/tidemark-streams/tidemark/internal/testbroker"
+)
+
+// newTenantsCmd is `bench tenants`: the tenant burst measurement of issue
+// #15 (bench.RunTenants).
+func newTenantsCmd() *cobra.Command {
+	var (
+		o       bench.TenantOptions
+		brokers string
+		out     string
+	)
+	cmd := &cobra.Command{
+		Use:   "tenants",
+		Short: "Measure per-tenant staleness when one of ten tenants bursts, with isolation off and on",
+		Long: `tenants runs a per-key count shared by --tenants tenants at a steady total
+--rate, then has the hot tenant burst to --burst-factor × its rate for --burst,
+then steady again. An external read_committed consumer measures each tenant's
+staleness (receive time − the input's send time, which the output carries).
+Each mode runs on a fresh application and topics with the same input, the
+modes interleaved: off (default partitioner, fair scheduling off: the runtime
+as before tenant isolation), default (the runtime's defaults: fair scheduling
+on) and on (the hot tenant on its own input and output partition through the
+placement partitioner, fair scheduling, optionally --hot-rate). It prints and writes, per mode, each
+tenant's p99 before and during the burst and its rise, to
+internal/bench/results/<time>/tenants.{json,md} and a copy in
+internal/bench/results/tenants-latest/.`,
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			root, err := testbroker.FindRepoRoot()
+			if err != nil {
+				return fmt.Errorf("bench tenants needs the tidemark checkout (for the broker and the results directory): %w", err)
+			}
+			if o.Brokers, err = benchBrokers(ctx, brokers); err != nil {
+				return err
+			}
+			results := filepath.Join(root, "internal", "bench", "results")
+			if out == "" {
+				out = filepath.Join(results, time.Now().UTC().Format("20060102-150405")+"-tenants")
+			}
+			rep, err := bench.RunTenants(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
+			if rep != nil {
+				for _, dir := range []string{out, filepath.Join(results, "tenants-latest")} {
+					if werr := rep.WriteFiles(dir); werr != nil && err == nil {
+						err = werr
+					}
+				}
+				rep.Markdown(os.Stdout)
+				fmt.Fprintf(os.Stderr, "results in %s (and tenants-latest)\n", out)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
+	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-tenants)")
+	f.IntVar(&o.Tenants, "tenants", 0, "tenants sharing the pipeline (default 10)")
+	f.StringVar(&o.Hot, "hot", "", "the tenant that bursts (default t00)")
+	f.Float64Var(&o.Rate, "rate", 0, "steady input rate of all tenants together, records/s (default 5000)")
+	f.Float64Var(&o.BurstFactor, "burst-factor", 0, "the hot tenant's rate multiplier during the burst (default 10)")
+	f.DurationVar(&o.Burst, "burst", 0, "burst duration (default 60s, quick 15s)")
+	f.DurationVar(&o.Warmup, "warmup", 0, "steady input before the measured window (default 10s, quick 5s)")
+	f.DurationVar(&o.Before, "before", 0, "measured steady window before the burst (default 20s, quick 10s)")
+	f.DurationVar(&o.After, "after", 0, "steady input after the burst (default 20s, quick 5s)")
+	f.Int32Var(&o.Partitions, "partitions", 0, "partitions of the input and output topics (default 6)")
+	f.IntVar(&o.Rounds, "rounds", 0, "how many times to run the modes, interleaved (default 1)")
+	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order, of off (no isolation), default (the runtime defaults), on (default off,on)")
+	f.Float64Var(&o.HotRate, "hot-rate", 0, "with isolation on, also rate-limit the hot tenant at the source, records/s (default: no limit)")
+	f.BoolVar(&o.Quick, "quick", false, "shorter phases (about 2 minutes for both modes)")
+	return cmd
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/processor"
+)
+
+// The schedule integrates each tenant's rate: steady tenants at r, the hot
+// one at factor × r during the burst only, and windows go by send time.
+func TestTenantScheduleDueAndWindows(t *testing.T) {
+	o := TenantOptions{Warmup: 10 * time.Second, Before: 20 * time.Second, Burst: 60 * time.Second, After: 20 * time.Second}
+	start := time.Unix(1000, 0)
+	s := o.schedule(start)
+	at := func(sec float64) time.Time { return start.Add(time.Duration(sec * float64(time.Second))) }
+	for _, c := range []struct {
+		sec  float64
+		hot  bool
+		want int
+	}{
+		{10, false, 1000}, {30, true, 3000}, {40, true, 3000 + 10*1000}, {90, true, 3000 + 60*1000},
+		{100, true, 3000 + 60*1000 + 10*100}, {100, false, 100 * 100},
+	} {
+		if got := s.due(at(c.sec), 100, 10, c.hot); got != c.want {
+			t.Errorf("due(%vs, hot=%v) = %d, want %d", c.sec, c.hot, got, c.want)
+		}
+	}
+	for sec, want := range map[float64]string{5: "", 9.999: "", 10: WindowBefore, 29.9: WindowBefore, 30: WindowDuring,
+		89.9: WindowDuring, 90: WindowAfter, 109.9: WindowAfter, 110: ""} {
+		if got := s.window(at(sec)); got != want {
+			t.Errorf("window(%vs) = %q, want %q", sec, got, want)
+		}
+	}
+}
+
+// The report gives each tenant's p99 before and during the burst and the
+// rise, and the quiet tenants' largest rise (the hot tenant excluded).
+func TestTenantReportMarkdown(t *testing.T) {
+	w := func(before, during float64) map[string]TenantWindow {
+		return map[string]TenantWindow{WindowBefore: {P99: before, Inputs: 10, Outputs: 10}, WindowDuring: {P99: during, Inputs: 20, Outputs: 20}}
+	}
+	rep := &TenantReport{Hot: "t00", Runs: []TenantRun{{Mode: "on", Round: 1, Isolation: "x",
+		Tenants: map[string]map[string]TenantWindow{"t00": w(100, 400), "t01": w(100, 105)}, QuietMaxRise: 5}}}
+	if got := Rise(rep.Runs[0].Tenants["t00"]); got != 300 {
+		t.Errorf("Rise = %v, want 300", got)
+	}
+	if got := Rise(map[string]TenantWindow{}); !math.IsNaN(got) {
+		t.Errorf("Rise without a before p99 = %v, want NaN", got)
+	}
+	var md strings.Builder
+	rep.Markdown(&md)
+	for _, want := range []string{"| t00 (hot) | 100.0 | 400.0 | +300.0% |", "| t01 | 100.0 | 105.0 | +5.0% |", "max p99 rise: **+5.0%**", "20/20"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if err := rep.WriteFiles(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With isolation on, the input producer's partitioner puts every record of
+// the hot tenant on the last partition and no other tenant's there; the
+// other modes keep kgo's default partitioner and the app's options differ
+// as documented.
+func TestTenantIsolationPlacesHotTenant(t *testing.T) {
+	on := TenantIsolation{Mode: IsolationOn, Hot: "t00", Partitions: 6}
+	opts, err := on.producerOpts()
+	if err != nil || len(opts) != 1 {
+		t.Fatalf("producerOpts = %v, %v: want the placement partitioner", opts, err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	part, err := processor.TenantPartitioner(on.placement(), func(r *kgo.Record) string { return tenantOf(r.Key) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := part.ForTopic("in")
+	ks := newKeyspace(1, 200)
+	for i := range 2000 {
+		tenant := tenantName(i % 10)
+		r := &kgo.Record{Key: fmt.Appendf(nil, "%s/%s", tenant, ks.next())}
+		p := tp.Partition(r, 6)
+		if (tenant == "t00") != (p == 5) {
+			t.Fatalf("record %s on partition %d: want t00 and only t00 on 5", r.Key, p)
+		}
+	}
+	for _, mode := range []string{IsolationOff, IsolationDefault} {
+		iso := TenantIsolation{Mode: mode, Hot: "t00", Partitions: 6}
+		if opts, err := iso.producerOpts(); err != nil || opts != nil || iso.sinkOpts() != nil {
+			t.Errorf("%s: producer options %v, %v, sink options %v: want kgo's and the sink's defaults", mode, opts, err, iso.sinkOpts())
+		}
+	}
+	if n := len(TenantIsolation{Mode: IsolationOff}.appOpts()); n != 1 {
+		t.Errorf("off: %d app options, want 1 (fair scheduling off)", n)
+	}
+	if n := len(TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}.appOpts()); n != 2 {
+		t.Errorf("on with a hot rate: %d app options, want 2 (fair scheduling, the rate limit)", n)
+	}
+}

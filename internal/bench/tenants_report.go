@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// WriteFiles writes tenants.json and tenants.md into dir.
+func (r *TenantReport) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench tenants: results dir: %w", err)
+	}
+	b, err := json.MarshalIndent(r.jsonSafe(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench tenants: encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tenants.json"), b, 0o644); err != nil {
+		return fmt.Errorf("bench tenants: write results: %w", err)
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "tenants.md"), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("bench tenants: write results: %w", err)
+	}
+	return nil
+}
+
+// jsonSafe is a copy whose NaN rises (no p99 before the burst) are -1,
+// which JSON can carry.
+func (r *TenantReport) jsonSafe() *TenantReport {
+	c := *r
+	c.Runs = append([]TenantRun(nil), r.Runs...)
+	for i := range c.Runs {
+		if math.IsNaN(c.Runs[i].QuietMaxRise) || math.IsInf(c.Runs[i].QuietMaxRise, 0) {
+			c.Runs[i].QuietMaxRise = -1
+		}
+	}
+	return &c
+}
+
+// Markdown renders one table per run: each tenant's p99 staleness before
+// and during the burst and its rise, then the quiet tenants' largest rise.
+func (r *TenantReport) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "Tenant burst, run %s on %s (%s), took %s.\n\n", r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Machine, r.Options, r.Duration)
+	fmt.Fprintln(w, "Staleness: receive time at an external read_committed consumer − output timestamp (= the input's send time);")
+	fmt.Fprintln(w, "windows by input send time. Outputs/inputs counts every input of the window whose output was seen.")
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "\n### Isolation %s (round %d): %s\n\n", run.Mode, run.Round, run.Isolation)
+		if run.Error != "" {
+			fmt.Fprintf(w, "Error: %s\n\n", strings.ReplaceAll(strings.TrimSpace(run.Error), "\n", " "))
+		}
+		fmt.Fprintln(w, "| tenant | p99 before ms | p99 during ms | rise % | p50 before ms | p50 during ms | p99 after ms | outputs/inputs before | outputs/inputs during |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		names := make([]string, 0, len(run.Tenants))
+		for t := range run.Tenants {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		for _, t := range names {
+			ws := run.Tenants[t]
+			label := t
+			if t == r.Hot {
+				label += " (hot)"
+			}
+			b, d, a := ws[WindowBefore], ws[WindowDuring], ws[WindowAfter]
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %d/%d | %d/%d |\n", label, b.P99, d.P99, pct(Rise(ws)),
+				b.P50, d.P50, a.P99, b.Outputs, b.Inputs, d.Outputs, d.Inputs)
+		}
+		fmt.Fprintf(w, "\nQuiet tenants' max p99 rise: **%s** (target with isolation on: ≤ 10%%). App CPU: %.1f s.\n", pct(run.QuietMaxRise), run.CPUSeconds)
+	}
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", x)
+}
