@@ -46,6 +46,9 @@ type Job struct {
 	Policy         string        `json:"policy,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
+	// MemberConfig is set by the failover measurement (failover.go), which
+	// runs two members of one group; zero for the other measurements.
+	MemberConfig
 }
 
 // WorkerFunc runs a system in worker mode until ctx is done. It calls ready
@@ -151,6 +154,7 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		if s.NoCache {
 			args = append(args, "--cache-bytes", "0")
 		}
+		args = append(args, job.MemberConfig.streamsArgs()...)
 		cmd = exec.Command(env.Java, args...)
 	default:
 		if _, ok := worker(s.Kind); !ok {
