@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -380,7 +381,8 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 		res.Error = err.Error()
 		return res
 	}
-	res.LoadSec = time.Since(loadStart).Seconds()
+	loaded := time.Now()
+	res.LoadSec = loaded.Sub(loadStart).Seconds()
 	f.progress(fmt.Sprintf("  loaded in %.1f s; input at %.0f records/s for %s", res.LoadSec, f.o.Rate, f.o.Steady))
 
 	octx, ocancel := context.WithCancel(ctx)
@@ -392,6 +394,18 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	defer dcancel()
 	driveStart := time.Now()
 	go func() { _, _ = drive(dctx, f.cl, job, f.o.Rate, f.o.Keys) }()
+	if c.Snapshot {
+		// Case (b) is about loading a snapshot: wait until every task has
+		// one that reflects the table, rather than time a replay of the
+		// whole changelog when the checkpoint cadence has not taken one
+		// yet. The input keeps arriving meanwhile.
+		n, err := awaitSnapshots(ctx, strings.TrimPrefix(member.SnapshotURL, "file://"), loaded, int(f.o.Partitions), 3*time.Minute)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		f.progress(fmt.Sprintf("  %d tasks snapshotted after the load (%.1f s)", n, time.Since(loaded).Seconds()))
+	}
 	if !sleepCtx(ctx, f.o.Steady) {
 		return res
 	}
@@ -498,6 +512,35 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	f.progress(fmt.Sprintf("  unmoved partitions' p99: steady %.1f ms (%d outputs), takeover %.1f ms (%d outputs)",
 		res.SteadyP99, res.SteadyCount, res.TakeoverP99, res.TakeoverCount))
 	return res
+}
+
+// awaitSnapshots waits until the snapshot store directory dir holds a
+// complete snapshot (its manifest: changelog/snapshot.go lays objects out
+// as <application>/<task>/<chain>/<seq>.manifest.json) written after since
+// for at least tasks tasks, and returns how many tasks have one.
+func awaitSnapshots(ctx context.Context, dir string, since time.Time, tasks int, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		fresh := map[string]bool{}
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".manifest.json") {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && !info.ModTime().Before(since) {
+				fresh[filepath.Dir(filepath.Dir(path))] = true // the task's directory
+			}
+			return nil
+		})
+		if len(fresh) >= tasks {
+			return len(fresh), nil
+		}
+		if time.Now().After(deadline) {
+			return len(fresh), fmt.Errorf("snapshots of %d of %d tasks in %s within %s of the load", len(fresh), tasks, dir, timeout)
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return len(fresh), ctx.Err()
+		}
+	}
 }
 
 // awaitGroup polls the group's description every 20 ms until done accepts
