@@ -123,9 +123,11 @@ type FailoverOptions struct {
 	SessionTimeout time.Duration
 	// HeartbeatInterval of every member. Default min(1s, SessionTimeout/3).
 	HeartbeatInterval time.Duration
-	// Steady is how long the input runs before the kill. Default 15s (quick
-	// 8s); its first 2 s are left out of the steady-state staleness.
-	Steady time.Duration
+	// Steady is how long the input runs before the kill. Default 20s (quick
+	// 10s); its first Settle (default 5s, quick 3s) is left out of the
+	// steady-state staleness: the systems are still busy with the load
+	// (commits of its tail, compactions, standbys catching up).
+	Steady, Settle time.Duration
 	// After is how long past the first new output of the moved partitions
 	// the takeover window lasts. Default 3s.
 	After time.Duration
@@ -173,10 +175,19 @@ func (o *FailoverOptions) ensureDefaults(ctx context.Context, adm *kadm.Client) 
 		o.HeartbeatInterval = min(time.Second, o.SessionTimeout/3)
 	}
 	if o.Steady == 0 {
-		o.Steady = 15 * time.Second
+		o.Steady = 20 * time.Second
 		if o.Quick {
-			o.Steady = 8 * time.Second
+			o.Steady = 10 * time.Second
 		}
+	}
+	if o.Settle == 0 {
+		o.Settle = min(5*time.Second, o.Steady/2)
+		if o.Quick {
+			o.Settle = 3 * time.Second
+		}
+	}
+	if o.Settle >= o.Steady {
+		return fmt.Errorf("bench: failover Settle %s must be shorter than Steady %s", o.Settle, o.Steady)
 	}
 	if o.After == 0 {
 		o.After = 3 * time.Second
@@ -500,7 +511,7 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 			return
 		}
 		switch {
-		case o.ts.Before(driveStart.Add(2 * time.Second)):
+		case o.ts.Before(driveStart.Add(f.o.Settle)):
 		case o.ts.Before(kill):
 			steady.record(o.recv.Sub(o.ts))
 		case o.ts.Before(first.Add(f.o.After)):
