@@ -19,6 +19,9 @@ func tidemarkMemberOptions(m MemberConfig) ([]processor.Option, error) {
 	if m.HeartbeatInterval > 0 {
 		opts = append(opts, processor.WithClientOpts(kgo.HeartbeatInterval(m.HeartbeatInterval)))
 	}
+	if m.CheckpointMaxInterval > 0 {
+		opts = append(opts, func(c *processor.Config) { c.Checkpoint.MaxInterval = m.CheckpointMaxInterval })
+	}
 	if m.StandbyReplicas > 0 {
 		return nil, errors.New("standby replicas: this build has no processor.WithStandbyReplicas (branch h-standby)")
 	}
