@@ -297,6 +297,7 @@ type FailoverReport struct {
 	SessionTimeoutMs    int64            `json:"session_timeout_ms"`
 	HeartbeatIntervalMs int64            `json:"heartbeat_interval_ms"`
 	AfterMs             int64            `json:"takeover_window_after_first_output_ms"`
+	SnapshotIntervalMs  int64            `json:"snapshot_checkpoint_max_interval_ms"`
 	Results             []FailoverResult `json:"results"`
 	Duration            string           `json:"duration"`
 }
@@ -323,7 +324,8 @@ func RunFailover(ctx context.Context, o FailoverOptions, progress func(string)) 
 	f := &failover{o: o, cl: cl, adm: adm, progress: progress,
 		h: &harness{o: Options{Brokers: o.Brokers, Partitions: o.Partitions, WorkDir: o.WorkDir}, cl: cl, adm: adm, progress: progress}}
 	rep := &FailoverReport{Started: time.Now(), Machine: machine(), Keys: o.Keys, ValueBytes: len(inputRecord(Job{}, nil, o.Keys, time.Now()).Value),
-		Partitions: o.Partitions, Rate: o.Rate, SessionTimeoutMs: o.SessionTimeout.Milliseconds(), HeartbeatIntervalMs: o.HeartbeatInterval.Milliseconds(), AfterMs: o.After.Milliseconds()}
+		Partitions: o.Partitions, Rate: o.Rate, SessionTimeoutMs: o.SessionTimeout.Milliseconds(), HeartbeatIntervalMs: o.HeartbeatInterval.Milliseconds(), AfterMs: o.After.Milliseconds(),
+		SnapshotIntervalMs: o.SnapshotInterval.Milliseconds()}
 	for _, c := range o.Cases {
 		rep.Results = append(rep.Results, f.run(ctx, c))
 		if ctx.Err() != nil {

@@ -30,9 +30,11 @@ func (r *FailoverReport) WriteFiles(dir string) error {
 func (r *FailoverReport) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Failover run %s on %s, took %s: %d keys × %d B values in %d partitions, input at %.0f records/s, "+
 		"two instances per system, SIGKILL of the owner of partition 0. Every member: session timeout %d ms (the broker's "+
-		"group.min.session.timeout.ms), heartbeat %d ms.\n\n",
+		"group.min.session.timeout.ms), heartbeat %d ms. Standby cases: one standby replica (tidemark WithStandbyReplicas(1), "+
+		"Streams num.standby.replicas=1); snapshot case: a file:// snapshot store shared by both instances, checkpoints (and so "+
+		"snapshots) at least every %d ms, the kill only once every task has a snapshot taken after the load.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Machine, r.Duration, r.Keys, r.ValueBytes, r.Partitions, r.Rate,
-		r.SessionTimeoutMs, r.HeartbeatIntervalMs)
+		r.SessionTimeoutMs, r.HeartbeatIntervalMs, r.SnapshotIntervalMs)
 	fmt.Fprintln(w, "| case | moved partitions | kill → reassigned s | reassigned → first output s | kill → first output s | unmoved p99 steady ms | unmoved p99 takeover ms | ratio | error |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, x := range r.Results {
