@@ -267,6 +267,14 @@ type FailoverResult struct {
 	TakeoverSec float64 `json:"takeover_seconds,omitempty"`
 	// TotalSec: kill → that first output.
 	TotalSec float64 `json:"total_seconds,omitempty"`
+	// RestoredRecords are the changelog records the survivor reported
+	// restored after the kill (its RESTORED lines: tidemark's
+	// RestoreListener, Streams' global StateRestoreListener), by the end
+	// of the takeover window; Snapshots and SnapshotBytes the snapshots it
+	// loaded. They show how the moved state was made current.
+	RestoredRecords int64 `json:"restored_records"`
+	Snapshots       int   `json:"snapshots_loaded,omitempty"`
+	SnapshotBytes   int64 `json:"snapshot_bytes,omitempty"`
 	// Staleness (ms) of the outputs of the partitions that did not move,
 	// for inputs sent in steady state and during the takeover.
 	SteadyP50     float64 `json:"steady_p50_ms,omitempty"`
@@ -517,6 +525,8 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 		return res
 	}
 	ocancel()
+	res.RestoredRecords, res.Snapshots, res.SnapshotBytes = procs[1-victim].events.restoresSince(kill)
+	f.progress(fmt.Sprintf("  survivor restored %d changelog records, loaded %d snapshots (%d bytes)", res.RestoredRecords, res.Snapshots, res.SnapshotBytes))
 	if err := <-obsErr; err != nil {
 		res.Error = err.Error()
 		return res

@@ -123,6 +123,9 @@ type process struct {
 	readyAt time.Time
 	exited  chan error
 	stderr  *tailBuffer
+	// events are the worker's other stdout lines with their arrival
+	// times (restore reports of the failover measurement).
+	events eventLog
 }
 
 // Env says where the harness finds what systems need.
@@ -183,9 +186,12 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
-			if !signalled && strings.TrimSpace(sc.Text()) == readyLine {
+			line := strings.TrimSpace(sc.Text())
+			if !signalled && line == readyLine {
 				close(p.ready)
 				signalled = true
+			} else {
+				p.events.add(line)
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)

@@ -5,7 +5,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // tidemarkMemberOptions are the processor options of a tidemark worker
@@ -13,6 +15,9 @@ import (
 // measurement).
 func tidemarkMemberOptions(m MemberConfig) ([]processor.Option, error) {
 	var opts []processor.Option
+	if m.Instance != "" {
+		opts = append(opts, processor.WithRestoreListener(restoreReporter{}))
+	}
 	if m.SessionTimeout > 0 {
 		opts = append(opts, func(c *processor.Config) { c.SessionTimeout = m.SessionTimeout })
 	}
@@ -29,4 +34,16 @@ func tidemarkMemberOptions(m MemberConfig) ([]processor.Option, error) {
 		return nil, errors.New("snapshot store: this build has no processor.WithSnapshotStore (branch h-snap)")
 	}
 	return opts, nil
+}
+
+// restoreReporter reports the worker's finished restores to the harness
+// (restore_events.go).
+type restoreReporter struct{}
+
+func (restoreReporter) OnRestoreStart(topology.TaskID, string, changelog.TopicPartition, int64, int64) {
+}
+func (restoreReporter) OnBatchRestored(topology.TaskID, string, changelog.TopicPartition, int64, int64) {
+}
+func (restoreReporter) OnRestoreEnd(task topology.TaskID, store string, _ changelog.TopicPartition, total int64) {
+	printRestored(task.String(), store, total)
 }
