@@ -61,6 +61,11 @@ func TestFailoverMeasuresTidemark(t *testing.T) {
 	if d := r.TotalSec - r.ReassignedSec - r.TakeoverSec; d < -0.001 || d > 0.001 {
 		t.Errorf("total %.3f s ≠ reassigned %.3f s + takeover %.3f s", r.TotalSec, r.ReassignedSec, r.TakeoverSec)
 	}
+	// Without standby or snapshot the survivor replays the moved
+	// partitions' whole changelogs: at least their share of the table.
+	if want := int64(len(r.Moved)) * 20_000 / 4 * 9 / 10; r.RestoredRecords < want || r.Snapshots != 0 {
+		t.Errorf("survivor restored %d changelog records and loaded %d snapshots, want ≥ %d records and no snapshot", r.RestoredRecords, r.Snapshots, want)
+	}
 	if r.SteadyCount == 0 || r.TakeoverCount == 0 || r.SteadyP99 <= 0 || r.TakeoverP99 <= 0 {
 		t.Errorf("unmoved partitions' staleness not measured: %+v", r)
 	}
