@@ -42,6 +42,8 @@ type taskDB struct {
 	idleClose bool // close once the last reader is done
 	opens     int  // Badger opens, for tests
 	restores  int  // restore-mode opens, for tests
+
+	snap *snapState // the snapshot chain being written; see snapshot.go
 }
 
 // tasksDir is the directory of the task DBs inside a state directory.
@@ -317,6 +319,7 @@ func (tdb *taskDB) close() error {
 	if tdb.bdb == nil {
 		return nil
 	}
+	tdb.dropSnapshotPin()
 	if err := tdb.bdb.Close(); err != nil {
 		tdb.db.log.Warn("close task DB", "task", tdb.id, "err", err)
 		return fmt.Errorf("changelog: close task DB %s: %w", tdb.dir, err)
@@ -358,6 +361,7 @@ func (tdb *taskDB) reopen(mode dbMode) error {
 
 	var err error
 	if old != nil {
+		tdb.dropSnapshotPin()
 		if cerr := old.Close(); cerr != nil {
 			db.log.Warn("close task DB to reopen it", "task", tdb.id, "err", cerr)
 		}

@@ -39,6 +39,8 @@ type App struct {
 	secOpts []kgo.Opt // Config.Security's client options
 	log     *slog.Logger
 	metrics *appMetrics
+	// snapStore is the snapshot store, nil without one (app_snapshot.go).
+	snapStore *changelog.SnapshotStore
 
 	// Set up by Run.
 	layout *layout
@@ -71,6 +73,8 @@ type App struct {
 
 	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)
 	globalMetrics *globalMetrics
+
+	ha haRuntime // active tasks and standbys (standby.go)
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -102,6 +106,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
 	a.purge = newPurger(a)
+	a.ha.registerMetrics(a.metrics.reg, topo.Application())
 	return a, nil
 }
 
@@ -128,6 +133,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer a.admCl.Close()
 	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
+	if err := a.openSnapshots(ctx); err != nil {
+		return err
+	}
+	defer a.closeSnapshots()
 	// Global stores catch up with their topics before any task exists;
 	// they close after g.Wait, when every task is closed.
 	global, err := a.startGlobal(ctx)

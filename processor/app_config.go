@@ -95,6 +95,8 @@ type Config struct {
 	// Checkpoint configures the checkpoint scheduler (Young's rule with a
 	// restore-time cap). Zero fields take frontier's defaults.
 	Checkpoint frontier.CheckpointOptions
+	// Snapshots configures snapshots to a blob store (app_snapshot.go).
+	Snapshots SnapshotConfig
 	// TransactionTimeout is the broker-side timeout of a transaction; it
 	// must exceed the longest commit interval with room for the commit
 	// itself (at least Commit.MaxInterval + 5s). It bounds how long a
@@ -166,6 +168,18 @@ type Config struct {
 	// RestoreListener hears of every task's changelog restores, on the
 	// restoring goroutine (see RestoreListener). Nil: none.
 	RestoreListener RestoreListener
+	// StandbyReplicas is how many standby copies of each stateful task
+	// the group keeps on other instances, caught up from the changelogs,
+	// so that a failover restores only the tail (standby.go). Default 0.
+	StandbyReplicas int
+	// AcceptableRecoveryLag is the changelog lag (records) under which an
+	// instance counts as caught up for a task: the group assigns an
+	// active task only to a caught-up instance when one exists, and warms
+	// up the others first (KIP-441). Default 10,000.
+	AcceptableRecoveryLag int64
+	// ProbingRebalanceInterval is how often an instance warming up tasks
+	// forces a rebalance so the leader sees its lags. Default 10 min.
+	ProbingRebalanceInterval time.Duration
 	// Security is the TLS and SASL setting of every franz-go client the
 	// app creates (the group session, admin, restore, fencing and
 	// frontier clients). The zero value is plaintext without
@@ -347,6 +361,7 @@ func (c *Config) EnsureDefaults(app string) *Config {
 		on := true
 		c.PublishFrontier = &on
 	}
+	c.ensureStandbyDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -390,6 +405,9 @@ func (c *Config) Validate() error {
 	}
 	if d.PollRecords < 1 {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
+	}
+	if err := d.validateStandby(); err != nil {
+		return err
 	}
 	if err := d.Security.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)

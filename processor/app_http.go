@@ -119,6 +119,7 @@ func (a *App) Handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /frontier", a.serveFrontier)
+	mux.HandleFunc("GET /tasks", a.serveTasks)
 	mux.HandleFunc("GET /ui", a.serveUI)
 	mux.HandleFunc("GET /ui/api/series", a.serveUISeries)
 	mux.HandleFunc("GET /ui/api/frontier", a.serveUIFrontier)

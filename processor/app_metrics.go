@@ -49,6 +49,7 @@ type appMetrics struct {
 	deadLettered          prometheus.Counter
 	checkpoints           prometheus.Counter
 	checkpointSeconds     prometheus.Histogram
+	snap                  *snapshotMetrics // app_snapshot.go
 	// repartitionPurged and repartitionPurgeErrors count the purger's
 	// work (app_purge.go).
 	repartitionPurged      prometheus.Counter
@@ -126,6 +127,10 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Failed purges of repartition topics (retried at the next interval).", ConstLabels: labels}),
 	}
 	m.tenantOutputs, m.tenantStaleness = newTenantMetrics(labels, staleBuckets)
+	m.snap = newSnapshotMetrics(labels)
+	for _, c := range m.snap.collectors() {
+		f(c)
+	}
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,

@@ -181,6 +181,7 @@ func (s *session) promoteRestored(ctx context.Context) error {
 	s.index()
 	s.resumeRunning()
 	s.app.metrics.tasks.Set(float64(len(s.tasks)))
+	s.app.ha.setActive(s.sortedTaskIDs())
 	if len(s.restoring) == 0 {
 		s.app.ready.Store(true)
 	}

@@ -41,6 +41,9 @@ type session struct {
 	// restoring are the assigned tasks still restoring, off the loop
 	// (app_restore.go); they join tasks once restored.
 	restoring map[topology.TaskID]*restoringTask
+	// standby are the standby tasks the group gave this instance
+	// (standby.go).
+	standby standbySet
 
 	// Assignment changes recorded by the group callbacks (client
 	// goroutines) and applied by the loop.
@@ -56,6 +59,8 @@ type session struct {
 	watermark     int64
 	windowsClosed int64 // sum of the tasks' WindowsClosed at the last observation
 	frontiers     map[string]*frontier.Frontier
+
+	snap snapRunner // the snapshot goroutine (app_snapshot.go)
 }
 
 // txnState is what the open transaction has produced.
@@ -97,6 +102,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		now:       time.Now,
 		tasks:     map[topology.TaskID]*liveTask{},
 		restoring: map[topology.TaskID]*restoringTask{},
+		standby:   standbySet{tasks: map[topology.TaskID]*standbyTask{}},
 		byInput:   map[changelog.TopicPartition]*liveTask{},
 		assigned:  map[string]map[int32]bool{},
 		watermark: math.MinInt64,
@@ -120,7 +126,8 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		kgo.ConsumeTopics(a.topo.SourceTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP}}),
+		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP},
+			ha: a.haConfig(), lags: a.haLags, onStandby: s.onStandby}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -305,6 +312,8 @@ func (s *session) syncTasks(ctx context.Context) error {
 	if err := s.fenceDeparted(ctx); err != nil {
 		s.app.log.Warn("could not check for transactions of departed members", "err", err)
 	}
+	// Standbys of tasks now active here stop before those open their DBs.
+	s.syncStandbys(ctx, want)
 	var resume map[changelog.TopicPartition]string
 	for id := range want {
 		if _, ok := s.tasks[id]; ok {
@@ -328,6 +337,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.resumeRunning()
 	s.app.ready.Store(len(s.restoring) == 0)
 	s.app.metrics.tasks.Set(float64(len(s.tasks)))
+	s.app.ha.setActive(s.sortedTaskIDs())
 	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring))
 	return nil
 }
@@ -381,10 +391,12 @@ func (s *session) resetTasks() error {
 // close closes the session's tasks, logging each one's end state (see
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
+	s.stopSnapshots()
 	s.queryWithdraw()
 	s.exportDropped(s.app.metrics.dropped, s.now())
 	s.flushDropped(s.app.metrics.dropped, s.now())
 	s.stopRestores(state, attrs)
+	s.stopStandbys()
 	for _, id := range s.sortedTaskIDs() {
 		if err := s.tasks[id].close(); err != nil {
 			s.app.log.Warn("close task", "task", id.String(), "err", err)
@@ -392,6 +404,7 @@ func (s *session) close(state string, attrs []any) {
 		s.taskState(id, state, attrs...)
 	}
 	s.tasks = map[topology.TaskID]*liveTask{}
+	s.app.ha.setActive(nil)
 	s.app.ready.Store(false)
 	if s.gts != nil {
 		s.gts.Close()
@@ -820,6 +833,7 @@ func (s *session) checkpoint(ctx context.Context) {
 	s.ckpt.ObserveCheckpointFinished(s.now(), cost.Duration)
 	s.app.metrics.checkpoints.Inc()
 	s.app.metrics.checkpointSeconds.Observe(cost.Duration.Seconds())
+	s.snapshot()
 }
 
 // punctuate moves every task's wall clock, at most every 10ms.

@@ -79,6 +79,9 @@ func (lt *liveTask) close() error {
 // out is the task's Output (heldOutput: Init may emit).
 func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
 	a := s.app
+	if err := s.loadSnapshot(ctx, id); err != nil {
+		return nil, changelog.RestoreResult{}, err
+	}
 	state := a.db.NewTaskState(changelog.TaskStateConfig{
 		ID:        id.String(), // the task's Badger DB: <StateDir>/tasks/<id>
 		AppID:     a.topo.Application(),

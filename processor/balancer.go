@@ -2,6 +2,7 @@ package processor
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +25,13 @@ type memberInfo struct {
 // processing what does not move.
 type copartitionBalancer struct {
 	info memberInfo
+	// ha configures standbys and warm-ups (standby_assign.go); lags
+	// reports this member's local state for the join metadata and
+	// onStandby receives the standby assignment it is synced with. Nil
+	// lags and onStandby: no local state reported, none received.
+	ha        haConfig
+	lags      func() map[int32]int64
+	onStandby func(standbyAssignment)
 }
 
 const copartitionProtocol = "tidemark-copartition"
@@ -47,12 +55,20 @@ func (c *copartitionBalancer) JoinGroupMetadata(interests []string, current map[
 		owned.Partitions = current[t]
 		meta.OwnedPartitions = append(meta.OwnedPartitions, owned)
 	}
-	meta.UserData, _ = json.Marshal(c.info)
+	ud := joinUserData{memberInfo: c.info}
+	if c.lags != nil {
+		ud.Lags = c.lags()
+	}
+	meta.UserData, _ = json.Marshal(ud)
 	return meta.AppendTo(nil)
 }
 
-func (*copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+func (c *copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	parts, err := kgo.ParseConsumerSyncAssignment(assignment)
+	if err == nil && c.onStandby != nil {
+		c.onStandby(parseStandbyAssignment(assignment))
+	}
+	return parts, err
 }
 
 func (c *copartitionBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -67,19 +83,22 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 	type member struct {
 		m      *kmsg.JoinGroupResponseMember
 		topics map[string]bool
-		owned  map[int32]bool // partition numbers it owns now
-		got    []int32
+		ha     haMember
 	}
 	var members []*member
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		mb := &member{m: m, topics: map[string]bool{}, owned: map[int32]bool{}}
+		mb := &member{m: m, topics: map[string]bool{}, ha: haMember{owned: map[int32]bool{}}}
 		for _, t := range meta.Topics {
 			mb.topics[t] = true
 		}
 		for _, o := range meta.OwnedPartitions {
 			for _, p := range o.Partitions {
-				mb.owned[p] = true
+				mb.ha.owned[p] = true
 			}
+		}
+		var ud joinUserData
+		if json.Unmarshal(meta.UserData, &ud) == nil {
+			mb.ha.lags = ud.Lags
 		}
 		members = append(members, mb)
 	})
@@ -96,61 +115,30 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 	if len(members) == 0 {
 		return plan
 	}
-	// Balanced within one: every member gets base partition numbers and
-	// `extra` of them one more. A ceiling quota for everyone is not enough:
-	// with 4 partitions over 3 members two owners of 2 would keep theirs
-	// and leave the third member nothing.
-	base, extra := int(maxParts)/len(members), int(maxParts)%len(members)
-	assigned := make([]*member, maxParts)
-	// Sticky passes: a member keeps the partition numbers it owns, up to
-	// base, and then up to `extra` members keep one more.
-	for p := range maxParts {
-		for _, mb := range members {
-			if mb.owned[p] && len(mb.got) < base {
-				mb.got = append(mb.got, p)
-				assigned[p] = mb
-				break
-			}
-		}
+	has := make([]haMember, len(members))
+	for i, mb := range members {
+		has[i] = mb.ha
 	}
-	for p := range maxParts {
-		if assigned[p] != nil || extra == 0 {
-			continue
-		}
-		for _, mb := range members {
-			if mb.owned[p] && len(mb.got) == base {
-				mb.got = append(mb.got, p)
-				assigned[p] = mb
-				extra--
-				break
-			}
-		}
-	}
-	// Fill pass: unowned numbers go to the least loaded member. The
-	// sticky passes left every load at most base+1 with at most the
-	// original extra members there, so this ends with loads base or base+1.
-	for p := range maxParts {
-		if assigned[p] != nil {
-			continue
-		}
-		best := members[0]
-		for _, mb := range members[1:] {
-			if len(mb.got) < len(best.got) {
-				best = mb
-			}
-		}
-		best.got = append(best.got, p)
-		assigned[p] = best
-	}
+	hp := assignHA(has, maxParts, c.ha)
 	for topic, n := range topics {
 		for p := range n {
-			if mb := assigned[p]; mb.topics[topic] {
+			if mb := members[hp.active[p]]; mb.topics[topic] {
 				plan.AddPartition(mb.m, topic, p)
 			}
 		}
 	}
 	plan.AdjustCooperative(b)
-	return plan
+	if c.ha.standbys == 0 && !slices.ContainsFunc(hp.warmup, func(w []int32) bool { return len(w) > 0 }) && !slices.ContainsFunc(hp.standby, func(w []int32) bool { return len(w) > 0 }) {
+		return plan // nothing to add: the plain consumer assignment
+	}
+	into := haSyncAssignment{plan: plan, userData: map[string][]byte{}}
+	for i, mb := range members {
+		sa := standbyAssignment{Standby: hp.standby[i], WarmUp: hp.warmup[i]}
+		if len(sa.Standby)+len(sa.WarmUp) > 0 {
+			into.userData[mb.m.MemberID], _ = json.Marshal(sa)
+		}
+	}
+	return into
 }
 
 func memberSortKey(m *kmsg.JoinGroupResponseMember) string {

@@ -91,6 +91,12 @@ func runChild() int {
 			}
 		}))
 	}
+	if n, err := strconv.Atoi(env("CHILD_STANDBYS")); err == nil {
+		opts = append(opts, processor.WithStandbyReplicas(n))
+	}
+	if d, err := time.ParseDuration(env("CHILD_PROBE_INTERVAL")); err == nil {
+		opts = append(opts, processor.WithProbingRebalanceInterval(d))
+	}
 	if g := env("CHILD_GUARANTEE"); g != "" {
 		guarantee, err := processor.ParseGuarantee(g)
 		if err != nil {

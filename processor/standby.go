@@ -1,0 +1,518 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/store"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Standby replicas and warm-ups on the instance side.
+//
+// The group leader's assignment (standby_assign.go) gives this instance,
+// besides its active partitions, partition numbers to keep as standbys
+// and to warm up. For each stateful task of those partitions the session
+// runs a standby: a goroutine that tails the task's changelog partitions,
+// read_committed, into the task's own local DB (<StateDir>/tasks/<task>),
+// with the restore machinery: each round is a changelog.TaskState.Restore
+// from the DB's applied offsets to the changelogs' last stable offsets,
+// so a standby applies exactly what a restore would (only committed
+// changes, the input-position records that become the task's floor, the
+// rebuild checks), and records its offsets in the DB as a restore does.
+// It never fences anyone and never waits for a pending transaction: the
+// active owner's open transaction is read once it commits.
+//
+// When a standby's task becomes active here, the session stops the
+// standby (and waits for its goroutine, which closes the task DB) before
+// the active task opens the DB: one writer at a time. The active restore
+// then starts from the standby's offsets and reads only the tail. A
+// revocation of the standby, the session's end or the App's shutdown stop
+// it the same way; its local state stays for whoever opens the task next.
+//
+// Each member reports its lags in its join metadata (haLags): 0 for the
+// partitions whose stateful tasks all run here, the standby's last
+// measured lag for those kept as standbys; tasks still restoring, and
+// local state of tasks this session neither runs nor keeps, are not
+// reported (the leader treats them as having no state).
+
+// WithStandbyReplicas sets Config.StandbyReplicas.
+func WithStandbyReplicas(n int) Option { return func(c *Config) { c.StandbyReplicas = n } }
+
+// WithAcceptableRecoveryLag sets Config.AcceptableRecoveryLag.
+func WithAcceptableRecoveryLag(records int64) Option {
+	return func(c *Config) { c.AcceptableRecoveryLag = records }
+}
+
+// WithProbingRebalanceInterval sets Config.ProbingRebalanceInterval.
+func WithProbingRebalanceInterval(d time.Duration) Option {
+	return func(c *Config) { c.ProbingRebalanceInterval = d }
+}
+
+// Defaults of the high-availability settings, Kafka Streams' own
+// (acceptable.recovery.lag, probing.rebalance.interval.ms).
+const (
+	defaultAcceptableRecoveryLag    = 10_000
+	defaultProbingRebalanceInterval = 10 * time.Minute
+)
+
+// standbyPollInterval is the pause between a standby's catch-up rounds.
+const standbyPollInterval = 250 * time.Millisecond
+
+func (c *Config) ensureStandbyDefaults() {
+	if c.AcceptableRecoveryLag == 0 {
+		c.AcceptableRecoveryLag = defaultAcceptableRecoveryLag
+	}
+	if c.ProbingRebalanceInterval == 0 {
+		c.ProbingRebalanceInterval = defaultProbingRebalanceInterval
+	}
+}
+
+func (c *Config) validateStandby() error {
+	if c.StandbyReplicas < 0 {
+		return fmt.Errorf("config: StandbyReplicas %d must be ≥ 0", c.StandbyReplicas)
+	}
+	if c.AcceptableRecoveryLag < 0 {
+		return fmt.Errorf("config: AcceptableRecoveryLag %d must be ≥ 0 (0 takes the default %d)", c.AcceptableRecoveryLag, defaultAcceptableRecoveryLag)
+	}
+	if c.ProbingRebalanceInterval < 0 {
+		return fmt.Errorf("config: ProbingRebalanceInterval %s must be positive (0 takes the default %s)", c.ProbingRebalanceInterval, defaultProbingRebalanceInterval)
+	}
+	return nil
+}
+
+// haRuntime is the App's view of its active tasks and standbys, shared by
+// the loop, the standby goroutines, the group's join metadata (client
+// goroutine) and the /tasks endpoint. It outlives sessions.
+type haRuntime struct {
+	mu      sync.Mutex
+	active  map[topology.TaskID]bool
+	standby map[topology.TaskID]*standbyTask
+
+	tasksGauge prometheus.Gauge
+	lagGauge   *prometheus.GaugeVec
+}
+
+func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
+	labels := prometheus.Labels{"app": app}
+	h.tasksGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_standby_tasks",
+		Help: "Standby tasks (warm-ups included) this instance keeps up to date from their changelogs.", ConstLabels: labels})
+	h.lagGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_standby_lag_records",
+		Help: "Changelog records a standby task was behind the last stable offsets at its last catch-up round.", ConstLabels: labels}, []string{"task"})
+	reg.MustRegister(h.tasksGauge, h.lagGauge)
+}
+
+// setActive records the running active tasks.
+func (h *haRuntime) setActive(ids []topology.TaskID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active = map[topology.TaskID]bool{}
+	for _, id := range ids {
+		h.active[id] = true
+	}
+}
+
+// standbyTask is one standby's goroutine and what it measured.
+type standbyTask struct {
+	id topology.TaskID
+	// warmup: kept to take over once caught up, rather than as one of
+	// the StandbyReplicas. Only reported; a standby runs the same.
+	warmup atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{}
+	lag    atomic.Int64 // -1 until the first round ends
+}
+
+// statefulTasks lists the tasks of partition number p with logged stores.
+func (a *App) statefulTasks(p int32) []topology.TaskID {
+	var ids []topology.TaskID
+	for i, sub := range a.topo.SubTopologies() {
+		if !slices.ContainsFunc(sub.Stores, func(s store.Spec) bool { return s.Logged }) {
+			continue
+		}
+		if p < a.layout.tasks[i] {
+			ids = append(ids, topology.TaskID{SubTopology: i, Partition: p})
+		}
+	}
+	return ids
+}
+
+// maxPartitions is the largest task count of the sub-topologies.
+func (a *App) maxPartitions() int32 {
+	var n int32
+	for _, c := range a.layout.tasks {
+		n = max(n, c)
+	}
+	return n
+}
+
+// haLags is this member's report for its join metadata: per partition
+// number whose stateful tasks all run here or are kept as standbys with a
+// measured lag, the sum of their lags.
+func (a *App) haLags() map[int32]int64 {
+	a.ha.mu.Lock()
+	defer a.ha.mu.Unlock()
+	out := map[int32]int64{}
+	for p := range a.maxPartitions() {
+		ids := a.statefulTasks(p)
+		if len(ids) == 0 {
+			continue
+		}
+		var sum int64
+		complete := true
+		for _, id := range ids {
+			if a.ha.active[id] {
+				continue
+			}
+			st := a.ha.standby[id]
+			if st == nil || st.lag.Load() < 0 {
+				complete = false
+				break
+			}
+			sum += st.lag.Load()
+		}
+		if complete {
+			out[p] = sum
+		}
+	}
+	return out
+}
+
+// haConfig is the leader's assignment configuration.
+func (a *App) haConfig() haConfig {
+	return haConfig{
+		standbys:   a.cfg.StandbyReplicas,
+		acceptable: a.cfg.AcceptableRecoveryLag,
+		stateful:   func(p int32) bool { return len(a.statefulTasks(p)) > 0 },
+	}
+}
+
+// standbySet is a session's standbys and the standby assignment it was
+// last synced with.
+type standbySet struct {
+	want  standbyAssignment // under session.assignMu
+	tasks map[topology.TaskID]*standbyTask
+	probe context.CancelFunc // the prober, while warm-ups exist
+	// epoch counts the distinct standby assignments synced (synced is
+	// the last); the prober forces at most one early rebalance per epoch.
+	epoch  atomic.Int64
+	synced standbyAssignment
+}
+
+// onStandby receives the standby assignment of a sync (client goroutine).
+func (s *session) onStandby(sa standbyAssignment) {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	if !slices.Equal(sa.Standby, s.standby.want.Standby) || !slices.Equal(sa.WarmUp, s.standby.want.WarmUp) {
+		s.standby.want = sa
+		s.changed = true
+	}
+}
+
+// syncStandbys stops the standbys no longer assigned and those whose task
+// is now active here (want), before the caller opens the active tasks, and
+// starts the newly assigned ones. It runs on the loop, in syncTasks.
+func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]bool) {
+	s.assignMu.Lock()
+	sa := s.standby.want
+	s.assignMu.Unlock()
+	warm := map[int32]bool{}
+	for _, p := range sa.WarmUp {
+		warm[p] = true
+	}
+	wanted := map[topology.TaskID]bool{}
+	for _, p := range sa.all() {
+		for _, id := range s.app.statefulTasks(p) {
+			if !want[id] {
+				wanted[id] = true
+			}
+		}
+	}
+	for id, st := range s.standby.tasks {
+		if !wanted[id] {
+			s.stopStandby(st)
+		} else {
+			st.warmup.Store(warm[id.Partition])
+		}
+	}
+	var started []string
+	for id := range wanted {
+		if _, ok := s.standby.tasks[id]; ok {
+			continue
+		}
+		s.startStandby(ctx, id, warm[id.Partition])
+		started = append(started, id.String())
+	}
+	s.app.ha.tasksGauge.Set(float64(len(s.standby.tasks)))
+	if len(started) > 0 {
+		sort.Strings(started)
+		s.app.log.Info("standby tasks started", "tasks", started, "standbys", len(s.standby.tasks), "warmups", len(sa.WarmUp))
+	}
+	if !slices.Equal(sa.Standby, s.standby.synced.Standby) || !slices.Equal(sa.WarmUp, s.standby.synced.WarmUp) {
+		s.standby.synced = sa
+		s.standby.epoch.Add(1)
+	}
+	s.syncProbe(ctx, len(sa.WarmUp) > 0)
+}
+
+// syncProbe runs the prober while this member warms up partitions: every
+// ProbingRebalanceInterval it forces a rebalance, whose join metadata
+// carries the warm-ups' current lags, so the leader moves the partitions
+// whose warm-up caught up (KIP-441's probing rebalance). It also forces
+// one as soon as every warm-up is caught up (lag at most
+// AcceptableRecoveryLag), once per standby assignment: a restarted
+// instance whose warm-ups resume from its own local state catches up in
+// a second and should not wait out the interval (this member does not
+// report local state it neither runs nor keeps, see haLags). The interval
+// still probes for warm-ups that never all catch up at once.
+func (s *session) syncProbe(ctx context.Context, on bool) {
+	if !on {
+		if s.standby.probe != nil {
+			s.standby.probe()
+			s.standby.probe = nil
+		}
+		return
+	}
+	if s.standby.probe != nil {
+		return
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	s.standby.probe = cancel
+	every, acceptable := s.app.cfg.ProbingRebalanceInterval, s.app.cfg.AcceptableRecoveryLag
+	cl, epoch := s.cl, &s.standby.epoch
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		check := time.NewTicker(standbyPollInterval)
+		defer check.Stop()
+		fired := int64(-1)
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+				s.app.log.Info("probing rebalance: warm-up lags reported to the leader", "interval", every)
+				cl.ForceRebalance()
+			case <-check.C:
+				if e := epoch.Load(); e != fired && s.app.warmupsCaughtUp(acceptable) {
+					fired = e
+					s.app.log.Info("warm-ups caught up: rebalancing for the leader to move their tasks")
+					cl.ForceRebalance()
+				}
+			}
+		}
+	}()
+}
+
+// warmupsCaughtUp reports whether this instance has warm-ups and every
+// one's last measured lag is at most acceptable.
+func (a *App) warmupsCaughtUp(acceptable int64) bool {
+	a.ha.mu.Lock()
+	defer a.ha.mu.Unlock()
+	n := 0
+	for _, st := range a.ha.standby {
+		if !st.warmup.Load() {
+			continue
+		}
+		n++
+		if l := st.lag.Load(); l < 0 || l > acceptable {
+			return false
+		}
+	}
+	return n > 0
+}
+
+// startStandby starts the standby goroutine of task id.
+func (s *session) startStandby(ctx context.Context, id topology.TaskID, warmup bool) {
+	sctx, cancel := context.WithCancel(ctx)
+	st := &standbyTask{id: id, cancel: cancel, done: make(chan struct{})}
+	st.warmup.Store(warmup)
+	st.lag.Store(-1)
+	s.standby.tasks[id] = st
+	s.app.ha.mu.Lock()
+	if s.app.ha.standby == nil {
+		s.app.ha.standby = map[topology.TaskID]*standbyTask{}
+	}
+	s.app.ha.standby[id] = st
+	s.app.ha.mu.Unlock()
+	go func() {
+		defer close(st.done)
+		s.runStandby(sctx, st)
+	}()
+}
+
+// stopStandby cancels a standby and waits until its goroutine closed the
+// task DB.
+func (s *session) stopStandby(st *standbyTask) {
+	st.cancel()
+	<-st.done
+	delete(s.standby.tasks, st.id)
+	s.app.ha.mu.Lock()
+	if s.app.ha.standby[st.id] == st {
+		delete(s.app.ha.standby, st.id)
+	}
+	s.app.ha.mu.Unlock()
+	s.app.ha.lagGauge.DeleteLabelValues(st.id.String())
+	s.app.ha.tasksGauge.Set(float64(len(s.standby.tasks)))
+}
+
+// stopStandbys stops every standby and the prober (the session's close).
+func (s *session) stopStandbys() {
+	s.syncProbe(nil, false)
+	for _, st := range s.standby.tasks {
+		st.cancel() // all at once, then wait for each
+	}
+	for _, st := range s.standby.tasks {
+		s.stopStandby(st)
+	}
+}
+
+// runStandby keeps task st.id's local state caught up with its changelogs
+// until ctx ends. Failures (a broker outage, a topic not there yet) are
+// logged and retried; a standby never ends the session.
+func (s *session) runStandby(ctx context.Context, st *standbyTask) {
+	a := s.app
+	id := st.id
+	log := a.log.With("task", id.String(), "standby", true)
+	// Per-round restore logs ("restore done" four times a second) would
+	// drown the log; warnings still come through.
+	quiet := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
+	var lastErr string
+	backoff := func(err error) bool {
+		if msg := err.Error(); msg != lastErr {
+			lastErr = msg
+			log.Warn("standby: catch-up failed, retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		state := a.db.NewTaskState(changelog.TaskStateConfig{
+			ID:        id.String(),
+			AppID:     a.topo.Application(),
+			Partition: id.Partition,
+			Producer:  s.producer, // required to open logged stores; a standby never flushes
+			Logger:    quiet,
+		})
+		err := s.tailStandby(ctx, state, st, quiet)
+		if cerr := state.Close(); cerr != nil {
+			log.Warn("standby: close task state", "err", cerr)
+		}
+		if err == nil || ctx.Err() != nil || !backoff(err) {
+			return
+		}
+	}
+}
+
+// tailStandby opens the logged stores of st's task on state and restores
+// them round after round until ctx ends (nil) or a round fails.
+func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, st *standbyTask, log *slog.Logger) error {
+	a := s.app
+	for _, spec := range a.topo.SubTopologies()[st.id.SubTopology].Stores {
+		if !spec.Logged {
+			continue
+		}
+		if _, err := state.Open(spec, st.id.Partition); err != nil {
+			return fmt.Errorf("standby %s: %w", st.id, err)
+		}
+	}
+	label := st.id.String()
+	for {
+		opts := changelog.RestoreOptions{
+			ClientOpts: a.clientOpts(),
+			Logger:     log,
+			// Read to what is stable now: the active owner's open
+			// transaction is read next round, once it commits.
+			PendingTxnWait: -1,
+			Progress: func(p changelog.RestoreProgress) {
+				if p.Done {
+					st.lag.Store(p.Total)
+					a.ha.lagGauge.WithLabelValues(label).Set(float64(p.Total))
+				}
+			},
+		}
+		res, err := state.Restore(ctx, opts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("standby %s: %w", st.id, err)
+		}
+		a.metrics.restoredRecords.Add(float64(res.Records))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(standbyPollInterval):
+		}
+	}
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(as), min: m.min}
+}
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h: m.h.WithGroup(name), min: m.min}
+}
+
+// tasksView is the body of GET /tasks.
+type tasksView struct {
+	Active  []string      `json:"active"`
+	Standby []standbyView `json:"standby"`
+	// Lags is what this instance reports to the group leader: partition
+	// number -> changelog records behind (see haLags).
+	Lags map[int32]int64 `json:"lags"`
+}
+
+type standbyView struct {
+	Task   string `json:"task"`
+	WarmUp bool   `json:"warmup"`
+	// Lag is the changelog records behind at the last round; -1 before
+	// the first round ended.
+	Lag int64 `json:"lag"`
+}
+
+// serveTasks answers GET /tasks: the running active tasks, the standbys
+// with their lags, and the lags reported to the leader.
+func (a *App) serveTasks(w http.ResponseWriter, _ *http.Request) {
+	v := tasksView{Active: []string{}, Standby: []standbyView{}}
+	if a.layout != nil {
+		v.Lags = a.haLags()
+	}
+	a.ha.mu.Lock()
+	for id := range a.ha.active {
+		v.Active = append(v.Active, id.String())
+	}
+	for id, st := range a.ha.standby {
+		v.Standby = append(v.Standby, standbyView{Task: id.String(), WarmUp: st.warmup.Load(), Lag: st.lag.Load()})
+	}
+	a.ha.mu.Unlock()
+	sort.Strings(v.Active)
+	sort.Slice(v.Standby, func(i, j int) bool { return v.Standby[i].Task < v.Standby[j].Task })
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,298 @@
+package processor
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// High-availability assignment: standby replicas and KIP-441 warm-ups.
+//
+// The unit of assignment is a partition number p: co-partitioning gives
+// one member partition p of every topic, so it runs every task of p (one
+// per sub-topology). Standbys and warm-ups are per partition number too:
+// a member holding a standby of p tails the changelogs of every stateful
+// task of p into its local task DBs (standby.go).
+//
+// Each member reports in its join metadata, per partition number it has
+// complete local state for (every stateful task of p running, or kept as
+// a standby), its lag: changelog records its state is behind, summed over
+// the tasks of p (0 for running tasks). The leader then assigns, in the
+// spirit of Kafka Streams' HighAvailabilityTaskAssignor (KIP-441):
+//
+//  1. the balanced, sticky target owner of each p, as copartitionBalancer
+//     always computed it (balanceSticky);
+//  2. p goes to its target when the target is caught up (lag at most the
+//     acceptable recovery lag; partitions without stateful tasks are
+//     caught up everywhere). Otherwise it stays with its current owner if
+//     that one is caught up (stickiness), else goes to the caught-up
+//     member with the least lag, and the target gets p as a warm-up: a
+//     standby that exists to catch up, after which a probing rebalance
+//     (members holding warm-ups force one every ProbingRebalanceInterval)
+//     finds the target caught up and moves p. When no member is caught
+//     up, p goes to its target: moving costs nothing anyone could avoid;
+//  3. each stateful p gets up to StandbyReplicas standbys on members other
+//     than its active owner and its warm-up (never two copies on one
+//     member), preferring members whose state for p is freshest, then the
+//     least loaded;
+//  4. a p moving to a member that does not own it yet is revoked from its
+//     owner in this round and assigned in the next (cooperative, KIP-429):
+//     meanwhile the new owner keeps, or starts, tailing it as a standby, so
+//     it restores only the tail once it gets it.
+//
+// Active partitions travel as the consumer protocol's partitions; the
+// standby and warm-up sets travel in the assignment's UserData
+// (standbyAssignment), which ParseSyncAssignment hands to the session.
+
+// joinUserData is the user data of a member's join metadata: the instance
+// info every instance reads (decodeMemberInfoUserData), plus the lags the
+// leader's assignment reads.
+type joinUserData struct {
+	memberInfo
+	// Lags maps a partition number to the changelog records the member's
+	// local state of every stateful task of it is behind in total. A
+	// partition number absent here: no (complete) local state.
+	Lags map[int32]int64 `json:"lags,omitempty"`
+}
+
+// standbyAssignment is the UserData of a member's sync assignment.
+type standbyAssignment struct {
+	// Standby are the partition numbers whose stateful tasks the member
+	// keeps as standbys.
+	Standby []int32 `json:"standby,omitempty"`
+	// WarmUp are the partition numbers the member warms up: standbys it
+	// is meant to take over as active once caught up. The member forces a
+	// probing rebalance every ProbingRebalanceInterval while it has any.
+	WarmUp []int32 `json:"warmup,omitempty"`
+}
+
+// all is every partition number the member keeps a copy of.
+func (a standbyAssignment) all() []int32 {
+	out := slices.Concat(a.Standby, a.WarmUp)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// haConfig is what the leader's assignment needs beyond the members.
+type haConfig struct {
+	standbys   int
+	acceptable int64
+	// stateful reports whether any task of partition number p has logged
+	// stores; nil: every partition is stateless (no standbys, no warm-ups).
+	stateful func(p int32) bool
+}
+
+// haMember is one member as the HA assignment sees it.
+type haMember struct {
+	owned map[int32]bool  // partition numbers it owns now
+	lags  map[int32]int64 // reported lags (joinUserData.Lags)
+}
+
+// haPlan is the result of assignHA, indexed like its members.
+type haPlan struct {
+	active  []int     // partition number -> member index
+	standby [][]int32 // member index -> standby partition numbers (sorted)
+	warmup  [][]int32 // member index -> warm-up partition numbers (sorted)
+}
+
+// balanceSticky is copartitionBalancer's balanced, sticky assignment of
+// partition numbers 0..parts-1 to members (index per partition), members
+// in their sort order.
+//
+// Balanced within one: every member gets base partition numbers and
+// `extra` of them one more. A ceiling quota for everyone is not enough:
+// with 4 partitions over 3 members two owners of 2 would keep theirs and
+// leave the third member nothing.
+func balanceSticky(owned []map[int32]bool, parts int32) []int {
+	n := len(owned)
+	base, extra := int(parts)/n, int(parts)%n
+	got := make([]int, n)
+	assigned := make([]int, parts)
+	for p := range assigned {
+		assigned[p] = -1
+	}
+	// Sticky passes: a member keeps the partition numbers it owns, up to
+	// base, and then up to `extra` members keep one more.
+	for p := range parts {
+		for m := range owned {
+			if owned[m][p] && got[m] < base {
+				got[m]++
+				assigned[p] = m
+				break
+			}
+		}
+	}
+	for p := range parts {
+		if assigned[p] >= 0 || extra == 0 {
+			continue
+		}
+		for m := range owned {
+			if owned[m][p] && got[m] == base {
+				got[m]++
+				assigned[p] = m
+				extra--
+				break
+			}
+		}
+	}
+	// Fill pass: unowned numbers go to the least loaded member. The
+	// sticky passes left every load at most base+1 with at most the
+	// original extra members there, so this ends with loads base or base+1.
+	for p := range parts {
+		if assigned[p] >= 0 {
+			continue
+		}
+		best := 0
+		for m := 1; m < n; m++ {
+			if got[m] < got[best] {
+				best = m
+			}
+		}
+		got[best]++
+		assigned[p] = best
+	}
+	return assigned
+}
+
+// assignHA computes actives, standbys and warm-ups (see the comment at the
+// top of this file). members must be in their sort order and non-empty.
+func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
+	n := len(members)
+	owned := make([]map[int32]bool, n)
+	for i, m := range members {
+		owned[i] = m.owned
+	}
+	target := balanceSticky(owned, parts)
+	plan := haPlan{active: make([]int, parts), standby: make([][]int32, n), warmup: make([][]int32, n)}
+	stateful := func(p int32) bool { return cfg.stateful != nil && cfg.stateful(p) }
+	lag := func(m int, p int32) (int64, bool) {
+		if !stateful(p) {
+			return 0, true
+		}
+		l, ok := members[m].lags[p]
+		return l, ok
+	}
+	caughtUp := func(m int, p int32) bool {
+		l, ok := lag(m, p)
+		return ok && l <= cfg.acceptable
+	}
+	load := make([]int, n) // actives and copies, for tie-breaks
+	for p := range parts {
+		t := target[p]
+		active := t
+		if !caughtUp(t, p) {
+			owner := -1
+			for m := range members {
+				if members[m].owned[p] {
+					owner = m
+					break
+				}
+			}
+			switch {
+			case owner >= 0 && caughtUp(owner, p):
+				active = owner
+			default:
+				best, bestLag := -1, int64(0)
+				for m := range members {
+					if l, ok := lag(m, p); ok && caughtUp(m, p) && (best < 0 || l < bestLag) {
+						best, bestLag = m, l
+					}
+				}
+				if best >= 0 {
+					active = best
+				}
+			}
+			if active != t {
+				plan.warmup[t] = append(plan.warmup[t], p)
+				load[t]++
+			}
+		}
+		plan.active[p] = active
+		load[active]++
+	}
+	for p := range parts {
+		if !stateful(p) {
+			continue
+		}
+		active := plan.active[p]
+		// A partition moving to a member that does not own it arrives in
+		// the next round; the member tails it meanwhile.
+		inFlight := !members[active].owned[p]
+		if inFlight {
+			for m := range members {
+				if m != active && members[m].owned[p] {
+					plan.standby[active] = append(plan.standby[active], p)
+					break
+				}
+			}
+		}
+		var cands []int
+		for m := range members {
+			if m != active && !slices.Contains(plan.warmup[m], p) {
+				cands = append(cands, m)
+			}
+		}
+		sort.SliceStable(cands, func(i, j int) bool {
+			li, oki := lag(cands[i], p)
+			lj, okj := lag(cands[j], p)
+			if oki != okj {
+				return oki
+			}
+			if oki && li != lj {
+				return li < lj
+			}
+			return load[cands[i]] < load[cands[j]]
+		})
+		for _, m := range cands[:min(cfg.standbys, len(cands))] {
+			plan.standby[m] = append(plan.standby[m], p)
+			load[m]++
+		}
+	}
+	for m := range members {
+		slices.Sort(plan.standby[m])
+		plan.standby[m] = slices.Compact(plan.standby[m])
+		slices.Sort(plan.warmup[m])
+	}
+	return plan
+}
+
+// haSyncAssignment is a balance plan whose members' assignments carry
+// their standbyAssignment as UserData.
+type haSyncAssignment struct {
+	plan     *kgo.BalancePlan
+	userData map[string][]byte // member id -> encoded standbyAssignment
+}
+
+func (h haSyncAssignment) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := h.plan.IntoSyncAssignment()
+	for i := range out {
+		ud, ok := h.userData[out[i].MemberID]
+		if !ok {
+			continue
+		}
+		var ma kmsg.ConsumerMemberAssignment
+		if err := ma.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // kgo just wrote it; cannot happen
+		}
+		ma.UserData = ud
+		out[i].MemberAssignment = ma.AppendTo(nil)
+	}
+	return out
+}
+
+// parseStandbyAssignment reads the standby assignment from a sync
+// assignment; none (an older leader, or no user data) is the empty one.
+func parseStandbyAssignment(assignment []byte) standbyAssignment {
+	var ma kmsg.ConsumerMemberAssignment
+	var sa standbyAssignment
+	if len(assignment) == 0 || ma.ReadFrom(assignment) != nil || len(ma.UserData) == 0 {
+		return sa
+	}
+	if json.Unmarshal(ma.UserData, &sa) != nil {
+		return standbyAssignment{}
+	}
+	return sa
+}

@@ -1,0 +1,348 @@
+package processor
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// haCase is one assignment: members (in sort order) with what they own
+// and the lags they report, and the expected actives, standbys, warm-ups.
+type haCase struct {
+	name      string
+	parts     int32
+	standbys  int
+	stateless bool // no partition has stateful tasks
+	owned     [][]int32
+	lags      []map[int32]int64
+	// want: per member the actives (intended owner), standbys, warm-ups.
+	active, standby, warmup [][]int32
+}
+
+func (c haCase) run() haPlan {
+	ms := make([]haMember, len(c.owned))
+	for i := range c.owned {
+		ms[i] = haMember{owned: map[int32]bool{}, lags: c.lags[i]}
+		for _, p := range c.owned[i] {
+			ms[i].owned[p] = true
+		}
+	}
+	cfg := haConfig{standbys: c.standbys, acceptable: 10_000, stateful: func(int32) bool { return !c.stateless }}
+	return assignHA(ms, c.parts, cfg)
+}
+
+func activesOf(plan haPlan, members int) [][]int32 {
+	out := make([][]int32, members)
+	for p, m := range plan.active {
+		out[m] = append(out[m], int32(p))
+	}
+	return out
+}
+
+func TestAssignHATable(t *testing.T) {
+	none := map[int32]int64(nil)
+	cases := []haCase{
+		{
+			name: "fresh group, no state anywhere: balanced, no warm-ups", parts: 4,
+			owned: [][]int32{nil, nil}, lags: []map[int32]int64{none, none},
+			active: [][]int32{{0, 2}, {1, 3}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
+		},
+		{
+			name: "one standby each: on the other instance", parts: 4, standbys: 1,
+			owned: [][]int32{{0, 1}, {2, 3}}, lags: []map[int32]int64{{0: 0, 1: 0}, {2: 0, 3: 0}},
+			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{{2, 3}, {0, 1}}, warmup: [][]int32{nil, nil},
+		},
+		{
+			name: "two standbys wanted, one other instance: one standby", parts: 2, standbys: 2,
+			owned: [][]int32{{0}, {1}}, lags: []map[int32]int64{{0: 0}, {1: 0}},
+			active: [][]int32{{0}, {1}}, standby: [][]int32{{1}, {0}}, warmup: [][]int32{nil, nil},
+		},
+		{
+			name: "a new instance without state warms up; the caught-up owner keeps its tasks", parts: 4,
+			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0}, none},
+			active: [][]int32{{0, 1, 2, 3}, nil}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, {2, 3}},
+		},
+		{
+			name: "the warm-up caught up: its partitions move (tailed meanwhile as standbys)", parts: 4,
+			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0}, {2: 5, 3: 9_000}},
+			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{nil, {2, 3}}, warmup: [][]int32{nil, nil},
+		},
+		{
+			name: "the warm-up is caught up on one partition only", parts: 4,
+			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0}, {2: 20_000, 3: 10_000}},
+			active: [][]int32{{0, 1, 2}, {3}}, standby: [][]int32{nil, {3}}, warmup: [][]int32{nil, {2}},
+		},
+		{
+			name: "failover: the dead owner's partitions go to its caught-up standby, the balanced target warms up", parts: 4, standbys: 1,
+			// A (owned 0,1) died; B owns 2,3 and kept 0,1 as standbys; C is new.
+			owned: [][]int32{{2, 3}, nil}, lags: []map[int32]int64{{0: 3, 1: 0, 2: 0, 3: 0}, none},
+			active: [][]int32{{0, 1, 2, 3}, nil}, standby: [][]int32{nil, {2, 3}}, warmup: [][]int32{nil, {0, 1}},
+		},
+		{
+			name: "the previous owner is preferred over another caught-up standby", parts: 3,
+			// A owns everything, B has standbys with lag 0, C is new. The
+			// target of 1 is B (caught up: it moves, B tails it until it
+			// arrives); the target of 2 is C (not caught up): A keeps it
+			// rather than hand it to B, though B's lag is lower (A is still
+			// restoring 2's tail).
+			owned: [][]int32{{0, 1, 2}, nil, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 50}, {0: 0, 1: 0, 2: 0}, none},
+			active: [][]int32{{0, 2}, {1}, nil}, standby: [][]int32{nil, {1}, nil}, warmup: [][]int32{nil, nil, {2}},
+		},
+		{
+			name: "no caught-up member: the balanced target gets it (restores from scratch)", parts: 2,
+			owned: [][]int32{nil, nil}, lags: []map[int32]int64{{0: 50_000, 1: 50_000}, none},
+			active: [][]int32{{0}, {1}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
+		},
+		{
+			name: "the most caught-up non-owner gets it when the target and owner are not caught up", parts: 2,
+			owned: [][]int32{nil, nil, nil}, lags: []map[int32]int64{none, none, {0: 100, 1: 100}},
+			active: [][]int32{nil, nil, {0, 1}}, standby: [][]int32{nil, nil, nil}, warmup: [][]int32{{0}, {1}, nil},
+		},
+		{
+			name: "stateless partitions: balance only, no standbys, no warm-ups", parts: 4, standbys: 1, stateless: true,
+			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{none, none},
+			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			plan := c.run()
+			checkHAInvariants(t, c, plan)
+			got := activesOf(plan, len(c.owned))
+			for m := range c.owned {
+				if !slices.Equal(got[m], c.active[m]) || !slices.Equal(plan.standby[m], c.standby[m]) || !slices.Equal(plan.warmup[m], c.warmup[m]) {
+					t.Fatalf("member %d: active %v standby %v warmup %v; want active %v standby %v warmup %v\nwhole plan: actives %v standbys %v warmups %v",
+						m, got[m], plan.standby[m], plan.warmup[m], c.active[m], c.standby[m], c.warmup[m], got, plan.standby, plan.warmup)
+				}
+			}
+		})
+	}
+}
+
+// checkHAInvariants checks what every plan must satisfy: each partition
+// active on exactly one member, standbys never on the active owner (but
+// for a partition in flight to it) nor on its warm-up, nor twice on a
+// member; as many standbys as asked for when there are instances for
+// them; warm-ups only where a caught-up member keeps the partition.
+func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
+	t.Helper()
+	n := len(c.owned)
+	if int32(len(plan.active)) != c.parts {
+		t.Fatalf("%d actives for %d partitions", len(plan.active), c.parts)
+	}
+	owns := func(m int, p int32) bool { return slices.Contains(c.owned[m], p) }
+	for p := range c.parts {
+		a := plan.active[p]
+		if a < 0 || a >= n {
+			t.Fatalf("partition %d active on member %d of %d", p, a, n)
+		}
+		var copies, warm, regular int
+		for m := range n {
+			inStandby := slices.Contains(plan.standby[m], p)
+			inWarm := slices.Contains(plan.warmup[m], p)
+			if inStandby && inWarm {
+				t.Fatalf("partition %d both standby and warm-up on member %d", p, m)
+			}
+			if inWarm {
+				warm++
+				if m == a {
+					t.Fatalf("partition %d warms up on its active owner %d", p, m)
+				}
+				if l, ok := c.lags[a][p]; !ok || l > 10_000 {
+					t.Fatalf("partition %d warms up on %d while kept by %d, which is not caught up", p, m, a)
+				}
+			}
+			if inStandby {
+				copies++
+				if m == a && owns(m, p) {
+					t.Fatalf("partition %d standby on its active owner %d", p, m)
+				}
+				if m != a {
+					regular++
+				}
+			}
+		}
+		if warm > 1 {
+			t.Fatalf("partition %d has %d warm-ups", p, warm)
+		}
+		if c.stateless && copies+warm > 0 {
+			t.Fatalf("stateless partition %d has copies", p)
+		}
+		if !c.stateless {
+			if want := min(c.standbys, n-1-warm); regular != want {
+				t.Fatalf("partition %d has %d standbys on other members, want %d", p, regular, want)
+			}
+		}
+	}
+	for m := range n {
+		for _, l := range [][]int32{plan.standby[m], plan.warmup[m]} {
+			if len(slices.Compact(slices.Clone(l))) != len(l) || !slices.IsSorted(l) {
+				t.Fatalf("member %d: copies %v not sorted and distinct", m, l)
+			}
+		}
+	}
+}
+
+// TestAssignHARandomised checks the invariants over random groups: members
+// with random ownership (as a group mid-failover has it) and random lags.
+func TestAssignHARandomised(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	for range 2000 {
+		n := 1 + rng.IntN(5)
+		c := haCase{parts: int32(1 + rng.IntN(12)), standbys: rng.IntN(3), stateless: rng.IntN(8) == 0,
+			owned: make([][]int32, n), lags: make([]map[int32]int64, n)}
+		for p := range c.parts {
+			if o := rng.IntN(n + 1); o < n { // owned by one member, or by none (its owner left)
+				c.owned[o] = append(c.owned[o], p)
+			}
+		}
+		for m := range n {
+			c.lags[m] = map[int32]int64{}
+			for p := range c.parts {
+				switch rng.IntN(4) {
+				case 0: // no state
+				case 1:
+					c.lags[m][p] = int64(rng.IntN(10))
+				case 2:
+					c.lags[m][p] = int64(rng.IntN(30_000))
+				default:
+					if slices.Contains(c.owned[m], p) {
+						c.lags[m][p] = 0 // running
+					}
+				}
+			}
+		}
+		plan := c.run()
+		checkHAInvariants(t, c, plan)
+		// Stickiness: a caught-up owner loses a partition only to a
+		// caught-up member, and only to its balanced target (then it
+		// holds no warm-up).
+		for p := range c.parts {
+			a := plan.active[p]
+			warmed := slices.ContainsFunc(plan.warmup, func(w []int32) bool { return slices.Contains(w, p) })
+			for m := range n {
+				if slices.Contains(c.owned[m], p) && m != a {
+					if l, ok := c.lags[m][p]; ok && l <= 10_000 && !c.stateless {
+						if la, ok := c.lags[a][p]; !ok || la > 10_000 {
+							t.Fatalf("partition %d moved from caught-up owner %d to %d, not caught up (lags %v)", p, m, a, c.lags)
+						}
+						if warmed {
+							t.Fatalf("partition %d moved from caught-up owner %d to %d, which is not its target (its target warms up)", p, m, a)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHABalancerCarriesStandbys runs the group balancer as the leader
+// and reads each member's standby assignment back from its sync
+// assignment, as the member's ParseSyncAssignment does; co-partitioning
+// of the active partitions holds.
+func TestHABalancerCarriesStandbys(t *testing.T) {
+	topics := map[string]int32{"a": 4, "b": 4}
+	names := slices.Sorted(maps.Keys(topics))
+	type mem struct {
+		id    string
+		owned []int32
+		lags  map[int32]int64
+	}
+	ms := []mem{{"i-a", []int32{0, 1, 2, 3}, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}}, {"i-b", nil, map[int32]int64{3: 50_000}}}
+	var jms []kmsg.JoinGroupResponseMember
+	for _, m := range ms {
+		current := map[string][]int32{}
+		for _, topic := range names {
+			current[topic] = m.owned
+		}
+		b := &copartitionBalancer{info: memberInfo{Instance: m.id}, lags: func() map[int32]int64 { return m.lags }}
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID = "member-" + m.id
+		jm.InstanceID = kmsg.StringPtr(m.id)
+		jm.ProtocolMetadata = b.JoinGroupMetadata(names, current, 1)
+		jms = append(jms, jm)
+	}
+	leader := &copartitionBalancer{ha: haConfig{standbys: 1, acceptable: 10_000, stateful: func(int32) bool { return true }}}
+	mb, _, err := leader.MemberBalancer(jms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	into, err := mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]standbyAssignment{}
+	parts := map[string]map[string][]int32{}
+	for _, sa := range into.IntoSyncAssignment() {
+		var received standbyAssignment
+		member := &copartitionBalancer{onStandby: func(a standbyAssignment) { received = a }}
+		ps, err := member.ParseSyncAssignment(sa.MemberAssignment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[sa.MemberID], parts[sa.MemberID] = received, ps
+	}
+	// i-a keeps everything (i-b is not caught up), i-b warms up 2 and 3;
+	// the standby of 0 and 1 is i-b too (the only other instance).
+	want := map[string]standbyAssignment{
+		"member-i-a": {},
+		"member-i-b": {Standby: []int32{0, 1}, WarmUp: []int32{2, 3}},
+	}
+	for id, w := range want {
+		if fmt.Sprint(got[id]) != fmt.Sprint(w) {
+			t.Fatalf("%s: standby assignment %+v, want %+v", id, got[id], w)
+		}
+	}
+	for _, topic := range names {
+		if !slices.Equal(parts["member-i-a"][topic], []int32{0, 1, 2, 3}) || len(parts["member-i-b"][topic]) != 0 {
+			t.Fatalf("actives %v: want all of %s on i-a", parts, topic)
+		}
+	}
+	// The instance info still decodes from the richer user data.
+	var meta kmsg.ConsumerMemberMetadata
+	if err := meta.ReadFrom(jms[0].ProtocolMetadata); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := decodeMemberInfoUserData(meta.UserData); !ok || info.Instance != "i-a" {
+		t.Fatalf("member info %+v, %v", info, ok)
+	}
+	var ud joinUserData
+	if err := json.Unmarshal(meta.UserData, &ud); err != nil || len(ud.Lags) != 4 {
+		t.Fatalf("lags in user data %s: %v", meta.UserData, err)
+	}
+}
+
+func TestStandbyConfigValidation(t *testing.T) {
+	for _, c := range []struct {
+		opts []Option
+		ok   bool
+	}{
+		{[]Option{WithStandbyReplicas(2)}, true},
+		{[]Option{WithStandbyReplicas(-1)}, false},
+		{[]Option{WithAcceptableRecoveryLag(-5)}, false},
+		{[]Option{WithProbingRebalanceInterval(-time.Second)}, false},
+		{[]Option{WithProbingRebalanceInterval(time.Second), WithAcceptableRecoveryLag(100)}, true},
+	} {
+		cfg, err := newConfig(append([]Option{WithBrokers("x:9092")}, c.opts...))
+		if err == nil {
+			err = cfg.EnsureDefaults("app").Validate()
+		}
+		if (err == nil) != c.ok {
+			t.Fatalf("%+v: err %v, want ok=%v", cfg, err, c.ok)
+		}
+	}
+	var c Config
+	c.EnsureDefaults("app")
+	if c.AcceptableRecoveryLag != 10_000 || c.ProbingRebalanceInterval != 10*time.Minute || c.StandbyReplicas != 0 {
+		t.Fatalf("defaults %d %s %d", c.AcceptableRecoveryLag, c.ProbingRebalanceInterval, c.StandbyReplicas)
+	}
+}

@@ -1,0 +1,72 @@
+package processor
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// TestHALagsReport checks what a member reports in its join metadata: per
+// partition number whose stateful tasks all run here (lag 0) or are kept
+// as standbys with a measured lag, the sum; nothing for a partition one
+// of whose stateful tasks has no measured state; nothing for stateless
+// tasks, which the leader counts as caught up everywhere.
+func TestHALagsReport(t *testing.T) {
+	b := topology.NewBuilder("ha-lags")
+	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
+	b.Stream("views", serde.String(), serde.String()).GroupByKey(topology.Named("c2")).Count(topology.Named("c2"))
+	b.Stream("pings", serde.String(), serde.String()).Filter(func(string, string) bool { return true }).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{topo: topo, layout: &layout{tasks: make([]int32, len(topo.SubTopologies()))}}
+	stateless := -1
+	for i, sub := range topo.SubTopologies() {
+		a.layout.tasks[i] = 3
+		if len(sub.Stores) == 0 {
+			stateless = i
+		}
+	}
+	if stateless < 0 || len(topo.SubTopologies()) != 3 {
+		t.Fatalf("want two stateful sub-topologies and a stateless one: %+v", topo.SubTopologies())
+	}
+	stateful := []int{}
+	for i := range topo.SubTopologies() {
+		if i != stateless {
+			stateful = append(stateful, i)
+		}
+	}
+	id := func(sub int, p int32) topology.TaskID { return topology.TaskID{SubTopology: sub, Partition: p} }
+	standby := func(lag int64) *standbyTask {
+		st := &standbyTask{}
+		st.lag.Store(lag)
+		return st
+	}
+	a.ha.setActive([]topology.TaskID{id(stateful[0], 0), id(stateful[1], 0), id(stateless, 0), id(stateless, 1), id(stateful[0], 1)})
+	a.ha.standby = map[topology.TaskID]*standbyTask{
+		id(stateful[1], 1): standby(7),  // with the active 1 of the other: complete
+		id(stateful[0], 2): standby(40), // the other stateful task of 2 has no state here
+		id(stateful[1], 2): standby(-1), // and this one no measured lag yet
+	}
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 7}; !maps.Equal(got, want) {
+		t.Fatalf("lags %v, want %v", got, want)
+	}
+	a.ha.standby[id(stateful[1], 2)].lag.Store(2)
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 7, 2: 42}; !maps.Equal(got, want) {
+		t.Fatalf("lags %v, want %v", got, want)
+	}
+	cfg := a.haConfig()
+	if !cfg.stateful(0) || cfg.stateful(3) {
+		t.Fatal("partitions 0..2 have stateful tasks, 3 none")
+	}
+	if a.warmupsCaughtUp(100) {
+		t.Fatal("no warm-ups: nothing to report caught up")
+	}
+	a.ha.standby[id(stateful[0], 2)].warmup.Store(true)
+	if !a.warmupsCaughtUp(100) || a.warmupsCaughtUp(10) {
+		t.Fatal("a warm-up of lag 40 is caught up under 100, not under 10")
+	}
+}

@@ -1,0 +1,199 @@
+package processor_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// tasksView is the body of GET /tasks.
+type tasksView struct {
+	Active  []string `json:"active"`
+	Standby []struct {
+		Task   string `json:"task"`
+		WarmUp bool   `json:"warmup"`
+		Lag    int64  `json:"lag"`
+	} `json:"standby"`
+	Lags map[string]int64 `json:"lags"`
+}
+
+func getTasks(t *testing.T, app *processor.App) tasksView {
+	t.Helper()
+	for i := 0; app.HTTPAddr() == "" && i < 100; i++ {
+		time.Sleep(100 * time.Millisecond) // Run binds it
+	}
+	var v tasksView
+	getJSON(t, "http://"+app.HTTPAddr()+"/tasks", &v)
+	return v
+}
+
+// waitTasks polls app's /tasks until cond holds.
+func waitTasks(t *testing.T, app *processor.App, timeout time.Duration, what string, cond func(tasksView) bool) tasksView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := getTasks(t, app)
+		if cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; /tasks: %+v", what, timeout, v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// toRestore sums, over the restores a listener heard of, the changelog
+// offsets each was to read.
+func (r *restoreRecorder) toRestore() (total int64, byTask map[topology.TaskID]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byTask = map[topology.TaskID]int64{}
+	for id, ss := range r.starts {
+		for _, s := range ss {
+			byTask[id] += s[1] - s[0]
+			total += s[1] - s[0]
+		}
+	}
+	return total, byTask
+}
+
+func atLeast(n int) func([]*kgo.Record) bool {
+	return func(rs []*kgo.Record) bool { return len(rs) >= n }
+}
+
+func sessionTimeout(d time.Duration) processor.Option {
+	return func(c *processor.Config) { c.SessionTimeout = d }
+}
+
+var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond})
+
+// TestStandbyTakesOverAfterAKillRestoringOnlyTheTail runs instance A (a
+// child process) alone on a count table of 100k keys, then instance B with
+// one standby replica: B tails both tasks' changelogs (one as a standby,
+// the other as a warm-up, A keeping both actives) until its lag is ~0.
+// A is SIGKILLed while it processes more input, with a transaction open;
+// B takes both tasks over once A's session times out and restores only
+// the changelog tail its standbys had not read (under a tenth of the
+// changelogs; typically nothing but A's aborted transaction), not the
+// 100k records. The
+// outputs are exactly once: every key's counts are 1..n.
+func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
+	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
+	appID := kafkatestName(t, "standby")
+	topo := countTopology(t, appID, in, out)
+	const keys = 100_000
+	want := produceKeysN(t, in, 0, keys, keys, 2)
+	start := time.Now()
+	a := startChild(t, childEnv(t, appID, in, out, "a", "CHILD_STANDBYS=1"))
+	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
+	t.Logf("A processed %d records in %v", keys, time.Since(start).Round(time.Millisecond))
+
+	rec := newRestoreRecorder()
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithStandbyReplicas(1), processor.WithRestoreListener(rec),
+		processor.WithHTTP("127.0.0.1:0"), sessionTimeout(6*time.Second), fastCommits)
+	start = time.Now()
+	v := waitTasks(t, b, 40*time.Second, "B's standbys caught up", func(v tasksView) bool {
+		if len(v.Active) != 0 {
+			t.Fatalf("B got active tasks %v while A is caught up and B is not", v.Active)
+		}
+		caught := 0
+		for _, s := range v.Standby {
+			if s.Lag >= 0 && s.Lag <= 100 {
+				caught++
+			}
+		}
+		return caught == 2
+	})
+	t.Logf("B's standbys caught up in %v: %+v", time.Since(start).Round(time.Millisecond), v)
+
+	// More input, and A dies in the middle of processing it.
+	more := produceKeysN(t, in, keys, 20_000, keys, 2)
+	all := addCounts(want, more)
+	kafkatest.ConsumeUntil(t, out, 30*time.Second, atLeast(keys+2_000))
+	a.kill()
+	killed := time.Now()
+	v = waitTasks(t, b, 40*time.Second, "B took both tasks over", func(v tasksView) bool {
+		return slices.Equal(v.Active, []string{"0_0", "0_1"}) && len(v.Standby) == 0
+	})
+	t.Logf("B runs %v %v after the kill", v.Active, time.Since(killed).Round(time.Millisecond))
+	checkCounts(t, out, all)
+	// The tail is what A committed after the standbys' last round, plus
+	// the offsets of the transaction A left open (read_committed: the
+	// standbys stop below it; B's restore reads past it once B aborted
+	// it, applying none of its records).
+	total, byTask := rec.toRestore()
+	rec.mu.Lock()
+	var applied int64
+	for _, ends := range rec.ends {
+		for _, n := range ends {
+			applied += n
+		}
+	}
+	rec.mu.Unlock()
+	t.Logf("B read %d changelog offsets on takeover (%v) and applied %d records, of %d+ records in the changelogs", total, byTask, applied, keys)
+	if total > keys/10 {
+		t.Fatalf("B read %d changelog offsets on takeover (%v): its standbys should have left only the tail", total, byTask)
+	}
+}
+
+// TestWarmUpBeforeMovingActiveTasks grows a group of a count application
+// on 3 partitions (20k keys each) from one instance to three, with
+// probing rebalances every 2s. Each joining instance has no state: the
+// group leaves the active tasks with their caught-up owners and gives the
+// newcomer its balanced share as warm-ups; only after a probing rebalance
+// finds them caught up (lag ≤ 10,000, the default acceptable recovery
+// lag) do the tasks move. So the third instance's /tasks shows warm-ups
+// before any active task, and each active restore it runs reads at most
+// the acceptable lag, never the 20k records of a partition. Counts stay
+// exactly once.
+func TestWarmUpBeforeMovingActiveTasks(t *testing.T) {
+	in, out := kafkatestNewTopic(t, 3), kafkatestNewTopic(t, 3)
+	appID := kafkatestName(t, "warmup")
+	topo := countTopology(t, appID, in, out)
+	const keys = 60_000
+	want := produceKeysN(t, in, 0, keys, keys, 3)
+	probe := processor.WithProbingRebalanceInterval(2 * time.Second)
+	start := time.Now()
+	runApp(t, topo, processor.WithInstanceID("a"), processor.WithHTTP("127.0.0.1:0"), probe, fastCommits)
+	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
+	t.Logf("A processed %d records in %v", keys, time.Since(start).Round(time.Millisecond))
+
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithHTTP("127.0.0.1:0"), probe, fastCommits)
+	waitTasks(t, b, 45*time.Second, "B got an active task after warming up", func(v tasksView) bool { return len(v.Active) > 0 })
+
+	rec := newRestoreRecorder()
+	c, _ := runApp(t, topo, processor.WithInstanceID("c"), processor.WithHTTP("127.0.0.1:0"), probe, fastCommits, processor.WithRestoreListener(rec))
+	start = time.Now()
+	var warmed []string
+	v := waitTasks(t, c, 45*time.Second, "C got an active task", func(v tasksView) bool {
+		if len(v.Active) == 0 {
+			for _, s := range v.Standby {
+				if s.WarmUp && !slices.Contains(warmed, s.Task) {
+					warmed = append(warmed, s.Task)
+				}
+			}
+		}
+		return len(v.Active) > 0
+	})
+	t.Logf("C warmed up %v, then runs %v, %v after it started", warmed, v.Active, time.Since(start).Round(time.Millisecond))
+	if len(warmed) == 0 {
+		t.Fatal("C got an active task without a warm-up first")
+	}
+	more := produceKeysN(t, in, keys, 6_000, keys, 3)
+	checkCounts(t, out, addCounts(want, more))
+	_, byTask := rec.toRestore()
+	for id, n := range byTask {
+		if n > 10_000 {
+			t.Fatalf("C's active task %s restored %d changelog offsets: it was moved before its warm-up caught up (restores %v)", id, n, byTask)
+		}
+	}
+	t.Logf("C's active restores: %v", byTask)
+}
