@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"errors"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
@@ -28,10 +26,10 @@ func tidemarkMemberOptions(m MemberConfig) ([]processor.Option, error) {
 		opts = append(opts, func(c *processor.Config) { c.Checkpoint.MaxInterval = m.CheckpointMaxInterval })
 	}
 	if m.StandbyReplicas > 0 {
-		return nil, errors.New("standby replicas: this build has no processor.WithStandbyReplicas (branch h-standby)")
+		opts = append(opts, processor.WithStandbyReplicas(m.StandbyReplicas))
 	}
 	if m.SnapshotURL != "" {
-		return nil, errors.New("snapshot store: this build has no processor.WithSnapshotStore (branch h-snap)")
+		opts = append(opts, processor.WithSnapshotStore(m.SnapshotURL))
 	}
 	return opts, nil
 }
@@ -47,3 +45,10 @@ func (restoreReporter) OnBatchRestored(topology.TaskID, string, changelog.TopicP
 func (restoreReporter) OnRestoreEnd(task topology.TaskID, store string, _ changelog.TopicPartition, total int64) {
 	printRestored(task.String(), store, total)
 }
+
+// OnSnapshotLoaded makes restoreReporter a processor.SnapshotRestoreListener.
+func (restoreReporter) OnSnapshotLoaded(task topology.TaskID, _ string, _ int, bytes int64, _ changelog.ChangelogOffsets) {
+	printSnapshot(task.String(), bytes)
+}
+
+var _ processor.SnapshotRestoreListener = restoreReporter{}
