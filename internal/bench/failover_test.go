@@ -79,3 +79,56 @@ func TestFailoverMeasuresTidemark(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverStandbyAndSnapshot runs cases (a) and (b) on a small table:
+// the survivor must take the moved partitions over from its standby (no
+// snapshot, at most the tail restored) and from the snapshot store (a
+// snapshot of each moved task loaded, then the tail), never replaying the
+// whole changelogs. The tail is what the victim wrote after the
+// standby's last read or after the last snapshot: bounded by a tenth of
+// the moved table here.
+func TestFailoverStandbyAndSnapshot(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const keys = 20_000
+	rep, err := bench.RunFailover(ctx, bench.FailoverOptions{
+		Brokers: brokers,
+		Cases: []bench.FailoverCase{
+			{Name: "tidemark-standby", Kind: "tidemark", Standby: 1},
+			{Name: "tidemark-snapshot", Kind: "tidemark", Snapshot: true},
+		},
+		Keys:             keys,
+		Rate:             500,
+		Steady:           4 * time.Second,
+		After:            time.Second,
+		SnapshotInterval: 2 * time.Second,
+		Timeout:          60 * time.Second,
+		WorkDir:          t.TempDir(),
+	}, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	rep.Markdown(&md)
+	t.Log("\n" + md.String())
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Errorf("%s: %s", r.Case, r.Error)
+			continue
+		}
+		table := int64(len(r.Moved)) * keys / 4
+		if r.RestoredRecords > table/10 {
+			t.Errorf("%s: survivor restored %d changelog records of a moved table of %d keys: a full replay", r.Case, r.RestoredRecords, table)
+		}
+		if r.Snapshot && r.Snapshots < len(r.Moved) {
+			t.Errorf("%s: %d snapshots loaded for moved partitions %v", r.Case, r.Snapshots, r.Moved)
+		}
+		if !r.Snapshot && r.Snapshots != 0 {
+			t.Errorf("%s: %d snapshots loaded without a snapshot store", r.Case, r.Snapshots)
+		}
+		if r.TakeoverSec <= 0 {
+			t.Errorf("%s: takeover %.2f s", r.Case, r.TakeoverSec)
+		}
+	}
+}
