@@ -14,4 +14,7 @@
 //     read_committed consumer minus the output record's timestamp, which every
 //     system sets to the (max) timestamp of the input that produced it;
 //   - CPU seconds and peak RSS of the system's process, from /proc.
+//
+// RunFailover (bench --failover, failover.go) measures instead how fast a
+// second instance takes over the partitions of a SIGKILLed one.
 package bench

@@ -48,6 +48,9 @@ type Job struct {
 	Grace          time.Duration `json:"grace"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).
 	Isolation *TenantIsolation `json:"isolation,omitempty"`
+	// MemberConfig is set by the failover measurement (failover.go), which
+	// runs two members of one group; zero for the other measurements.
+	MemberConfig
 }
 
 // WorkerFunc runs a system in worker mode until ctx is done. It calls ready
@@ -122,6 +125,9 @@ type process struct {
 	readyAt time.Time
 	exited  chan error
 	stderr  *tailBuffer
+	// events are the worker's other stdout lines with their arrival
+	// times (restore reports of the failover measurement).
+	events eventLog
 }
 
 // Env says where the harness finds what systems need.
@@ -153,6 +159,7 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		if s.NoCache {
 			args = append(args, "--cache-bytes", "0")
 		}
+		args = append(args, job.MemberConfig.streamsArgs()...)
 		cmd = exec.Command(env.Java, args...)
 	default:
 		if _, ok := worker(s.Kind); !ok {
@@ -181,9 +188,12 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
-			if !signalled && strings.TrimSpace(sc.Text()) == readyLine {
+			line := strings.TrimSpace(sc.Text())
+			if !signalled && line == readyLine {
 				close(p.ready)
 				signalled = true
+			} else {
+				p.events.add(line)
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)

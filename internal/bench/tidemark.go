@@ -40,6 +40,10 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 				return w.Key + "@" + strconv.FormatInt(w.Start, 10), strconv.FormatInt(n, 10)
 			}).
 			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "latest":
+		// Failover's table: the latest value of every key (~100 B each).
+		in.GroupByKey(topology.Named("latest")).Reduce(func(_, v string) string { return v }, topology.Named("latest")).
+			ToStream().To(job.Output)
 	case "join":
 		inventory := b.Table(job.Table, serde.String(), serde.String(), topology.Named("inventory"))
 		in.JoinTable(inventory, func(_ string, payment, stock string) string { return payment + "|" + stock },
@@ -67,14 +71,22 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 	if job.Policy == "fixed" {
 		policy = frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: job.CommitInterval}
 	}
+	instance := "bench"
+	if job.Instance != "" {
+		instance = job.Instance
+	}
 	opts := []processor.Option{
 		processor.WithBrokers(job.Brokers...),
 		processor.WithStateDir(job.StateDir),
-		processor.WithInstanceID("bench"),
+		processor.WithInstanceID(instance),
 		processor.WithCommitPolicy(policy),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: workerLogLevel()}))),
 	}
-	app, err := processor.NewApp(topo, append(opts, extra...)...)
+	fo, err := tidemarkMemberOptions(job.MemberConfig)
+	if err != nil {
+		return err
+	}
+	app, err := processor.NewApp(topo, append(append(opts, fo...), extra...)...)
 	if err != nil {
 		return err
 	}

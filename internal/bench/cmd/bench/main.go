@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,9 @@ func newBenchCmd() *cobra.Command {
 	var (
 		brokers, workloads, systems, out string
 		quick, resume, sequential        bool
+		failover                         bool
+		failoverCases                    string
+		failoverRate                     float64
 		records, keys                    int
 		sweep, rates                     []float64
 		sweepWorkloads                   string
@@ -57,7 +61,10 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmark tidemark side by side with Kafka Streams and the raw limit on a real broker",
 		Long: `bench runs every system on the same real broker and the same input, one after
 the other: max throughput on pre-produced input, a staleness-vs-rate sweep, and
-(with --resume) restart time after SIGKILL. It writes results.json, results.md
+(with --resume) restart time after SIGKILL. With --failover it measures
+instead how fast a second instance takes over the partitions of a SIGKILLed
+one (tidemark with a standby, with a snapshot store, with a full changelog
+restore; Kafka Streams with and without a standby). It writes results.json, results.md
 and staleness SVG plots to --out.
 
 Without --brokers it starts (or reuses) the test broker of 'make kafka-up'.
@@ -75,6 +82,9 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			seeds, err := benchBrokers(ctx, brokers)
 			if err != nil {
 				return err
+			}
+			if failover {
+				return runFailover(ctx, root, out, bench.FailoverOptions{Brokers: seeds, Quick: quick, Keys: keys, Rate: failoverRate}, failoverCases)
 			}
 			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records, Keys: keys, SweepFractions: sweep, SequentialKeys: sequential, Rates: rates}
 			switch sweepWorkloads {
@@ -131,8 +141,54 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 	f.BoolVar(&sequential, "sequential-keys", false, "pre-produce every key in turn, so --records ≥ --keys fills state with exactly --keys keys")
 	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
 	f.Float64SliceVar(&rates, "rates", nil, "absolute sweep rates in records/s (instead of --sweep fractions)")
+	f.BoolVar(&failover, "failover", false, "measure failover instead: SIGKILL the owner of a partition of a 1M-key table (quick: 100k, or --keys) and time the survivor's takeover, tidemark and Kafka Streams with and without standbys")
+	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated subset of the failover cases (default: all)")
+	f.Float64Var(&failoverRate, "failover-rate", 0, "input rate during the failover measurement, records/s (default 2000)")
 	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count; none to skip it)")
 	return cmd
+}
+
+// runFailover runs the failover measurement and writes its results into
+// out (default internal/bench/results/<time>) and
+// internal/bench/results/failover-latest.
+func runFailover(ctx context.Context, root, out string, o bench.FailoverOptions, cases string) error {
+	all := bench.DefaultFailoverCases()
+	if cases != "" {
+		for _, name := range strings.Split(cases, ",") {
+			i := slices.IndexFunc(all, func(c bench.FailoverCase) bool { return c.Name == name })
+			if i < 0 {
+				var names []string
+				for _, c := range all {
+					names = append(names, c.Name)
+				}
+				return fmt.Errorf("--failover-cases: unknown case %q (known: %s)", name, strings.Join(names, ", "))
+			}
+			o.Cases = append(o.Cases, all[i])
+		}
+	} else {
+		o.Cases = all
+	}
+	o.Env.StreamsDir = filepath.Join(root, "internal", "bench", "streams")
+	if slices.ContainsFunc(o.Cases, func(c bench.FailoverCase) bool { return c.Kind == "kstreams" }) {
+		if err := buildStreamsPeer(ctx, o.Env.StreamsDir); err != nil {
+			return err
+		}
+	}
+	results := filepath.Join(root, "internal", "bench", "results")
+	if out == "" {
+		out = filepath.Join(results, time.Now().UTC().Format("20060102-150405"))
+	}
+	rep, err := bench.RunFailover(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
+	if rep != nil {
+		for _, dir := range []string{out, filepath.Join(results, "failover-latest")} {
+			if werr := rep.WriteFiles(dir); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		rep.Markdown(os.Stdout)
+		fmt.Fprintf(os.Stderr, "results in %s and %s\n", out, filepath.Join(results, "failover-latest"))
+	}
+	return err
 }
 
 func benchBrokers(ctx context.Context, flag string) ([]string, error) {

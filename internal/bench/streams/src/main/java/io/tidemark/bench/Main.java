@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -18,6 +19,7 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.WindowStore;
 
@@ -27,9 +29,10 @@ import org.apache.kafka.streams.state.WindowStore;
  * shape, keys and values as UTF-8 strings, counts as decimal strings.
  *
  * <pre>
- * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join
+ * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|latest
  *      --input TOPIC --output TOPIC [--table TOPIC] [--commit-interval-ms N]
  *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
+ *      [--instance-id NAME] [--standby-replicas N] [--session-timeout-ms N] [--heartbeat-interval-ms N]
  * </pre>
  *
  * It prints "READY" once the application reaches RUNNING, and exits on
@@ -67,6 +70,12 @@ public final class Main {
                         wk.key() + "@" + wk.window().start(), count.toString()))
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
+            case "latest" -> in
+                // The failover measurement's table: the latest value of every key.
+                .groupByKey()
+                .reduce((agg, v) -> v, Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("latest"))
+                .toStream()
+                .to(output, Produced.with(Serdes.String(), Serdes.String()));
             case "join" -> {
                 KTable<String, String> table = b.table(need(a, "table"),
                     Consumed.with(Serdes.String(), Serdes.String()),
@@ -89,6 +98,20 @@ public final class Main {
             p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(a.get("commit-interval-ms")));
         }
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (a.containsKey("instance-id")) {
+            // Static membership (KIP-345): Streams appends "-<thread>"; the
+            // failover harness finds partition owners by this name.
+            p.put(StreamsConfig.mainConsumerPrefix("group.instance.id"), a.get("instance-id"));
+        }
+        if (a.containsKey("standby-replicas")) {
+            p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, Integer.parseInt(a.get("standby-replicas")));
+        }
+        if (a.containsKey("session-timeout-ms")) {
+            p.put(StreamsConfig.mainConsumerPrefix("session.timeout.ms"), Integer.parseInt(a.get("session-timeout-ms")));
+        }
+        if (a.containsKey("heartbeat-interval-ms")) {
+            p.put(StreamsConfig.mainConsumerPrefix("heartbeat.interval.ms"), Integer.parseInt(a.get("heartbeat-interval-ms")));
+        }
         if (a.containsKey("cache-bytes")) {
             // 0 turns off the record cache: every update is emitted, as tidemark does.
             p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(a.get("cache-bytes")));
@@ -109,6 +132,20 @@ public final class Main {
             streams.close(Duration.ofSeconds(20));
             done.countDown();
         }));
+        // Finished restores, for the failover measurement ("RESTORED <task> <store> <records>").
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(TopicPartition tp, String store, long start, long end) {}
+
+            @Override
+            public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long n) {}
+
+            @Override
+            public void onRestoreEnd(TopicPartition tp, String store, long total) {
+                System.out.println("RESTORED " + tp + " " + store + " " + total);
+                System.out.flush();
+            }
+        });
         streams.start();
         done.await();
     }
