@@ -15,9 +15,14 @@ import (
 // known only once its source has decoded it, so the charge comes after the
 // record: when the tenant's bucket is empty, the record has been processed
 // on credit and its partition is held — its queued records are not
-// processed and its fetching is paused (kgo PauseFetchPartitions) — until
-// Admit grants the owed token, after the wait it named. Then the partition
-// resumes where it stopped. Over time a limited tenant's records are
+// processed, and what is fetched meanwhile joins the queue, whose bound
+// pauses the partition's fetching (kgo PauseFetchPartitions) once it is
+// full — until Admit grants the owed token, after the wait it named. Then
+// the partition resumes where it stopped. The hold itself does not pause
+// fetching: a hold lasts one token, and pausing and resuming at the
+// tenant's rate would make the client drop and refetch the partition's
+// buffered records over and over (measured: a throttled hot tenant then
+// doubled the other tenants' p99). Over time a limited tenant's records are
 // processed at its Rate, after an initial Burst (+1).
 //
 // Nothing is dropped, skipped or reordered: a held partition's records

@@ -174,18 +174,15 @@ type fairQueues struct {
 	perPass, bound int
 	tasks          map[topology.TaskID]*taskQueue
 	parts          map[changelog.TopicPartition]*partQueue
-	// paused are the input partitions the loop paused, with why:
-	// pauseBacklog or pauseThrottled.
+	// paused are the input partitions the loop paused, with why
+	// (pauseBacklog).
 	paused map[changelog.TopicPartition]string
 
 	mu      sync.Mutex
 	revoked []changelog.TopicPartition
 }
 
-const (
-	pauseBacklog   = "backlog"
-	pauseThrottled = "throttled"
-)
+const pauseBacklog = "backlog"
 
 func newFairQueues(perPass, pollRecords int) *fairQueues {
 	return &fairQueues{perPass: perPass, bound: queueBound(perPass, pollRecords),
@@ -479,9 +476,20 @@ func (s *session) applyPauses() {
 			}
 		}
 	}
-	for tp, p := range f.parts {
-		if p.hold.held() {
-			want[tp] = pauseThrottled
+	// A partition held by admission control (app_admit.go) is not paused
+	// for the hold itself: its records wait in its queue, and the bound
+	// above pauses its fetching once they fill it. Pausing for every hold
+	// would pause and resume the partition at the tenant's rate (a hold
+	// lasts one token), and kgo drops what it buffered for a paused
+	// partition and fetches it again: a throttled tenant would keep the
+	// broker and the loop busy refetching its records. Without a bound
+	// (fair scheduling off) a hold must pause, or its queue would grow
+	// without limit.
+	if f.bound == 0 {
+		for tp, p := range f.parts {
+			if p.hold.held() {
+				want[tp] = pauseBacklog
+			}
 		}
 	}
 	if len(want) == 0 && len(f.paused) == 0 {

@@ -311,27 +311,64 @@ func metricValue(m prometheus.Metric) float64 {
 }
 
 // TestAdmissionReleasesAHoldWithAnEmptyQueue: a partition held on its last
-// queued record (so paused, with nothing queued) is still looked after by
-// the loop, released once the tenant's token is there, and resumed.
+// queued record (nothing queued) is still looked after by the loop and
+// released once the tenant's token is there. The hold itself does not
+// pause fetching (pausing at the tenant's rate would make the client drop
+// and refetch the partition's records over and over): what arrives
+// meanwhile queues, and the queue's bound pauses the partition once full.
 func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
-	r := newFairRig(t, 500, 1000, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	r := newFairRig(t, 5, 20, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	r.s.cl = cl
+	paused := func() string { return fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) }
 	r.feed(0, "hot", 0, 2)
 	r.pass(t)
 	r.s.applyPauses()
-	if r.s.fair.queued() != 0 || !r.s.fair.busy() || fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) != "[0]" {
-		t.Fatalf("held on its last record: queued %d, busy %v, paused %v", r.s.fair.queued(), r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	if r.s.fair.queued() != 0 || !r.s.fair.busy() || paused() != "[]" {
+		t.Fatalf("held on its last record: queued %d, busy %v, paused %s; want 0, true, []", r.s.fair.queued(), r.s.fair.busy(), paused())
 	}
-	r.now = r.now.Add(100 * time.Millisecond)
+	r.feed(0, "hot", 2, 21) // arrives while held: queued, not processed
 	r.pass(t)
 	r.s.applyPauses()
-	if r.s.fair.busy() || len(cl.PauseFetchPartitions(nil)) != 0 {
-		t.Fatalf("after the wait: busy %v, paused %v", r.s.fair.busy(), cl.PauseFetchPartitions(nil))
+	if r.s.fair.queued() != 21 || paused() != "[0]" {
+		t.Fatalf("held with 21 queued (bound 20): queued %d, paused %s; want 21, [0]", r.s.fair.queued(), paused())
+	}
+	r.now = r.now.Add(100 * time.Millisecond)
+	if n := r.pass(t); n != 1 {
+		t.Fatalf("after one token's wait: processed %d, want 1 (then held again)", n)
+	}
+	for range 30 {
+		r.now = r.now.Add(100 * time.Millisecond)
+		r.pass(t)
+	}
+	r.s.applyPauses()
+	if r.s.fair.queued() != 0 || paused() != "[]" {
+		t.Fatalf("after the waits: queued %d, paused %s; want 0, []", r.s.fair.queued(), paused())
+	}
+	if got := len(r.out[0]); got != 23 {
+		t.Fatalf("%d outputs, want 23: none dropped", got)
+	}
+}
+
+// Without fair scheduling the queues have no bound, so a hold pauses its
+// partition at once.
+func TestAdmissionHoldPausesWithoutABound(t *testing.T) {
+	r := newFairRig(t, UnlimitedRecordsPerTaskPass, 20, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	r.feed(0, "hot", 0, 5)
+	r.pass(t)
+	r.s.applyPauses()
+	if got := fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]); got != "[0]" {
+		t.Fatalf("held, no bound: paused %s, want [0]", got)
 	}
 }
 

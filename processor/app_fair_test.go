@@ -221,7 +221,8 @@ func TestFairQueuesExactlyOnceAcrossRedo(t *testing.T) {
 // TestAdmissionThrottlesATenantToItsRate: tenant hot (input partition 0)
 // has Rate 300/s; cold (partition 1) has none. hot's records are processed
 // at ≈ 300/s, none dropped or reordered, its partition's fetching paused
-// while it waits; cold's all commit within the first seconds.
+// once its held queue fills (its bound); cold's all commit within the first
+// seconds.
 func TestAdmissionThrottlesATenantToItsRate(t *testing.T) {
 	const rate, n = 300.0, 1500
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
@@ -255,7 +256,11 @@ func TestAdmissionThrottlesATenantToItsRate(t *testing.T) {
 			coldDone = time.Now()
 		}
 	})
+	// Small polls and passes make the held partition's queue bound
+	// (max(4 passes, one poll) = 200 records) smaller than its backlog, so
+	// its fetching must pause while it waits for tokens.
 	app, stop := runApp(t, topo, processor.WithHTTP("127.0.0.1:0"),
+		processor.WithMaxRecordsPerTaskPass(50), func(c *processor.Config) { c.PollRecords = 200 },
 		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond,
 			Tenants: map[string]frontier.TenantOptions{"hot": {Rate: rate}}}))
 	start := time.Now()
