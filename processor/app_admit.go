@@ -71,9 +71,22 @@ func (s *session) charge(lt *liveTask, p *partQueue) {
 	}
 	now := s.now()
 	if ok, wait := s.ctrl.Admit(now, tenant, 1); !ok {
-		p.hold = admitHold{owed: tenant, since: now, retry: now.Add(wait)}
+		p.hold = admitHold{owed: tenant, since: now, retry: now.Add(max(wait, minHold))}
+		p.throttled = now
 	}
 }
+
+// minHold is the shortest hold. The owed token alone comes after 1/Rate
+// (0.4ms at 2500 records/s): released that early, the partition would get
+// one record per loop pass, each pass with its poll, controller tick and
+// pause bookkeeping. Held at least minHold, it finds Rate·minHold tokens
+// on release and processes them in one pass; the tenant's rate is the
+// same.
+const minHold = 10 * time.Millisecond
+
+// throttledFor is how long after its last hold a partition's queue and lag
+// are left out of the backlog the commit controller is told about.
+const throttledFor = time.Second
 
 // releaseHolds asks Admit again for the holds whose wait is over and
 // releases the partitions whose owed token it grants.

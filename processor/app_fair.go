@@ -93,6 +93,8 @@ type partQueue struct {
 	// that fetch (its high watermark minus the next offset).
 	behind int64
 	hold   admitHold // app_admit.go
+	// throttled is when admission control last held the partition.
+	throttled time.Time
 	// polls are when the queued records were fetched: one mark per
 	// enqueued batch, its last offset and its poll time, so a record
 	// processed passes later still reports when it reached the process
@@ -437,18 +439,28 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 // observeQueues exports the queues and the lag they are part of, and feeds
 // the controller the lag: the records behind each partition's last fetch
 // plus those fetched and still queued.
+//
+// The controller is not told about the backlog of partitions admission
+// control throttled within the last throttledFor: that backlog waits by
+// the user's choice, and counted as backlog it would have the controller
+// believe the loop is draining or overloaded and stretch every tenant's
+// commit interval for it.
 func (s *session) observeQueues(now time.Time) {
-	var lag int64
+	var lag, ctrlLag int64
 	for id, q := range s.fair.tasks {
 		var tl int64
 		for _, p := range q.parts {
-			tl += p.behind + int64(len(p.recs))
+			pl := p.behind + int64(len(p.recs))
+			tl += pl
+			if p.throttled.IsZero() || now.Sub(p.throttled) >= throttledFor {
+				ctrlLag += pl
+			}
 		}
 		lag += tl
 		s.app.metrics.taskLag.WithLabelValues(id.String()).Set(float64(tl))
 		s.app.metrics.fair.queued.WithLabelValues(id.String()).Set(float64(q.queued))
 	}
-	s.ctrl.ObserveLag(now, lag)
+	s.ctrl.ObserveLag(now, ctrlLag)
 	s.app.metrics.lag.Set(float64(lag))
 }
 

@@ -400,3 +400,27 @@ func TestQueuedRecordsKeepTheirPollTime(t *testing.T) {
 		t.Fatalf("discard kept %d poll marks", len(p.polls))
 	}
 }
+
+// The backlog of a partition admission control holds back is left out of
+// what the commit controller is told (it waits by choice; counted, it
+// would stretch every tenant's commit interval), but stays in the lag
+// metrics; a second after its last hold it counts again.
+func TestThrottledBacklogIsNotTheControllersBacklog(t *testing.T) {
+	r := newFairRig(t, 5, 20, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	r.feed(0, "hot", 0, 12)
+	r.feed(1, "cold", 0, 12)
+	r.pass(t) // hot: 1 on the burst, 1 on credit, then held; cold: 5
+	r.s.observeQueues(r.now)
+	if got := r.s.ctrl.Snapshot().Backlog; got != 7 {
+		t.Fatalf("controller backlog %d, want cold's 7 queued (hot's 10 are throttled)", got)
+	}
+	if got := metricValue(r.s.app.metrics.lag); got != 17 {
+		t.Fatalf("lag metric %v, want all 17 queued", got)
+	}
+	r.s.fair.parts[changelog.TopicPartition{Topic: "in", Partition: 0}].hold = admitHold{}
+	r.now = r.now.Add(throttledFor)
+	r.s.observeQueues(r.now)
+	if got := r.s.ctrl.Snapshot().Backlog; got != 17 {
+		t.Fatalf("a second after the last hold: controller backlog %d, want 17", got)
+	}
+}
