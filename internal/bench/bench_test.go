@@ -32,9 +32,12 @@ func TestHarnessMeasuresRawSystems(t *testing.T) {
 		Partitions:     2,
 		SweepWorkloads: []string{"stateless"},
 		SweepFractions: []float64{0.1},
-		Warmup:         time.Second,
-		Measure:        2 * time.Second,
-		WorkDir:        t.TempDir(),
+		// A warmup long enough for a transactional worker to start on a
+		// loaded machine (its producer id and first transaction can take
+		// seconds there): with 1s, raw-txn once had no output in the window.
+		Warmup:  4 * time.Second,
+		Measure: 2 * time.Second,
+		WorkDir: t.TempDir(),
 	}, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
