@@ -1,29 +1,14 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
 // WriteFiles writes results.json and results.md into dir.
 func (r *FailoverReport) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	r.Markdown(&md)
-	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644)
+	return writeResults(dir, "results", r, r.Markdown)
 }
 
 // Markdown renders the failover table the README shows.

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,19 +13,7 @@ import (
 // WriteFiles writes results.json, results.md and one staleness-vs-rate SVG
 // per swept workload into dir.
 func (r *Report) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	r.Markdown(&md)
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+	if err := writeResults(dir, "results", r, r.Markdown); err != nil {
 		return err
 	}
 	for _, w := range r.sweptWorkloads() {

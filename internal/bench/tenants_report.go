@@ -1,32 +1,17 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 )
 
 // WriteFiles writes tenants.json and tenants.md into dir.
 func (r *TenantReport) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("bench tenants: results dir: %w", err)
-	}
-	b, err := json.MarshalIndent(r.jsonSafe(), "", "  ")
-	if err != nil {
-		return fmt.Errorf("bench tenants: encode results: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tenants.json"), b, 0o644); err != nil {
-		return fmt.Errorf("bench tenants: write results: %w", err)
-	}
-	var md strings.Builder
-	r.Markdown(&md)
-	if err := os.WriteFile(filepath.Join(dir, "tenants.md"), []byte(md.String()), 0o644); err != nil {
-		return fmt.Errorf("bench tenants: write results: %w", err)
+	if err := writeResults(dir, "tenants", r.jsonSafe(), r.Markdown); err != nil {
+		return fmt.Errorf("bench tenants: %w", err)
 	}
 	return nil
 }
