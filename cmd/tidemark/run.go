@@ -107,6 +107,7 @@ func addServiceFlags(fl *pflag.FlagSet, configPath *string, f *serviceConfig) {
 	fl.StringVar(&f.CartTTL, "cart-ttl", "", "expire cart lines this long after their last change, event time (default 30m)")
 	fl.StringVar(&f.CartTotalsEvery, "cart-totals-every", "", "emit each cart's total at most once per this much event time (default 1s)")
 	fl.StringVar(&f.LogLevel, "log-level", f.LogLevel, "debug, info, warn or error")
+	addHAFlags(fl, &f.haConfig)
 	sec := &f.Security
 	fl.BoolVar(&sec.TLS.Enabled, "tls", false, "connect to the brokers over TLS")
 	fl.StringVar(&sec.TLS.CAFile, "tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system roots)")
@@ -157,6 +158,10 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	set("skip-undecodable", func() { cfg.SkipUndecodable = f.SkipUndecodable })
 	set("topic-prefix", func() { cfg.TopicPrefix = f.TopicPrefix })
 	set("create-topics", func() { cfg.CreateTopics = f.CreateTopics })
+	set("standby-replicas", func() { cfg.StandbyReplicas = f.StandbyReplicas })
+	set("acceptable-recovery-lag", func() { cfg.AcceptableRecoveryLag = f.AcceptableRecoveryLag })
+	set("snapshot-store", func() { cfg.SnapshotStore = f.SnapshotStore })
+	set("max-records-per-task-pass", func() { cfg.MaxRecordsPerTaskPass = f.MaxRecordsPerTaskPass })
 	set("partitions", func() { cfg.Partitions = f.Partitions })
 	set("fraud-threshold", func() { cfg.FraudThreshold = f.FraudThreshold })
 	set("ship-within", func() { cfg.ShipWithin = f.ShipWithin })
@@ -216,6 +221,7 @@ func (s *service) app(logw io.Writer) (*processor.App, error) {
 	if adv := s.cfg.AdvertisedHTTP; adv != "" {
 		opts = append(opts, processor.WithAdvertisedHTTP(adv))
 	}
+	opts = append(opts, s.cfg.haConfig.options()...)
 	return processor.NewApp(topo, opts...)
 }
 

@@ -60,6 +60,9 @@ type serviceConfig struct {
 	LogLevel        string            `yaml:"log_level" json:"log_level"`
 	// Security is TLS and SASL for every connection to the brokers.
 	Security security.Config `yaml:"security" json:"security"`
+	// Standbys, warm-ups, snapshots and fair scheduling (run_ha.go); its
+	// fields sit at the top level of the file.
+	haConfig
 }
 
 // defaultServiceConfig documents every default in one place.
@@ -148,6 +151,9 @@ func applyEnv(cfg *serviceConfig, getenv func(string) string) error {
 			}
 			*p = b
 		}
+	}
+	if err := applyHAEnv(&cfg.haConfig, getenv); err != nil {
+		return err
 	}
 	if v := getenv("TIDEMARK_PARTITIONS"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 32)
@@ -242,6 +248,9 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	}
 	if err := s.commit.Validate(); err != nil {
 		return nil, fmt.Errorf("config: commit_policy/commit_interval/staleness_target/tenant_classes: %w", err)
+	}
+	if err := c.haConfig.validate(); err != nil {
+		return nil, err
 	}
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		return nil, fmt.Errorf("config: partitions %d: accepted range 1..10000", c.Partitions)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"gocloud.dev/blob"
+
+	"github.com/tidemark-streams/tidemark/processor"
+)
+
+// haConfig is the part of serviceConfig about recovery and scheduling:
+// standby replicas and warm-ups, the snapshot store, fair scheduling. The
+// zero value keeps processor's defaults (no standbys, warm-ups on with
+// Kafka Streams' acceptable recovery lag, no snapshots, 500 records per
+// task per pass).
+type haConfig struct {
+	StandbyReplicas       int    `yaml:"standby_replicas" json:"standby_replicas"`
+	AcceptableRecoveryLag int64  `yaml:"acceptable_recovery_lag" json:"acceptable_recovery_lag"`
+	SnapshotStore         string `yaml:"snapshot_store" json:"snapshot_store"`
+	// MaxRecordsPerTaskPass: 0 keeps the default, -1 turns fair
+	// scheduling off (processor.UnlimitedRecordsPerTaskPass).
+	MaxRecordsPerTaskPass int `yaml:"max_records_per_task_pass" json:"max_records_per_task_pass"`
+}
+
+func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
+	fl.IntVar(&f.StandbyReplicas, "standby-replicas", 0, "standby replicas per stateful task, kept warm on other instances for fast failover")
+	fl.Int64Var(&f.AcceptableRecoveryLag, "acceptable-recovery-lag", 0, "changelog records an instance may lag and still take a task at once; more and it warms up first (default 10000)")
+	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
+	fl.IntVar(&f.MaxRecordsPerTaskPass, "max-records-per-task-pass", 0, "records of one task per record-loop pass, so a backlogged task cannot starve the others (default 500; -1: off)")
+}
+
+// applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
+// TIDEMARK_SNAPSHOT_STORE and TIDEMARK_MAX_RECORDS_PER_TASK_PASS.
+func applyHAEnv(f *haConfig, getenv func(string) string) error {
+	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
+		f.SnapshotStore = v
+	}
+	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: want an integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	if v := getenv("TIDEMARK_ACCEPTABLE_RECOVERY_LAG"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("TIDEMARK_ACCEPTABLE_RECOVERY_LAG=%q: want an integer", v)
+		}
+		f.AcceptableRecoveryLag = n
+	}
+	return nil
+}
+
+// validate names the field at fault. The snapshot store's scheme must be
+// one this binary links (file:// and mem://; S3 and GCS need a build with
+// gocloud's s3blob or gcsblob imported), checked now rather than at the
+// first checkpoint.
+func (f haConfig) validate() error {
+	if f.StandbyReplicas < 0 {
+		return fmt.Errorf("config: standby_replicas %d: must not be negative", f.StandbyReplicas)
+	}
+	if f.AcceptableRecoveryLag < 0 {
+		return fmt.Errorf("config: acceptable_recovery_lag %d: must not be negative", f.AcceptableRecoveryLag)
+	}
+	if f.MaxRecordsPerTaskPass < processor.UnlimitedRecordsPerTaskPass {
+		return fmt.Errorf("config: max_records_per_task_pass %d: want ≥ 1, 0 for the default or -1 for no limit", f.MaxRecordsPerTaskPass)
+	}
+	if f.SnapshotStore != "" {
+		u, err := url.Parse(f.SnapshotStore)
+		if err != nil || u.Scheme == "" {
+			return fmt.Errorf("config: snapshot_store %q: want a blob store URL such as file:///var/lib/tidemark-snapshots", f.SnapshotStore)
+		}
+		if !blob.DefaultURLMux().ValidBucketScheme(u.Scheme) {
+			return fmt.Errorf("config: snapshot_store %q: this build has no %s:// driver (it links file:// and mem://; build with gocloud.dev/blob/s3blob or gcsblob imported for S3 or GCS)", f.SnapshotStore, u.Scheme)
+		}
+	}
+	return nil
+}
+
+// options are the processor options for the settings that differ from
+// processor's defaults.
+func (f haConfig) options() []processor.Option {
+	var opts []processor.Option
+	if f.StandbyReplicas > 0 {
+		opts = append(opts, processor.WithStandbyReplicas(f.StandbyReplicas))
+	}
+	if f.AcceptableRecoveryLag > 0 {
+		opts = append(opts, processor.WithAcceptableRecoveryLag(f.AcceptableRecoveryLag))
+	}
+	if f.SnapshotStore != "" {
+		opts = append(opts, processor.WithSnapshotStore(f.SnapshotStore))
+	}
+	if f.MaxRecordsPerTaskPass != 0 {
+		opts = append(opts, processor.WithMaxRecordsPerTaskPass(f.MaxRecordsPerTaskPass))
+	}
+	return opts
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// The recovery settings reach the App from the file, the environment and
+// the flags, each later source winning.
+func TestRunConfigHASettingsReachTheApp(t *testing.T) {
+	snaps := "file://" + t.TempDir()
+	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\n")
+	var configPath string
+	f := defaultServiceConfig()
+	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	addServiceFlags(fl, &configPath, &f)
+	if err := fl.Parse([]string{"--standby-replicas", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TIDEMARK_MAX_RECORDS_PER_TASK_PASS": "-1", "TIDEMARK_STATE_DIR": t.TempDir()}
+	cfg, err := resolveServiceConfig(path, func(k string) string { return env[k] }, fl, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := s.app(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := app.Config()
+	if got.StandbyReplicas != 2 || got.AcceptableRecoveryLag != 500 || got.Snapshots.URL != snaps || got.MaxRecordsPerTaskPass != -1 {
+		t.Fatalf("standbys %d (want the flag's 2), recovery lag %d (want the file's 500), snapshots %q (want %q), records per pass %d (want the env's -1)",
+			got.StandbyReplicas, got.AcceptableRecoveryLag, got.Snapshots.URL, snaps, got.MaxRecordsPerTaskPass)
+	}
+}
+
+func TestRunConfigHAErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ file, env, want string }{
+		{file: "standby_replicas: -1", want: "standby_replicas -1"},
+		{file: "acceptable_recovery_lag: -5", want: "acceptable_recovery_lag -5"},
+		{file: "max_records_per_task_pass: -2", want: "max_records_per_task_pass -2"},
+		{file: "snapshot_store: /no/scheme", want: `snapshot_store "/no/scheme"`},
+		{file: "snapshot_store: s3://bucket", want: "no s3:// driver"},
+		{env: "x", want: `TIDEMARK_STANDBY_REPLICAS="x"`},
+	} {
+		path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\n"+tc.file+"\n")
+		cfg, err := resolveServiceConfig(path, func(k string) string {
+			if k == "TIDEMARK_STANDBY_REPLICAS" {
+				return tc.env
+			}
+			return ""
+		}, nil, defaultServiceConfig())
+		if err == nil {
+			_, err = cfg.validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q/%q: error %v, want it to contain %q", tc.file, tc.env, err, tc.want)
+		}
+	}
+}
