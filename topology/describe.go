@@ -45,6 +45,8 @@ type NodeDescription struct {
 	Stores       []string
 	Predecessors []string
 	Successors   []string
+	// Placement is a sink's tenant placement (WithPlacement), "" without.
+	Placement string
 }
 
 // Describe returns the topology's structure; its String form is stable and
@@ -55,6 +57,9 @@ func (t *Topology) Describe() Description {
 		sd := SubTopologyDescription{ID: st.ID}
 		for _, n := range st.nodes {
 			nd := NodeDescription{Name: n.name, Kind: n.kind, Operator: n.op, Topics: n.topics, Stores: n.stores}
+			if ps, ok := n.impl.(placedSink); ok && n.kind == KindSink && ps.tenantPlacement() != nil {
+				nd.Placement = ps.tenantPlacement().String()
+			}
 			for _, p := range n.parents {
 				nd.Predecessors = append(nd.Predecessors, p.name)
 			}
@@ -86,10 +91,12 @@ func (d Description) String() string {
 	for _, st := range d.SubTopologies {
 		fmt.Fprintf(&b, "   Sub-topology: %d\n", st.ID)
 		for _, n := range st.Nodes {
-			switch n.Kind {
-			case KindSource:
+			switch {
+			case n.Kind == KindSource:
 				fmt.Fprintf(&b, "    Source: %s (topics: [%s])\n", n.Name, strings.Join(n.Topics, ", "))
-			case KindSink:
+			case n.Kind == KindSink && n.Placement != "":
+				fmt.Fprintf(&b, "    Sink: %s (topic: %s, tenant placement: %s)\n", n.Name, n.Topics[0], n.Placement)
+			case n.Kind == KindSink:
 				fmt.Fprintf(&b, "    Sink: %s (topic: %s)\n", n.Name, n.Topics[0])
 			default:
 				fmt.Fprintf(&b, "    Processor: %s (stores: [%s])\n", n.Name, strings.Join(n.Stores, ", "))

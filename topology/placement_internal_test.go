@@ -139,3 +139,22 @@ func TestTenantPlacementBuildErrors(t *testing.T) {
 		t.Fatalf("equally placed join: %v", err)
 	}
 }
+
+// Describe names a placed sink's dedicated partitions, so an operator can
+// check a deployment's placement without reading its code.
+func TestDescribeShowsTenantPlacement(t *testing.T) {
+	b := NewBuilder("app")
+	s := b.Stream("in", serde.String(), serde.String())
+	s.To("placed", WithPlacement(NewTenantPlacement(map[string][]int32{"hot": {3, 1}})))
+	s.To("plain")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := topo.String()
+	for _, want := range []string{"(topic: placed, tenant placement: hot=[1 3]; others share the rest)", "(topic: plain)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Describe:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+}
