@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// estimateAge is the time constant over which commit latency and cost
+// samples age (meanDev.observeAged): at commit intervals well below it
+// each sample moves the estimates by the usual per-sample gain; a sample
+// that comes after a second or more of silence replaces most of them.
+const estimateAge = time.Second
+
 // Controller decides the commit cadence of one commit group (one
 // transactional session). Feed it observations in time order and call Tick;
 // it is not safe for concurrent use. Times must not go backwards; a time
@@ -43,6 +49,7 @@ type Controller struct {
 	inflight       []batch // per tenant, outputs in the outstanding commit
 	inflightCloses int
 	lastStart      time.Time
+	lastFinish     time.Time // of the last acknowledged commit: ages L and c
 	started        bool
 
 	obsOldest meanDev
@@ -246,12 +253,17 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 		return
 	}
 	lat := c.now.Sub(c.lastStart).Seconds()
-	c.latency.observe(lat)
+	var since float64
+	if !c.lastFinish.IsZero() {
+		since = c.now.Sub(c.lastFinish).Seconds()
+	}
+	c.lastFinish = c.now
+	c.latency.observeAged(lat, since, estimateAge.Seconds())
 	cost := ack.Cost.Seconds()
 	if ack.Cost <= 0 {
 		cost = lat
 	}
-	c.cost.observe(cost)
+	c.cost.observeAged(cost, since, estimateAge.Seconds())
 	c.blocked = cost
 	c.rateReg.observe(c.startRate, lat)
 	c.replanDue = true

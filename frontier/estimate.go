@@ -36,6 +36,29 @@ func (e *meanDev) observe(x float64) {
 	e.n++
 }
 
+// observeAged is observe for samples that come at a varying pace: a
+// sample that follows a quiet stretch of elapsed seconds gets at least the
+// weight a time-constant-tau EWMA gives it (1−exp(−elapsed/τ)). With
+// commits every few milliseconds that is the per-sample gain; with
+// commits seconds apart it is most of the weight. Per sample alone, an
+// estimate inflated by a few huge transactions (a bulk load, a restore
+// backlog) makes the controller choose long intervals, which makes the
+// samples that would correct it rare: it recovered one commit at a time,
+// over tens of seconds of multi-second staleness.
+func (e *meanDev) observeAged(x, elapsed, tau float64) {
+	if e.n == 0 || elapsed <= 0 || tau <= 0 {
+		e.observe(x)
+		return
+	}
+	w := 1 - math.Exp(-elapsed/tau)
+	mg, dg := max(meanGain, w), max(devGain, w)
+	err := x - e.mean
+	e.mean += mg * err
+	e.dev += dg * (math.Abs(err) - e.dev)
+	e.vr += dg * (err*err - e.vr)
+	e.n++
+}
+
 func (e *meanDev) high() float64 { return e.mean + highDevs*e.dev }
 
 // flow estimates a rate and a per-item cost from counts reported at
