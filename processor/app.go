@@ -39,6 +39,7 @@ type App struct {
 	secOpts []kgo.Opt // Config.Security's client options
 	log     *slog.Logger
 	metrics *appMetrics
+	thm     *threadMetrics // per stream thread (app_threads_metrics.go)
 	// snapStore is the snapshot store, nil without one (app_snapshot.go).
 	snapStore *changelog.SnapshotStore
 
@@ -53,14 +54,18 @@ type App struct {
 	// transaction being redone after a rejection produces its outputs one
 	// by one (app_errors.go, app_rejected.go). They outlive sessions; only
 	// the loop goroutine touches them.
+	// With stream threads (app_threads.go) the registries are shared
+	// under poisonMu, and isolate lives on each thread.
+	poisonMu       sync.Mutex
 	poison         map[recordKey]poisonEntry
 	rejectAttempts map[recordKey]int
-	isolate        bool
 
 	purge *purger // repartition topic purging (app_purge.go)
 
-	commitWatch      commitWatch // loop goroutine only
-	lastReflectedLog time.Time   // loop goroutine only
+	// threads are the record loops (WithThreads; app_threads.go); leases
+	// keep a task's local state to one of them at a time.
+	threads []*appThread
+	leases  taskLeases
 
 	ready    atomic.Bool
 	pub      published     // read by HTTP handlers
@@ -106,6 +111,8 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		rejectAttempts: map[recordKey]int{},
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
+	a.threads = newThreads(cfg.Threads)
+	a.thm = newThreadMetrics(a.metrics.reg, topo.Application())
 	a.purge = newPurger(a)
 	a.ha.registerMetrics(a.metrics.reg, topo.Application())
 	return a, nil
@@ -200,7 +207,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 				_ = srv.Close()
 			}
 		}()
-		return a.loop(gctx)
+		return a.runThreads(ctx, gctx)
 	})
 	err = g.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
@@ -216,11 +223,15 @@ func (a *App) Run(ctx context.Context) (err error) {
 // so the service rides through broker restarts by itself; only fatal
 // errors (bad topology against the cluster, a processing error under the
 // fail policy, corrupt input the app was told to stop on) end Run.
-func (a *App) loop(ctx context.Context) error {
+//
+// With stream threads each thread runs its own loop (app_threads.go); a
+// rebuild, which replaces the DB every thread shares, is then done by
+// runThreads once every thread stopped.
+func (a *App) loop(ctx context.Context, th *appThread) error {
 	var backoff retry.Backoff
 	for {
 		started := time.Now()
-		s, err := a.newSession(ctx)
+		s, err := a.newSession(ctx, th)
 		if err == nil {
 			err = s.run(ctx)
 			if err != nil && !errors.Is(err, errRestartSession) {
@@ -229,7 +240,9 @@ func (a *App) loop(ctx context.Context) error {
 			s.close(sessionEnd(ctx, err))
 		}
 		if ctx.Err() != nil {
-			a.leaveGroup()
+			if th.leave() {
+				a.leaveGroup(th)
+			}
 			return nil
 		}
 		cause, restart := restartCause(err)
@@ -237,6 +250,9 @@ func (a *App) loop(ctx context.Context) error {
 			return err
 		}
 		if cause == "rebuild" {
+			if len(a.threads) > 1 {
+				return fmt.Errorf("%w: %w", errRebuildThreads, err)
+			}
 			if rerr := a.rebuildState(err); rerr != nil {
 				return rerr
 			}
@@ -246,7 +262,7 @@ func (a *App) loop(ctx context.Context) error {
 			backoff.Reset() // a session that ran a while starts the sequence over
 		}
 		wait := backoff.Next()
-		a.log.Warn("restarting session", "cause", cause, "wait", wait.Round(time.Millisecond), "err", err)
+		a.log.Warn("restarting session", "thread", th.index, "cause", cause, "wait", wait.Round(time.Millisecond), "err", err)
 		a.metrics.sessionRestarts.WithLabelValues(cause).Inc()
 		if retry.Sleep(ctx, wait) != nil {
 			return nil
@@ -300,15 +316,15 @@ func restartCause(err error) (cause string, restart bool) {
 // leaveGroup removes this static member from the group on shutdown, so its
 // partitions move to the remaining instances now rather than after the
 // session timeout (scale-down). Restarts for a new session do not leave.
-func (a *App) leaveGroup() {
+func (a *App) leaveGroup(th *appThread) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := a.adm.LeaveGroup(ctx, kadm.LeaveGroup(a.topo.Application()).InstanceIDs(a.cfg.InstanceID))
+	resp, err := a.adm.LeaveGroup(ctx, kadm.LeaveGroup(a.topo.Application()).InstanceIDs(a.threadInstance(th)))
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		a.log.Warn("leave group", "err", err)
+		a.log.Warn("leave group", "thread", th.index, "err", err)
 	}
 }
 
@@ -329,8 +345,9 @@ func restartable(err error) bool {
 type published struct {
 	mu        sync.RWMutex
 	frontiers map[string]frontier.Frontier
-	snapshot  frontier.Snapshot
-	owners    map[int32]memberInfo // partition number -> owner, from the group
+	snapshot  frontier.Snapshot         // thread 0's controller
+	snapshots map[int]frontier.Snapshot // by thread (app_threads.go)
+	owners    map[int32]memberInfo      // partition number -> owner, from the group
 }
 
 // errCorruptState is wrapped by session errors that mean the local state

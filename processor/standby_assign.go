@@ -89,6 +89,10 @@ type haConfig struct {
 type haMember struct {
 	owned map[int32]bool  // partition numbers it owns now
 	lags  map[int32]int64 // reported lags (joinUserData.Lags)
+	// process names the process the member runs in (memberInfo.Instance:
+	// stream threads of one App share it, app_threads.go); "" counts as a
+	// process of its own.
+	process string
 }
 
 // haPlan is the result of assignHA, indexed like its members.
@@ -179,6 +183,11 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		l, ok := lag(m, p)
 		return ok && l <= cfg.acceptable
 	}
+	// sameProcess: members a and b share a process, and so a state
+	// directory: a copy on one is no copy for the other.
+	sameProcess := func(a, b int) bool {
+		return a == b || members[a].process != "" && members[a].process == members[b].process
+	}
 	load := make([]int, n) // actives and copies, for tie-breaks
 	for p := range parts {
 		t := target[p]
@@ -205,7 +214,13 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 					active = best
 				}
 			}
-			if active != t {
+			switch {
+			case active == t:
+			case sameProcess(active, t):
+				// Moving between threads of one process: t finds the
+				// state on its disk, there is nothing to warm up.
+				active = t
+			default:
 				plan.warmup[t] = append(plan.warmup[t], p)
 				load[t]++
 			}
@@ -223,15 +238,26 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		inFlight := !members[active].owned[p]
 		if inFlight {
 			for m := range members {
-				if m != active && members[m].owned[p] {
+				// From a sibling thread the state is local already:
+				// tailing it as a standby would be a second writer.
+				if !sameProcess(m, active) && members[m].owned[p] {
 					plan.standby[active] = append(plan.standby[active], p)
 					break
 				}
 			}
 		}
+		// Candidates: members of processes that hold no copy of p yet
+		// (neither the active, nor a warm-up, nor the in-flight standby).
 		var cands []int
 		for m := range members {
-			if m != active && !slices.Contains(plan.warmup[m], p) {
+			copyHere := false
+			for o := range members {
+				if sameProcess(m, o) && (o == active || slices.Contains(plan.warmup[o], p) || slices.Contains(plan.standby[o], p)) {
+					copyHere = true
+					break
+				}
+			}
+			if !copyHere {
 				cands = append(cands, m)
 			}
 		}
@@ -246,9 +272,17 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 			}
 			return load[cands[i]] < load[cands[j]]
 		})
-		for _, m := range cands[:min(cfg.standbys, len(cands))] {
+		placed := 0
+		for i, m := range cands {
+			if placed == cfg.standbys {
+				break
+			}
+			if slices.ContainsFunc(cands[:i], func(o int) bool { return sameProcess(m, o) && slices.Contains(plan.standby[o], p) }) {
+				continue // one copy per process
+			}
 			plan.standby[m] = append(plan.standby[m], p)
 			load[m]++
+			placed++
 		}
 	}
 	for m := range members {
