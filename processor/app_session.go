@@ -418,8 +418,8 @@ func (s *session) close(state string, attrs []any) {
 	s.collectCheckpoint(true)
 	s.stopSnapshots()
 	s.queryWithdraw()
-	s.exportDropped(s.app.metrics.dropped, s.now())
-	s.flushDropped(s.app.metrics.dropped, s.now())
+	s.exportDropped(s.th.droppedRecords(), s.now())
+	s.flushDropped(s.th.droppedRecords(), s.now())
 	s.stopRestores(state, attrs)
 	s.stopStandbys()
 	for _, id := range s.sortedTaskIDs() {
@@ -501,7 +501,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 			continue
 		}
-		s.exportDropped(s.app.metrics.dropped, s.now())
+		s.exportDropped(s.th.droppedRecords(), s.now())
 		if err := s.frontierTick(ctx, s.now()); err != nil {
 			return err
 		}

@@ -112,6 +112,11 @@ type appThread struct {
 	fsess *session
 	fss   *sessionFrontier
 
+	// dropped exports the drops of the thread's tasks (app_dropped.go: it
+	// tells a task gone from one recreated by the tasks it is shown, so
+	// each thread needs its own); the counters are the App's.
+	dropped *droppedRecords
+
 	ready atomic.Bool  // every task assigned to the thread runs
 	tasks atomic.Int64 // tasks running
 	lag   atomic.Int64 // records behind the inputs' end offsets
@@ -126,6 +131,19 @@ func newThreads(n int) []*appThread {
 		ths[i] = &appThread{index: i}
 	}
 	return ths
+}
+
+// droppedRecords is th's drop exporter: the App's for thread 0, one
+// sharing its counters for the others.
+func (th *appThread) droppedRecords() *droppedRecords {
+	if th.dropped == nil {
+		d := th.app.metrics.dropped
+		if th.index != 0 {
+			d = &droppedRecords{total: d.total, decode: d.decode, every: d.every, sites: map[dropSite]*dropState{}}
+		}
+		th.dropped = d
+	}
+	return th.dropped
 }
 
 // threadInstance is th's static group instance id: the App's instance id
