@@ -137,6 +137,9 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // other failure (bad topology against the cluster, a task error) returns.
 func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down before it started: nothing to commit
+		}
 		return err
 	}
 	defer a.admCl.Close()

@@ -200,6 +200,11 @@ type Config struct {
 	// each its own group member ("<InstanceID>-t<i>") with its own
 	// transactional producer (app_threads.go). Default DefaultThreads.
 	Threads int
+	// PinnedPartitions are the partition numbers whose tasks run on one
+	// stream thread of each process, apart from the other tasks
+	// (app_threads_pin.go). Default: the partitions the topology's
+	// placements dedicate to hot tenants.
+	PinnedPartitions []int32
 
 	persistedID bool // InstanceID lives in StateDir/instance-id
 

@@ -170,3 +170,69 @@ func TestThreadInstanceIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPinHot: with hot partitions, every process with several threads
+// runs its hot partitions on its first thread and the others elsewhere;
+// processes run their share of the partitions (by thread count); a second
+// round with the result as ownership moves nothing (no churn).
+// Randomised (logged seed).
+func TestPinHot(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 4))
+	for iter := range 2000 {
+		var members []haMember
+		procs := 1 + rng.IntN(3)
+		for pr := range procs {
+			for th := range 1 + rng.IntN(3) {
+				members = append(members, haMember{owned: map[int32]bool{}, process: "p" + string(rune('a'+pr)), thread: th})
+			}
+		}
+		parts := int32(2 + rng.IntN(10))
+		hot := map[int32]bool{}
+		for p := range parts {
+			if rng.IntN(4) == 0 {
+				hot[p] = true
+			}
+			if o := rng.IntN(len(members) + 1); o < len(members) {
+				members[o].owned[p] = true
+			}
+		}
+		cfg := haConfig{hot: hot}
+		plan := assignHA(members, parts, cfg)
+		threads := map[string]int{}
+		for _, mb := range members {
+			threads[mb.process]++
+		}
+		// The balance across members holds for the process totals: a
+		// process of k threads runs k·base to k·(base+1) partitions.
+		got := map[string]int{}
+		for _, m := range plan.active {
+			got[members[m].process]++
+		}
+		base := int(parts) / len(members)
+		for pr, k := range threads {
+			if got[pr] < k*base || got[pr] > k*(base+1) {
+				t.Fatalf("iter %d: process %s of %d threads runs %d of %d partitions over %d members", iter, pr, k, got[pr], parts, len(members))
+			}
+		}
+		for p, m := range plan.active {
+			if threads[members[m].process] < 2 || len(hot) == 0 {
+				continue // nothing to pin
+			}
+			if hot[int32(p)] != (members[m].thread == 0) {
+				t.Fatalf("iter %d: partition %d (hot %v) on thread %d of %s", iter, p, hot[int32(p)], members[m].thread, members[m].process)
+			}
+		}
+		again := slices.Clone(members)
+		for i := range again {
+			again[i].owned = map[int32]bool{}
+		}
+		for p, m := range plan.active {
+			again[m].owned[int32(p)] = true
+		}
+		if next := assignHA(again, parts, cfg); !slices.Equal(next.active, plan.active) {
+			t.Fatalf("iter %d: second round moved partitions: %v, then %v", iter, plan.active, next.active)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 		var ud joinUserData
 		if json.Unmarshal(meta.UserData, &ud) == nil {
 			mb.ha.lags = ud.Lags
-			mb.ha.process = ud.Instance
+			mb.ha.process, mb.ha.thread = ud.Instance, ud.Thread
 		}
 		members = append(members, mb)
 	})

@@ -213,6 +213,7 @@ func (a *App) haConfig() haConfig {
 		standbys:   a.cfg.StandbyReplicas,
 		acceptable: a.cfg.AcceptableRecoveryLag,
 		stateful:   func(p int32) bool { return len(a.statefulTasks(p)) > 0 },
+		hot:        a.pinnedPartitions(),
 	}
 }
 

@@ -83,6 +83,9 @@ type haConfig struct {
 	// stateful reports whether any task of partition number p has logged
 	// stores; nil: every partition is stateless (no standbys, no warm-ups).
 	stateful func(p int32) bool
+	// hot are the partition numbers pinned to one stream thread of
+	// their process (pinHot, app_threads_pin.go); nil: no pinning.
+	hot map[int32]bool
 }
 
 // haMember is one member as the HA assignment sees it.
@@ -91,8 +94,9 @@ type haMember struct {
 	lags  map[int32]int64 // reported lags (joinUserData.Lags)
 	// process names the process the member runs in (memberInfo.Instance:
 	// stream threads of one App share it, app_threads.go); "" counts as a
-	// process of its own.
+	// process of its own. thread is the member's stream thread in it.
 	process string
+	thread  int
 }
 
 // haPlan is the result of assignHA, indexed like its members.
@@ -169,7 +173,13 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 	for i, m := range members {
 		owned[i] = m.owned
 	}
-	target := balanceSticky(owned, parts)
+	var target []int
+	if len(cfg.hot) > 0 {
+		threads := processThreads(members)
+		target = pinHot(members, balanceSticky(pinOwned(members, threads), parts), cfg.hot, threads)
+	} else {
+		target = balanceSticky(owned, parts)
+	}
 	plan := haPlan{active: make([]int, parts), standby: make([][]int32, n), warmup: make([][]int32, n)}
 	stateful := func(p int32) bool { return cfg.stateful != nil && cfg.stateful(p) }
 	lag := func(m int, p int32) (int64, bool) {
