@@ -69,14 +69,21 @@ import (
 func WithThreads(n int) Option { return func(c *Config) { c.Threads = n } }
 
 // DefaultThreads is the number of stream threads of an App that does not
-// set Config.Threads: one. A second thread pays only when a core is idle
-// for it: measured on the 2-core development machine with the broker on
-// the same cores (bench count, see README), two threads raised neither
-// the maximum throughput nor the staleness at a fixed rate enough to be
-// worth the second producer's transactions (twice the EndTxn and marker
-// writes on the broker sharing the cores). On a host where the broker is
-// elsewhere and cores are free, WithThreads(runtime.GOMAXPROCS(0)/2) or
-// more is the setting to try.
+// set Config.Threads: one. A second thread pays only when a core is free
+// for it, and the typical small deployment (and this project's 2-core
+// development machine) runs the broker on the same cores: there the
+// second producer's transactions (twice the EndTxn round trips and
+// transaction markers for the broker to write) compete with the broker
+// for the CPU the second loop would use. Measured with `bench --quick
+// --workloads count --systems tidemark-adaptive,tidemark-adaptive-2t
+// --rates 5000,20000` on that machine (broker on the same 2 cores,
+// shared with other work, load average ~17), two runs in opposite order:
+// max throughput 2 threads / 1 thread 1.69 and 0.82; p99 staleness at
+// 5k/s 0.85 and 1.40, at 20k/s 4.3 and 1.08: no consistent gain, so one
+// thread, which also keeps the instance's identity (its transactional id
+// and frontier record) as it was. On a host with cores to spare (the
+// broker elsewhere), WithThreads(runtime.GOMAXPROCS(0)/2) or more is the
+// setting to measure.
 const DefaultThreads = 1
 
 // maxThreads bounds Config.Threads: each thread is a group member, a

@@ -307,3 +307,61 @@ func TestThreadsRebalanceBetweenTwoProcesses(t *testing.T) {
 	feed(600)
 	checkCounts(t, out, want)
 }
+
+// TestThreadsErrorStopsAppNamingThread: a record that fails processing
+// under the default fail policy ends the App, whichever thread runs its
+// task, and Run's error names the thread; the other thread stops too.
+func TestThreadsErrorStopsAppNamingThread(t *testing.T) {
+	in := kafkatestNewTopic(t, 4)
+	out := kafkatestNewTopic(t, 4)
+	appID := kafkatestName(t, "threads-fail")
+	b := topology.NewBuilder(appID)
+	b.Stream(in, serde.String(), serde.String()).
+		MapValues(func(_ string, v string) string {
+			if v == "boom" {
+				panic("boom")
+			}
+			return v
+		}).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(t.TempDir()), processor.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("ok"), Partition: 0},
+		&kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("boom"), Partition: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Run did not stop on the failing record within 60s")
+	}
+	if err == nil || !strings.Contains(err.Error(), "thread ") || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Run: %v; want the failure naming its thread", err)
+	}
+	t.Logf("Run: %.200s", err)
+}
+
+// TestThreadsPinHotPartitions: with pinned partitions (as tenant placement
+// dedicates them to hot tenants) and two threads, the pinned partition's
+// task runs alone on thread 0 and the other tasks on thread 1; counts stay
+// exactly once.
+func TestThreadsPinHotPartitions(t *testing.T) {
+	in := kafkatestNewTopic(t, 4)
+	out := kafkatestNewTopic(t, 4)
+	appID := kafkatestName(t, "threads-pin")
+	topo := countTopology(t, appID, in, out)
+	want := produceKeysN(t, in, 0, 800, 24, 4)
+	app, _ := runApp(t, topo, processor.WithThreads(2), processor.WithPinnedPartitions(3), processor.WithHTTP("127.0.0.1:0"))
+	checkCounts(t, out, want)
+	v := waitThreadsRunning(t, app, "http://"+app.HTTPAddr(), 2)
+	if got := strings.Join(v.Threads["0"], ","); got != "0_3" {
+		t.Fatalf("thread 0 runs %q, want the pinned task 0_3 alone (threads %v)", got, v.Threads)
+	}
+	if len(v.Threads["1"]) != 3 {
+		t.Fatalf("thread 1 runs %v, want the 3 other tasks", v.Threads["1"])
+	}
+}
