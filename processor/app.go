@@ -26,10 +26,11 @@ import (
 // like; the group spreads the partitions over them, keeping partition p of
 // co-partitioned topics on one instance.
 //
-// Inside an instance one goroutine (Run's) owns every task, the
-// transactional session and the frontier controller: records are processed,
-// committed and applied in one order, so the commit protocol of package txn
-// needs no locks. HTTP handlers reach that state only through snapshots the
+// Inside an instance each stream thread (WithThreads, default one;
+// app_threads.go) is one goroutine that owns its tasks, its transactional
+// session and its frontier controller: records are processed, committed
+// and applied in one order, so the commit protocol of package txn needs no
+// locks. HTTP handlers reach that state only through snapshots the
 // loop publishes; interactive queries read committed state from Badger
 // snapshots in their own goroutines, for the tasks the loop publishes as
 // queryable (app_queryable.go).

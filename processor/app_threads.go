@@ -74,16 +74,17 @@ func WithThreads(n int) Option { return func(c *Config) { c.Threads = n } }
 // development machine) runs the broker on the same cores: there the
 // second producer's transactions (twice the EndTxn round trips and
 // transaction markers for the broker to write) compete with the broker
-// for the CPU the second loop would use. Measured with `bench --quick
-// --workloads count --systems tidemark-adaptive,tidemark-adaptive-2t
-// --rates 5000,20000` on that machine (broker on the same 2 cores,
-// shared with other work, load average ~17), two runs in opposite order:
-// max throughput 2 threads / 1 thread 1.69 and 0.82; p99 staleness at
-// 5k/s 0.85 and 1.40, at 20k/s 4.3 and 1.08: no consistent gain, so one
-// thread, which also keeps the instance's identity (its transactional id
-// and frontier record) as it was. On a host with cores to spare (the
-// broker elsewhere), WithThreads(runtime.GOMAXPROCS(0)/2) or more is the
-// setting to measure.
+// for the CPU the second loop would use. Measured with `bench --workloads
+// count --systems tidemark-adaptive,tidemark-adaptive-2t` on that machine
+// (broker on the same 2 cores, shared with other work, load average
+// 10-17), five runs, the order of the systems alternated: max throughput
+// 2 threads / 1 thread 1.69, 0.82 (100k records), 0.75, 1.47, 0.89 (300k
+// records; the system measured first tends to win, geometric mean 1.06);
+// p99 staleness at 5k/s 0.85, 1.40, 1.38 and at 20k/s 4.3, 1.08, 0.97.
+// No consistent gain, so one thread, which also keeps the instance's
+// identity (its transactional id and frontier record) as it was. On a
+// host with cores to spare (the broker elsewhere),
+// WithThreads(runtime.GOMAXPROCS(0)/2) or more is the setting to measure.
 const DefaultThreads = 1
 
 // maxThreads bounds Config.Threads: each thread is a group member, a
