@@ -141,6 +141,11 @@ func TestThreadsCountExactlyOnceAcrossRestart(t *testing.T) {
 	if committed < 1200 || len(fr.Sinks[out].Publishers) != 2 {
 		t.Fatalf("frontier of %s: %d offsets (want at least 1200), publishers %v", out, committed, fr.Sinks[out].Publishers)
 	}
+	// The dashboard's data endpoints answer for the whole App.
+	for _, path := range []string{"/ui/api/frontier", "/ui/api/series"} {
+		var v map[string]any
+		getJSON(t, base+path, &v)
+	}
 	metrics := getText(t, base+"/metrics")
 	for _, series := range []string{`tidemark_thread_commits_total{app="` + appID + `",thread="0"}`, `tidemark_thread_commits_total{app="` + appID + `",thread="1"}`,
 		`tidemark_thread_tasks{app="` + appID + `",thread="1"}`} {
