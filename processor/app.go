@@ -26,10 +26,11 @@ import (
 // like; the group spreads the partitions over them, keeping partition p of
 // co-partitioned topics on one instance.
 //
-// Inside an instance one goroutine (Run's) owns every task, the
-// transactional session and the frontier controller: records are processed,
-// committed and applied in one order, so the commit protocol of package txn
-// needs no locks. HTTP handlers reach that state only through snapshots the
+// Inside an instance each stream thread (WithThreads, default one;
+// app_threads.go) is one goroutine that owns its tasks, its transactional
+// session and its frontier controller: records are processed, committed
+// and applied in one order, so the commit protocol of package txn needs no
+// locks. HTTP handlers reach that state only through snapshots the
 // loop publishes; interactive queries read committed state from Badger
 // snapshots in their own goroutines, for the tasks the loop publishes as
 // queryable (app_queryable.go).
@@ -39,6 +40,7 @@ type App struct {
 	secOpts []kgo.Opt // Config.Security's client options
 	log     *slog.Logger
 	metrics *appMetrics
+	thm     *threadMetrics // per stream thread (app_threads_metrics.go)
 	// snapStore is the snapshot store, nil without one (app_snapshot.go).
 	snapStore *changelog.SnapshotStore
 
@@ -53,14 +55,18 @@ type App struct {
 	// transaction being redone after a rejection produces its outputs one
 	// by one (app_errors.go, app_rejected.go). They outlive sessions; only
 	// the loop goroutine touches them.
+	// With stream threads (app_threads.go) the registries are shared
+	// under poisonMu, and isolate lives on each thread.
+	poisonMu       sync.Mutex
 	poison         map[recordKey]poisonEntry
 	rejectAttempts map[recordKey]int
-	isolate        bool
 
 	purge *purger // repartition topic purging (app_purge.go)
 
-	commitWatch      commitWatch // loop goroutine only
-	lastReflectedLog time.Time   // loop goroutine only
+	// threads are the record loops (WithThreads; app_threads.go); leases
+	// keep a task's local state to one of them at a time.
+	threads []*appThread
+	leases  taskLeases
 
 	ready    atomic.Bool
 	pub      published     // read by HTTP handlers
@@ -106,6 +112,8 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		rejectAttempts: map[recordKey]int{},
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
+	a.threads = newThreads(cfg.Threads)
+	a.thm = newThreadMetrics(a.metrics.reg, topo.Application())
 	a.purge = newPurger(a)
 	a.ha.registerMetrics(a.metrics.reg, topo.Application())
 	return a, nil
@@ -130,6 +138,9 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // other failure (bad topology against the cluster, a task error) returns.
 func (a *App) Run(ctx context.Context) (err error) {
 	if err := a.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // shut down before it started: nothing to commit
+		}
 		return err
 	}
 	defer a.admCl.Close()
@@ -200,7 +211,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 				_ = srv.Close()
 			}
 		}()
-		return a.loop(gctx)
+		return a.runThreads(ctx, gctx)
 	})
 	err = g.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
@@ -216,11 +227,15 @@ func (a *App) Run(ctx context.Context) (err error) {
 // so the service rides through broker restarts by itself; only fatal
 // errors (bad topology against the cluster, a processing error under the
 // fail policy, corrupt input the app was told to stop on) end Run.
-func (a *App) loop(ctx context.Context) error {
+//
+// With stream threads each thread runs its own loop (app_threads.go); a
+// rebuild, which replaces the DB every thread shares, is then done by
+// runThreads once every thread stopped.
+func (a *App) loop(ctx context.Context, th *appThread) error {
 	var backoff retry.Backoff
 	for {
 		started := time.Now()
-		s, err := a.newSession(ctx)
+		s, err := a.newSession(ctx, th)
 		if err == nil {
 			err = s.run(ctx)
 			if err != nil && !errors.Is(err, errRestartSession) {
@@ -229,7 +244,9 @@ func (a *App) loop(ctx context.Context) error {
 			s.close(sessionEnd(ctx, err))
 		}
 		if ctx.Err() != nil {
-			a.leaveGroup()
+			if th.leave() {
+				a.leaveGroup(th)
+			}
 			return nil
 		}
 		cause, restart := restartCause(err)
@@ -237,6 +254,9 @@ func (a *App) loop(ctx context.Context) error {
 			return err
 		}
 		if cause == "rebuild" {
+			if len(a.threads) > 1 {
+				return fmt.Errorf("%w: %w", errRebuildThreads, err)
+			}
 			if rerr := a.rebuildState(err); rerr != nil {
 				return rerr
 			}
@@ -246,7 +266,7 @@ func (a *App) loop(ctx context.Context) error {
 			backoff.Reset() // a session that ran a while starts the sequence over
 		}
 		wait := backoff.Next()
-		a.log.Warn("restarting session", "cause", cause, "wait", wait.Round(time.Millisecond), "err", err)
+		a.log.Warn("restarting session", "thread", th.index, "cause", cause, "wait", wait.Round(time.Millisecond), "err", err)
 		a.metrics.sessionRestarts.WithLabelValues(cause).Inc()
 		if retry.Sleep(ctx, wait) != nil {
 			return nil
@@ -300,15 +320,15 @@ func restartCause(err error) (cause string, restart bool) {
 // leaveGroup removes this static member from the group on shutdown, so its
 // partitions move to the remaining instances now rather than after the
 // session timeout (scale-down). Restarts for a new session do not leave.
-func (a *App) leaveGroup() {
+func (a *App) leaveGroup(th *appThread) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := a.adm.LeaveGroup(ctx, kadm.LeaveGroup(a.topo.Application()).InstanceIDs(a.cfg.InstanceID))
+	resp, err := a.adm.LeaveGroup(ctx, kadm.LeaveGroup(a.topo.Application()).InstanceIDs(a.threadInstance(th)))
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		a.log.Warn("leave group", "err", err)
+		a.log.Warn("leave group", "thread", th.index, "err", err)
 	}
 }
 
@@ -329,8 +349,9 @@ func restartable(err error) bool {
 type published struct {
 	mu        sync.RWMutex
 	frontiers map[string]frontier.Frontier
-	snapshot  frontier.Snapshot
-	owners    map[int32]memberInfo // partition number -> owner, from the group
+	snapshot  frontier.Snapshot         // thread 0's controller
+	snapshots map[int]frontier.Snapshot // by thread (app_threads.go)
+	owners    map[int32]memberInfo      // partition number -> owner, from the group
 }
 
 // errCorruptState is wrapped by session errors that mean the local state

@@ -42,11 +42,12 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	switch {
 	case st.Committed:
 		s.app.prunePoison(st.Offsets)
-		s.app.isolate = false
+		s.th.isolate = false
 		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
 		phases := [3]time.Duration{st.Prepare, st.End, st.Apply}
 		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
-		s.app.commitWatch.observe(end, s.app.log, reason, phases)
+		s.th.commitWatch.observe(end, s.app.log, reason, phases)
+		s.app.threadMetrics().commits.WithLabelValues(strconv.Itoa(s.th.index)).Inc()
 		s.acknowledge(end)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errRestartSession, err)
@@ -60,11 +61,11 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		if err := s.aborted(prepErr.AbortErr, abortPrepare); err != nil {
 			return err
 		}
-		if rejectedOutput && !s.app.isolate {
+		if rejectedOutput && !s.th.isolate {
 			// Redo it producing outputs one by one, to find out which
 			// input record the rejected output came from.
 			s.app.log.Warn("an output was rejected; redoing the transaction one output at a time to find its input record")
-			s.app.isolate = true
+			s.th.isolate = true
 		}
 		return nil
 	case err != nil && restartable(err):
@@ -169,9 +170,7 @@ func (s *session) acknowledge(now time.Time) {
 	}
 	s.app.metrics.recordsOut.Add(float64(outputs))
 	s.app.metrics.deadLettered.Add(float64(deadLettered))
-	s.app.pub.mu.Lock()
-	s.app.pub.snapshot = s.ctrl.Snapshot()
-	s.app.pub.mu.Unlock()
+	s.app.publishSnapshot(s.th, s.ctrl.Snapshot())
 	s.txn.reset()
 }
 

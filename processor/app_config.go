@@ -196,6 +196,16 @@ type Config struct {
 	// after Security's options.
 	ClientOpts []kgo.Opt
 
+	// Threads is how many stream threads (record loops) the App runs,
+	// each its own group member ("<InstanceID>-t<i>") with its own
+	// transactional producer (app_threads.go). Default DefaultThreads.
+	Threads int
+	// PinnedPartitions are the partition numbers whose tasks run on one
+	// stream thread of each process, apart from the other tasks
+	// (app_threads_pin.go). Default: the partitions the topology's
+	// placements dedicate to hot tenants.
+	PinnedPartitions []int32
+
 	persistedID bool // InstanceID lives in StateDir/instance-id
 
 	// Set while NewApp applies options: the option's index, and an option's
@@ -420,6 +430,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := d.validateStandby(); err != nil {
+		return err
+	}
+	if err := checkThreads(d.Threads); err != nil {
 		return err
 	}
 	if err := d.Security.Validate(); err != nil {

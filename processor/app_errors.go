@@ -113,6 +113,8 @@ type poisonEntry struct {
 // prunePoison forgets the bad records a commit moved past: they will not
 // be read again.
 func (a *App) prunePoison(committed map[string]map[int32]int64) {
+	a.poisonMu.Lock()
+	defer a.poisonMu.Unlock()
 	for k := range a.poison {
 		if off, ok := committed[k.topic][k.partition]; ok && off > k.offset {
 			delete(a.poison, k)

@@ -461,7 +461,7 @@ func (s *session) observeQueues(now time.Time) {
 		s.app.metrics.fair.queued.WithLabelValues(id.String()).Set(float64(q.queued))
 	}
 	s.ctrl.ObserveLag(now, ctrlLag)
-	s.app.metrics.lag.Set(float64(lag))
+	s.app.setThreadLag(s.th, lag)
 }
 
 // applyPauses pauses the fetching of the partitions of tasks whose queue

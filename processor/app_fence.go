@@ -26,7 +26,13 @@ func (s *session) fenceDeparted(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f := txn.Fencer{App: a.topo.Application(), Self: a.cfg.InstanceID, ClientOpts: a.clientOpts(), Adm: a.adm}
+	// Sibling stream threads are alive whatever the group says: one that
+	// is between sessions has no transaction open, and its next session's
+	// producer initialisation ends any it left.
+	for _, id := range a.threadInstances() {
+		live[id] = true
+	}
+	f := txn.Fencer{App: a.topo.Application(), Self: s.instance, ClientOpts: a.clientOpts(), Adm: a.adm}
 	fenced, err := f.FenceDeparted(ctx, live)
 	for _, id := range fenced {
 		a.log.Warn("ended the open transaction of a departed instance", "transactional_id", id)

@@ -80,15 +80,13 @@ type frontierService struct {
 
 	mu        sync.Mutex
 	watcher   *watch.Watcher                         // nil: not published, or not started
-	own       map[string]frontier.Record             // by sink: what this instance committed
+	own       map[string]map[string]frontier.Record  // by thread instance id, then sink: what it committed
 	members   map[string]bool                        // live instance ids
 	membersAt time.Time                              // when members was read
 	ends      map[changelog.TopicPartition]endOffset // last stable offsets probed
 	wantEnds  map[string]bool                        // topics the loop wants probed
 
-	// Owned by the loop goroutine.
-	sess *session
-	ss   *sessionFrontier
+	// Each thread's session state is on its appThread (frontierState).
 
 	ticked atomic.Bool // the loop calls frontierTick
 }
@@ -126,7 +124,7 @@ func (a *App) frontierService() *frontierService {
 	if v, ok := frontierServices.Load(a); ok {
 		return v.(*frontierService)
 	}
-	fs := &frontierService{app: a, own: map[string]frontier.Record{}, ends: map[changelog.TopicPartition]endOffset{}, wantEnds: map[string]bool{}}
+	fs := &frontierService{app: a, own: map[string]map[string]frontier.Record{}, ends: map[changelog.TopicPartition]endOffset{}, wantEnds: map[string]bool{}}
 	for i := range a.topo.SubTopologies() {
 		b, err := a.topo.OutputBounds(i)
 		if err != nil && fs.boundErr == nil {
@@ -256,12 +254,12 @@ func (fs *frontierService) readMembers(ctx context.Context) (map[string]bool, er
 // session.
 func (s *session) frontierState() (*frontierService, *sessionFrontier) {
 	fs := s.app.frontierService()
-	if fs.sess != s {
-		fs.sess = s
-		fs.ss = &sessionFrontier{idle: newIdleTracker(s.app.frontierIdleTimeout()), cleanup: map[string]bool{},
+	if s.th.fsess != s {
+		s.th.fsess = s
+		s.th.fss = &sessionFrontier{idle: newIdleTracker(s.app.frontierIdleTimeout()), cleanup: map[string]bool{},
 			warned: map[topology.TaskID]bool{}}
 	}
-	return fs, fs.ss
+	return fs, s.th.fss
 }
 
 // readBack makes the session's first publication start from what the
@@ -284,14 +282,14 @@ func (s *session) readBack(ctx context.Context) error {
 		view, _ := w.View()
 		fs.mu.Lock()
 		for _, sink := range s.app.frontierSinks() {
-			if r, ok := view.Record(string(FrontierKey(sink, s.app.cfg.InstanceID))); ok && r.Sink == sink {
-				base, had := fs.own[sink]
+			if r, ok := view.Record(string(FrontierKey(sink, s.instance))); ok && r.Sink == sink {
+				base, had := fs.ownOf(s.instance)[sink]
 				if !had {
 					base = frontier.Record{Sink: sink}
 				}
 				base = base.Absorb(r)
 				base.Feeds, base.Legacy = s.app.frontierFeeds(sink), nil
-				fs.own[sink] = base
+				fs.ownOf(s.instance)[sink] = base
 			}
 		}
 		fs.mu.Unlock()
@@ -383,7 +381,7 @@ func (s *session) observeInputs(fs *frontierService, ss *sessionFrontier, now ti
 // smallest id and the membership is fresh. The watcher reads the topic to
 // its end first, so the departed records absorbed are their last ones.
 func (s *session) planCleanup(ctx context.Context, fs *frontierService, ss *sessionFrontier, now time.Time) {
-	self := s.app.cfg.InstanceID
+	self := s.instance
 	fs.mu.Lock()
 	w, members, at := fs.watcher, fs.members, fs.membersAt
 	fs.mu.Unlock()
@@ -425,7 +423,7 @@ func (s *session) frontierMoved(fs *frontierService, ss *sessionFrontier, now ti
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for sink, r := range next {
-		old, ok := fs.own[sink]
+		old, ok := fs.ownOf(s.instance)[sink]
 		if !ok || len(old.Tasks) != len(r.Tasks) {
 			return true
 		}
@@ -470,7 +468,7 @@ func (a *App) frontierFeeds(sink string) []frontier.Feed {
 // task. It returns the keys to tombstone.
 func (s *session) nextFrontier(fs *frontierService, ss *sessionFrontier, now time.Time, withCleanup bool) (map[string]frontier.Record, []string) {
 	a := s.app
-	view, _, own := fs.view()
+	view, _, own := fs.view(s.instance)
 	var deleted []string
 	absorbed := map[string][]frontier.Record{}
 	if withCleanup {
@@ -642,13 +640,13 @@ func (s *session) produceFrontier(ctx context.Context) error {
 		return nil
 	}
 	var batch []*kgo.Record
-	hdr := []kgo.RecordHeader{{Key: "instance", Value: []byte(s.app.cfg.InstanceID)}}
+	hdr := []kgo.RecordHeader{{Key: "instance", Value: []byte(s.instance)}}
 	for _, sink := range s.app.frontierSinks() {
 		v, err := recs[sink].MarshalBinary()
 		if err != nil {
 			return fmt.Errorf("encode frontier of %s: %w", sink, err)
 		}
-		batch = append(batch, &kgo.Record{Topic: topic, Partition: 0, Key: FrontierKey(sink, s.app.cfg.InstanceID), Value: v, Headers: hdr})
+		batch = append(batch, &kgo.Record{Topic: topic, Partition: 0, Key: FrontierKey(sink, s.instance), Value: v, Headers: hdr})
 	}
 	for _, key := range deleted {
 		batch = append(batch, &kgo.Record{Topic: topic, Partition: 0, Key: []byte(key), Headers: hdr})
@@ -670,8 +668,9 @@ func (s *session) advanceFrontier() {
 		return
 	}
 	fs.mu.Lock()
+	own := fs.ownOf(s.instance)
 	for sink, r := range p.records {
-		fs.own[sink] = r
+		own[sink] = r
 	}
 	fs.mu.Unlock()
 	for _, key := range p.deleted {
@@ -698,11 +697,14 @@ func splitFrontierKey(key string) (sink, instance string, ok bool) {
 // view is what the service knows of the application's frontier: the
 // records its watcher read (empty before it read any), the watcher, and a
 // copy of this instance's own committed records by sink.
-func (fs *frontierService) view() (*frontier.View, *watch.Watcher, map[string]frontier.Record) {
+//
+// own is the records of the thread with instance id instance; every
+// thread's with instance "" (allOwn).
+func (fs *frontierService) view(instance string) (*frontier.View, *watch.Watcher, map[string]frontier.Record) {
 	fs.mu.Lock()
 	w := fs.watcher
-	own := make(map[string]frontier.Record, len(fs.own))
-	for k, r := range fs.own {
+	own := map[string]frontier.Record{}
+	for k, r := range fs.own[instance] {
 		own[k] = r
 	}
 	fs.mu.Unlock()
@@ -718,9 +720,45 @@ func (a *App) frontierView() (*frontier.View, *watch.Watcher, map[string]frontie
 	if !ok {
 		return frontier.NewView(), nil, nil // not running
 	}
-	view, w, own := v.(*frontierService).view()
-	for sink, r := range own {
-		view.Put(string(FrontierKey(sink, a.cfg.InstanceID)), r)
-	}
+	fs := v.(*frontierService)
+	view, w, _ := fs.view("")
+	own := fs.allOwn(view)
 	return view, w, own
+}
+
+// ownOf is the committed records of the thread with instance id instance,
+// by sink; fs.mu must be held.
+func (fs *frontierService) ownOf(instance string) map[string]frontier.Record {
+	own := fs.own[instance]
+	if own == nil {
+		own = map[string]frontier.Record{}
+		fs.own[instance] = own
+	}
+	return own
+}
+
+// allOwn puts every thread's committed records into view (the watcher
+// may not have read them yet) and returns the process's record per sink:
+// the threads' records absorbed into one (each thread runs other tasks
+// and writes other sink partitions).
+func (fs *frontierService) allOwn(view *frontier.View) map[string]frontier.Record {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	instances := make([]string, 0, len(fs.own))
+	for inst := range fs.own {
+		instances = append(instances, inst)
+	}
+	sort.Strings(instances)
+	out := map[string]frontier.Record{}
+	for _, inst := range instances {
+		for sink, r := range fs.own[inst] {
+			view.Put(string(FrontierKey(sink, inst)), r)
+			if base, ok := out[sink]; ok {
+				out[sink] = base.Absorb(r)
+			} else {
+				out[sink] = r
+			}
+		}
+	}
+	return out
 }

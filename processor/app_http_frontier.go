@@ -46,6 +46,10 @@ type frontierJSON struct {
 	// Availability: the learned failure hazard and the checkpoint
 	// cadence (app_hazard.go).
 	Availability *availabilityJSON `json:"availability,omitempty"`
+	// Threads: with more than one stream thread, each thread's group
+	// instance id and controller; Controller is thread 0's
+	// (app_threads.go).
+	Threads []threadJSON `json:"threads,omitempty"`
 }
 
 type sinkFrontierJSON struct {
@@ -89,6 +93,21 @@ type controllerJSON struct {
 	ServiceTimeUs  float64 `json:"service_time_us"`
 	CommitCostMs   float64 `json:"commit_cost_ms"`
 	BlockedMs      float64 `json:"blocked_ms"`
+}
+
+// controllerJSONOf is the /frontier view of a controller snapshot.
+func controllerJSONOf(snap frontier.Snapshot) controllerJSON {
+	return controllerJSON{
+		Policy: string(snap.Policy), IntervalMs: ms(snap.Interval), PredictedStaleness: ms(snap.PredictedStaleness),
+		ObservedStaleness: ms(snap.ObservedStaleness), CommitLatencyMs: ms(snap.CommitLatency),
+		// Before the controller has planned (a commit of frontier records
+		// alone can come first), its utilisation is +Inf, which JSON
+		// cannot carry.
+		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
+		PredictedP99Ms: finite(ms(snap.PredictedP99)), ObservedP99Ms: ms(snap.ObservedP99), Correction: snap.Correction,
+		CommitRate: finite(snap.CommitRate), LatencySlopeMs: 1000 * snap.LatencySlope, ServiceTimeUs: 1000 * ms(snap.ServiceTime),
+		CommitCostMs: ms(snap.CommitCost), BlockedMs: ms(snap.Blocked),
+	}
 }
 
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
@@ -154,17 +173,8 @@ func (a *App) serveFrontier(w http.ResponseWriter, r *http.Request) {
 	}
 	only := r.URL.Query().Get("sink")
 	snap := a.ControllerSnapshot()
-	out := frontierJSON{Instance: a.cfg.InstanceID, Sinks: map[string]sinkFrontierJSON{}, Controller: controllerJSON{
-		Policy: string(snap.Policy), IntervalMs: ms(snap.Interval), PredictedStaleness: ms(snap.PredictedStaleness),
-		ObservedStaleness: ms(snap.ObservedStaleness), CommitLatencyMs: ms(snap.CommitLatency),
-		// Before the controller has planned (a commit of frontier records
-		// alone can come first), its utilisation is +Inf, which JSON
-		// cannot carry.
-		ArrivalRate: finite(snap.ArrivalRate), Utilization: finite(snap.Utilization), Commits: snap.Commits, Aborts: snap.Aborts,
-		PredictedP99Ms: finite(ms(snap.PredictedP99)), ObservedP99Ms: ms(snap.ObservedP99), Correction: snap.Correction,
-		CommitRate: finite(snap.CommitRate), LatencySlopeMs: 1000 * snap.LatencySlope, ServiceTimeUs: 1000 * ms(snap.ServiceTime),
-		CommitCostMs: ms(snap.CommitCost), BlockedMs: ms(snap.Blocked),
-	}, Tenants: a.tenants.snapshot(), Availability: a.availability()}
+	out := frontierJSON{Instance: a.cfg.InstanceID, Sinks: map[string]sinkFrontierJSON{}, Controller: controllerJSONOf(snap),
+		Tenants: a.tenants.snapshot(), Availability: a.availability(), Threads: a.threadsJSON()}
 	// Answer as of the request: the watcher first reads what was committed
 	// before it.
 	if _, watcher, _ := a.frontierView(); watcher != nil {

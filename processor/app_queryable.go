@@ -39,6 +39,9 @@ type queryRegistry struct {
 	db     *changelog.DB
 	tasks  map[topology.TaskID]bool // true: queryable; false: restoring
 	counts []int32                  // per sub-topology: partition count
+	// thread is the stream thread each task of tasks is assigned to:
+	// each thread publishes and withdraws only its own (app_threads.go).
+	thread map[topology.TaskID]int
 }
 
 // queryAssigned publishes the session's assignment: tasks not assigned any
@@ -51,17 +54,19 @@ func (s *session) queryAssigned(want map[topology.TaskID]bool) {
 	defer r.mu.Unlock()
 	r.db, r.counts = s.app.db, s.app.layout.tasks
 	if r.tasks == nil {
-		r.tasks = map[topology.TaskID]bool{}
+		r.tasks, r.thread = map[topology.TaskID]bool{}, map[topology.TaskID]int{}
 	}
 	for id := range r.tasks {
-		if !want[id] {
+		if !want[id] && r.thread[id] == s.th.index {
 			delete(r.tasks, id)
+			delete(r.thread, id)
 		}
 	}
 	for id := range want {
-		if !r.tasks[id] {
+		if !r.tasks[id] || r.thread[id] != s.th.index {
 			r.tasks[id] = false
 		}
+		r.thread[id] = s.th.index
 	}
 }
 
@@ -93,19 +98,29 @@ func (s *session) queryPublish(ctx context.Context, id topology.TaskID, lt *live
 	r := &s.app.iq
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.tasks[id]; ok {
+	if _, ok := r.tasks[id]; ok && r.thread[id] == s.th.index {
 		r.tasks[id] = true
 	}
 }
 
 // queryWithdraw stops every query of the session's tasks and waits for
 // those reading: the session calls it first thing when it closes, before
-// the DB may be closed and replaced (a rebuild).
+// the DB may be closed and replaced (a rebuild, which with stream threads
+// waits for every thread's session to close). The other threads' tasks
+// keep answering.
 func (s *session) queryWithdraw() {
 	r := &s.app.iq
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.db, r.tasks = nil, nil
+	for id, th := range r.thread {
+		if th == s.th.index {
+			delete(r.tasks, id)
+			delete(r.thread, id)
+		}
+	}
+	if len(r.tasks) == 0 {
+		r.db, r.tasks, r.thread = nil, nil, nil
+	}
 }
 
 // stagePositions hands every task the input position its state will

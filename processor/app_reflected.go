@@ -35,8 +35,8 @@ func (s *session) reflected(lt *liveTask, r *kgo.Record) bool {
 		return false
 	}
 	s.app.metrics.reflectedSkipped.Inc()
-	if now := time.Now(); now.Sub(s.app.lastReflectedLog) >= 10*time.Second {
-		s.app.lastReflectedLog = now
+	if now := time.Now(); now.Sub(s.th.lastReflectedLog) >= 10*time.Second {
+		s.th.lastReflectedLog = now
 		s.app.log.Warn("skipping input the local state already reflects: the group's committed offsets are behind the state's own position (a broker serving stale offsets?)",
 			"task", lt.task.ID().String(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "state_position", floor)
 	}

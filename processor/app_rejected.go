@@ -43,7 +43,7 @@ var errRedo = errors.New("redo the transaction after a rejected output")
 // transaction: asynchronously, or, while isolating a rejection, on its own
 // and waited for.
 func (s *session) produceOutput(r *kgo.Record, deadLetter bool) error {
-	if !s.app.isolate {
+	if !s.th.isolate {
 		s.producer.Produce(s.ctx, r, s.promise)
 		return nil
 	}
@@ -63,13 +63,17 @@ func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) er
 	if s.cur.raw != nil {
 		key = recordKey{s.cur.raw.Topic, s.cur.raw.Partition, s.cur.raw.Offset}
 	}
+	s.app.poisonMu.Lock()
 	s.app.rejectAttempts[key]++
 	n := s.app.rejectAttempts[key]
+	s.app.poisonMu.Unlock()
 	if n < s.app.cfg.ProductionRetries {
 		s.app.log.Warn("output rejected; redoing the transaction", "topic", r.Topic, "record", s.curKey(), "attempt", n, "err", cause)
 		return fmt.Errorf("%w: %s: %v", errRedo, s.curKey(), cause)
 	}
+	s.app.poisonMu.Lock()
 	delete(s.app.rejectAttempts, key)
+	s.app.poisonMu.Unlock()
 	switch {
 	case deadLetter:
 		return fmt.Errorf("processor: %w: the dead-letter topic %s rejects the record from %s after %d attempts: %w",
@@ -93,6 +97,8 @@ func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) er
 // redoPause is the pause before redoing a transaction after a rejection.
 func (s *session) redoPause() time.Duration {
 	n := 0
+	s.app.poisonMu.Lock()
+	defer s.app.poisonMu.Unlock()
 	for _, a := range s.app.rejectAttempts {
 		n = max(n, a)
 	}

@@ -180,10 +180,10 @@ func (s *session) promoteRestored(ctx context.Context) error {
 	}
 	s.index()
 	s.resumeRunning()
-	s.app.metrics.tasks.Set(float64(len(s.tasks)))
-	s.app.ha.setActive(s.sortedTaskIDs())
+	s.app.setThreadTasks(s.th, len(s.tasks))
+	s.app.ha.setActive(s.th.index, s.sortedTaskIDs())
 	if len(s.restoring) == 0 {
-		s.app.ready.Store(true)
+		s.app.setReady(s.th, true)
 	}
 	s.app.log.Info("tasks running", "tasks", len(s.tasks), "restoring", len(s.restoring))
 	return nil

@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ import (
 // producer (fencing, an unknown commit outcome).
 type session struct {
 	app       *App
+	th        *appThread // the stream thread running the session (app_threads.go)
+	instance  string     // its static group instance id
 	ctx       context.Context
 	cl        *kgo.Client
 	gts       *kgo.GroupTransactSession // nil under at-least-once
@@ -87,7 +90,7 @@ type txnState struct {
 	rejected bool
 }
 
-func (a *App) newSession(ctx context.Context) (*session, error) {
+func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 	ctrl, err := frontier.NewController(*a.cfg.Commit)
 	if err != nil {
 		return nil, err
@@ -100,7 +103,9 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	ctrl.UseHazard(a.hazard.Load().est)
 	ckpt.UseHazard(a.hazard.Load().est)
 	s := &session{
-		app: a,
+		app:      a,
+		th:       th,
+		instance: a.threadInstance(th),
 		// Records of the open transaction are produced with a context
 		// that shutdown does not cancel: kgo fails buffered records whose
 		// context is done, which would turn the final commit of a
@@ -133,11 +138,11 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		// Static membership (KIP-345): a restarted instance takes its
 		// partitions back at once, without a rebalance or waiting for
 		// its dead predecessor's session to time out.
-		kgo.InstanceID(a.cfg.InstanceID),
+		kgo.InstanceID(s.instance),
 		kgo.ConsumeTopics(a.topo.SourceTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP},
+		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP, Thread: th.index},
 			ha: a.haConfig(), lags: a.haLags, onStandby: s.onStandby}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
@@ -169,7 +174,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 	switch a.cfg.Guarantee {
 	case ExactlyOnce:
 		opts = append(opts,
-			kgo.TransactionalID(txn.TransactionalID(a.topo.Application(), a.cfg.InstanceID)),
+			kgo.TransactionalID(txn.TransactionalID(a.topo.Application(), s.instance)),
 			kgo.TransactionTimeout(a.cfg.TransactionTimeout),
 			kgo.RequireStableFetchOffsets(),
 		)
@@ -188,7 +193,7 @@ func (a *App) newSession(ctx context.Context) (*session, error) {
 		cancel()
 		if err != nil {
 			s.gts.Close()
-			return nil, fmt.Errorf("processor: init transactional producer %s: %w", txn.TransactionalID(a.topo.Application(), a.cfg.InstanceID), err)
+			return nil, fmt.Errorf("processor: init transactional producer %s: %w", txn.TransactionalID(a.topo.Application(), s.instance), err)
 		}
 		sess = txn.NewGroupTransactor(s.gts, group)
 	default:
@@ -323,7 +328,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 			s.taskState(id, taskRevoked, "during", "restore")
 		}
 	}
-	s.app.ready.Store(false)
+	s.app.setReady(s.th, false)
 	// Partitions moved: a member may have left with a transaction open.
 	// End it now rather than when the broker times it out: it holds back
 	// the outputs of every member and the restores below.
@@ -353,9 +358,9 @@ func (s *session) syncTasks(ctx context.Context) error {
 	}
 	s.index()
 	s.resumeRunning()
-	s.app.ready.Store(len(s.restoring) == 0)
-	s.app.metrics.tasks.Set(float64(len(s.tasks)))
-	s.app.ha.setActive(s.sortedTaskIDs())
+	s.app.setReady(s.th, len(s.restoring) == 0)
+	s.app.setThreadTasks(s.th, len(s.tasks))
+	s.app.ha.setActive(s.th.index, s.sortedTaskIDs())
 	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring))
 	return nil
 }
@@ -413,8 +418,8 @@ func (s *session) close(state string, attrs []any) {
 	s.collectCheckpoint(true)
 	s.stopSnapshots()
 	s.queryWithdraw()
-	s.exportDropped(s.app.metrics.dropped, s.now())
-	s.flushDropped(s.app.metrics.dropped, s.now())
+	s.exportDropped(s.th.droppedRecords(), s.now())
+	s.flushDropped(s.th.droppedRecords(), s.now())
 	s.stopRestores(state, attrs)
 	s.stopStandbys()
 	for _, id := range s.sortedTaskIDs() {
@@ -424,8 +429,9 @@ func (s *session) close(state string, attrs []any) {
 		s.taskState(id, state, attrs...)
 	}
 	s.tasks = map[topology.TaskID]*liveTask{}
-	s.app.ha.setActive(nil)
-	s.app.ready.Store(false)
+	s.app.ha.setActive(s.th.index, nil)
+	s.app.setThreadTasks(s.th, 0)
+	s.app.setReady(s.th, false)
 	if s.gts != nil {
 		s.gts.Close()
 	} else {
@@ -495,7 +501,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 			continue
 		}
-		s.exportDropped(s.app.metrics.dropped, s.now())
+		s.exportDropped(s.th.droppedRecords(), s.now())
 		if err := s.frontierTick(ctx, s.now()); err != nil {
 			return err
 		}
@@ -503,6 +509,7 @@ func (s *session) run(ctx context.Context) error {
 		d := s.ctrl.Tick(now)
 		wake = d.Wake
 		s.app.metrics.observeDecision(d)
+		s.app.thm.interval.WithLabelValues(strconv.Itoa(s.th.index)).Set(d.Interval.Seconds())
 		if d.Commit && s.dirty() {
 			if err := s.commit(ctx, d.Reason.String()); err != nil {
 				return err
@@ -613,7 +620,10 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 	key := recordKey{in.Topic, in.Partition, in.Offset}
 	s.cur = current{lt: lt, raw: raw}
 	defer func() { s.cur = current{} }()
-	if pe, ok := s.app.poison[key]; ok {
+	s.app.poisonMu.Lock()
+	pe, ok := s.app.poison[key]
+	s.app.poisonMu.Unlock()
+	if ok {
 		if pe.action == DeadLetter {
 			return s.deadLetter(ctx, raw, pe.kind, pe.operator, pe.cause)
 		}
@@ -675,6 +685,8 @@ func (s *session) poison(ectx ErrorContext, action ErrorAction, kind string, cau
 	}
 	s.app.log.Warn("skipping a record", "kind", kind, "action", action.String(), "task", ectx.Task.String(),
 		"record", key.String(), "operator", ectx.Operator, "err", cause)
+	s.app.poisonMu.Lock()
+	defer s.app.poisonMu.Unlock()
 	s.app.poison[key] = poisonEntry{action: action, cause: cause, operator: ectx.Operator, kind: kind}
 	return errReplay
 }

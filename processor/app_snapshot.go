@@ -121,10 +121,12 @@ type snapRunner struct {
 }
 
 // snapshot starts a round of snapshots, or asks the running one for
-// another round. The loop calls it after a checkpoint.
+// another round. The loop calls it after a checkpoint. With stream threads
+// only thread 0's session writes snapshots: a round covers every task DB
+// of the process, whichever thread runs the task (app_threads.go).
 func (s *session) snapshot() {
 	a := s.app
-	if a.snapStore == nil {
+	if a.snapStore == nil || s.th.index != 0 {
 		return
 	}
 	r := &s.snap

@@ -52,11 +52,21 @@ func TestStateDirOfAnotherApplicationIsRefused(t *testing.T) {
 // move the damaged task DBs aside and restore from the changelogs, with
 // counts continuing exactly.
 func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
+	damagedTableIsRebuilt(t)
+}
+
+// TestThreadsDamagedTableIsRebuilt: the same with two stream threads,
+// which share the state directory.
+func TestThreadsDamagedTableIsRebuilt(t *testing.T) {
+	damagedTableIsRebuilt(t, processor.WithThreads(2))
+}
+
+func damagedTableIsRebuilt(t *testing.T, opts ...processor.Option) {
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	dir := filepath.Join(t.TempDir(), "state")
 	topo := countTopology(t, kafkatest.UniqueName(t, "damaged"), in, out)
 	want := produceKeys(t, in, 0, 400, 8)
-	_, stop := runApp(t, topo, processor.WithStateDir(dir))
+	_, stop := runApp(t, topo, append([]processor.Option{processor.WithStateDir(dir)}, opts...)...)
 	checkCounts(t, out, want)
 	stop()
 
@@ -86,7 +96,7 @@ func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
 	for k, n := range more {
 		want[k] += n
 	}
-	runApp(t, topo, processor.WithStateDir(dir))
+	runApp(t, topo, append([]processor.Option{processor.WithStateDir(dir)}, opts...)...)
 	checkCounts(t, out, want)
 	if aside, _ := filepath.Glob(filepath.Join(dir, "tasks", "*.corrupt-*")); len(aside) != len(damaged) {
 		t.Fatalf("damaged state moved aside to %v, want a .corrupt- directory for each of the %d damaged task DBs", aside, len(damaged))

@@ -33,6 +33,9 @@ type liveTask struct {
 	// committed before, whatever the group's committed offsets say, and
 	// are skipped (app_reflected.go). Entries go once passed.
 	floor changelog.InputPosition
+	// release gives the task's lease back (app_threads.go) once its
+	// state is closed.
+	release func()
 }
 
 func (lt *liveTask) Prepare(ctx context.Context) (txn.Metadata, error) {
@@ -66,6 +69,9 @@ func (lt *liveTask) close() error {
 	if cerr := lt.state.Close(); err == nil {
 		err = cerr
 	}
+	if lt.release != nil {
+		lt.release()
+	}
 	return err
 }
 
@@ -78,6 +84,24 @@ func (lt *liveTask) close() error {
 // running once it promotes it.
 // out is the task's Output (heldOutput: Init may emit).
 func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
+	a := s.app
+	// One user of the task's local state at a time: a sibling stream
+	// thread that ran the task may still be closing it (app_threads.go).
+	release, err := a.leases.acquire(ctx, id)
+	if err != nil {
+		return nil, changelog.RestoreResult{}, err
+	}
+	lt, res, err := s.openLeased(ctx, id, resume, out)
+	if err != nil {
+		release()
+		return nil, res, err
+	}
+	lt.release = release
+	return lt, res, nil
+}
+
+// openLeased is openTask once the task's lease is held.
+func (s *session) openLeased(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
 	a := s.app
 	if err := s.loadSnapshot(ctx, id); err != nil {
 		return nil, changelog.RestoreResult{}, err

@@ -16,7 +16,8 @@ import (
 // TestSeveralAppsInOneProcess runs two Apps, a gold and a standard tenant
 // class, in one process through RunApps: each has its own application id
 // (group), state dir, memory budget, HTTP server and controller options
-// (gold adaptive with a 50 ms staleness target, standard fixed at 300 ms).
+// (gold adaptive with a 50 ms staleness target and two stream threads,
+// standard fixed at 300 ms).
 // Both count their inputs exactly once against the reference, both answer
 // interactive queries and serve their own /metrics, and cancelling the
 // shared context stops both cleanly.
@@ -30,7 +31,7 @@ func TestSeveralAppsInOneProcess(t *testing.T) {
 	}
 	classes := []*class{{name: "gold"}, {name: "standard"}}
 	opts := map[string][]processor.Option{
-		"gold": {processor.WithMemoryBudget(32 << 20),
+		"gold": {processor.WithMemoryBudget(32 << 20), processor.WithThreads(2),
 			processor.WithCommitPolicy(frontier.Options{StalenessTarget: 50 * time.Millisecond})},
 		"standard": {processor.WithMemoryBudget(48 << 20),
 			processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 300 * time.Millisecond})},

@@ -11,9 +11,14 @@ import (
 
 // memberInfo travels in each member's join metadata, so every instance can
 // tell which instance owns a partition and where to send a query for it.
+//
+// Instance is the process's instance id (the App's, shared by its stream
+// threads, which query routing and the HA assignment go by); Thread is
+// the member's thread in it (app_threads.go).
 type memberInfo struct {
 	Instance string `json:"instance"`
 	HTTP     string `json:"http,omitempty"`
+	Thread   int    `json:"thread,omitempty"`
 }
 
 // copartitionBalancer assigns partition p of every topic to one member, which
@@ -99,6 +104,7 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 		var ud joinUserData
 		if json.Unmarshal(meta.UserData, &ud) == nil {
 			mb.ha.lags = ud.Lags
+			mb.ha.process, mb.ha.thread = ud.Instance, ud.Thread
 		}
 		members = append(members, mb)
 	})

@@ -94,6 +94,9 @@ func runChild() int {
 	if n, err := strconv.Atoi(env("CHILD_PER_PASS")); err == nil {
 		opts = append(opts, processor.WithMaxRecordsPerTaskPass(n))
 	}
+	if n, err := strconv.Atoi(env("CHILD_THREADS")); err == nil {
+		opts = append(opts, processor.WithThreads(n))
+	}
 	if n, err := strconv.Atoi(env("CHILD_STANDBYS")); err == nil {
 		opts = append(opts, processor.WithStandbyReplicas(n))
 	}
@@ -180,13 +183,27 @@ func (c *child) terminate(t *testing.T) {
 // apply) while input keeps arriving, restarts it each time on the same
 // state directory, and checks every output against the reference: each
 // key's counts are exactly 1..n, with no duplicate and no loss.
+//
+// CRASH_TEST_THREADS runs the child with that many stream threads;
+// TestExactlyOnceUnderCrashesWithThreads runs it with two.
 func TestExactlyOnceUnderCrashes(t *testing.T) {
-	in := kafkatestNewTopic(t, 2)
-	out := kafkatestNewTopic(t, 2)
+	exactlyOnceUnderCrashes(t, os.Getenv("CRASH_TEST_THREADS"), 2)
+}
+
+// TestExactlyOnceUnderCrashesWithThreads is TestExactlyOnceUnderCrashes
+// with two stream threads over 4 partitions: each thread commits its own
+// transactions, and a SIGKILL lands while either may be mid-commit.
+func TestExactlyOnceUnderCrashesWithThreads(t *testing.T) {
+	exactlyOnceUnderCrashes(t, "2", 4)
+}
+
+func exactlyOnceUnderCrashes(t *testing.T, threads string, partitions int32) {
+	in := kafkatestNewTopic(t, partitions)
+	out := kafkatestNewTopic(t, partitions)
 	appID := kafkatestName(t, "crash")
 	state := t.TempDir()
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_GUARANTEE=" + os.Getenv("CRASH_TEST_GUARANTEE"), "CHILD_APP=" + appID, "CHILD_IN=" + in, "CHILD_OUT=" + out,
-		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05"}
+		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05", "CHILD_THREADS=" + threads}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	want := map[string]int{}
 	produced := 0
@@ -201,14 +218,14 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 		// Keep input arriving while the child runs, and kill it while it
 		// is busy with a burst: mid-transaction.
 		for range 3 {
-			for k, n := range produceKeys(t, in, produced, 150, 16) {
+			for k, n := range produceKeysN(t, in, produced, 150, 16, partitions) {
 				want[k] += n
 			}
 			produced += 150
 			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 		}
 		if round < kills {
-			for k, n := range produceKeys(t, in, produced, 3000, 16) {
+			for k, n := range produceKeysN(t, in, produced, 3000, 16, partitions) {
 				want[k] += n
 			}
 			produced += 3000

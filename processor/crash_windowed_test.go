@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -68,7 +69,8 @@ func windowedReference(byPartition map[int32][]*kgo.Record) (counts map[windowKe
 func TestWindowedExactlyOnceUnderCrashes(t *testing.T) {
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_TOPOLOGY=windowed", "CHILD_APP=" + kafkatestName(t, "wcrash"),
-		"CHILD_IN=" + in, "CHILD_OUT=" + out, "CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + t.TempDir(), "CHILD_SELF_KILL=0.05"}
+		"CHILD_IN=" + in, "CHILD_OUT=" + out, "CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + t.TempDir(), "CHILD_SELF_KILL=0.05",
+		"CHILD_THREADS=" + os.Getenv("CRASH_TEST_THREADS")}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	byPartition := map[int32][]*kgo.Record{}
 	next := 0

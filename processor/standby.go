@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,9 +97,11 @@ func (c *Config) validateStandby() error {
 // the loop, the standby goroutines, the group's join metadata (client
 // goroutine) and the /tasks endpoint. It outlives sessions.
 type haRuntime struct {
-	mu      sync.Mutex
-	active  map[topology.TaskID]bool
-	standby map[topology.TaskID]*standbyTask
+	mu     sync.Mutex
+	active map[topology.TaskID]bool // every thread's (byThread's union)
+	// byThread are the running active tasks of each stream thread.
+	byThread map[int][]topology.TaskID
+	standby  map[topology.TaskID]*standbyTask
 
 	tasksGauge prometheus.Gauge
 	lagGauge   *prometheus.GaugeVec
@@ -113,14 +116,29 @@ func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
 	reg.MustRegister(h.tasksGauge, h.lagGauge)
 }
 
-// setActive records the running active tasks.
-func (h *haRuntime) setActive(ids []topology.TaskID) {
+// setActive records the running active tasks of stream thread th.
+func (h *haRuntime) setActive(th int, ids []topology.TaskID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.active = map[topology.TaskID]bool{}
-	for _, id := range ids {
-		h.active[id] = true
+	if h.byThread == nil {
+		h.byThread = map[int][]topology.TaskID{}
 	}
+	h.byThread[th] = ids
+	h.active = map[topology.TaskID]bool{}
+	for _, ids := range h.byThread {
+		for _, id := range ids {
+			h.active[id] = true
+		}
+	}
+}
+
+// setStandbyGauge sets the standby gauge to the standbys of every stream
+// thread.
+func (h *haRuntime) setStandbyGauge() {
+	h.mu.Lock()
+	n := len(h.standby)
+	h.mu.Unlock()
+	h.tasksGauge.Set(float64(n))
 }
 
 // standbyTask is one standby's goroutine and what it measured.
@@ -195,6 +213,7 @@ func (a *App) haConfig() haConfig {
 		standbys:   a.cfg.StandbyReplicas,
 		acceptable: a.cfg.AcceptableRecoveryLag,
 		stateful:   func(p int32) bool { return len(a.statefulTasks(p)) > 0 },
+		hot:        a.pinnedPartitions(),
 	}
 }
 
@@ -254,7 +273,7 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		s.startStandby(ctx, id, warm[id.Partition])
 		started = append(started, id.String())
 	}
-	s.app.ha.tasksGauge.Set(float64(len(s.standby.tasks)))
+	s.app.ha.setStandbyGauge()
 	if len(started) > 0 {
 		sort.Strings(started)
 		s.app.log.Info("standby tasks started", "tasks", started, "standbys", len(s.standby.tasks), "warmups", len(sa.WarmUp))
@@ -348,6 +367,13 @@ func (s *session) startStandby(ctx context.Context, id topology.TaskID, warmup b
 	s.app.ha.mu.Unlock()
 	go func() {
 		defer close(st.done)
+		// A sibling stream thread may still hold the task's local state
+		// (app_threads.go); the standby starts once it let go.
+		release, err := s.app.leases.acquire(sctx, id)
+		if err != nil {
+			return
+		}
+		defer release()
 		s.runStandby(sctx, st)
 	}()
 }
@@ -364,7 +390,7 @@ func (s *session) stopStandby(st *standbyTask) {
 	}
 	s.app.ha.mu.Unlock()
 	s.app.ha.lagGauge.DeleteLabelValues(st.id.String())
-	s.app.ha.tasksGauge.Set(float64(len(s.standby.tasks)))
+	s.app.ha.setStandbyGauge()
 }
 
 // stopStandbys stops every standby and the prober (the session's close).
@@ -486,6 +512,9 @@ type tasksView struct {
 	// Lags is what this instance reports to the group leader: partition
 	// number -> changelog records behind (see haLags).
 	Lags map[int32]int64 `json:"lags"`
+	// Threads: with more than one stream thread, each thread's active
+	// tasks, by thread number (app_threads.go).
+	Threads map[string][]string `json:"threads,omitempty"`
 }
 
 type standbyView struct {
@@ -506,6 +535,16 @@ func (a *App) serveTasks(w http.ResponseWriter, _ *http.Request) {
 	a.ha.mu.Lock()
 	for id := range a.ha.active {
 		v.Active = append(v.Active, id.String())
+	}
+	if len(a.threads) > 1 {
+		v.Threads = map[string][]string{}
+		for th, ids := range a.ha.byThread {
+			names := make([]string, 0, len(ids))
+			for _, id := range ids {
+				names = append(names, id.String())
+			}
+			v.Threads[strconv.Itoa(th)] = names
+		}
 	}
 	for id, st := range a.ha.standby {
 		v.Standby = append(v.Standby, standbyView{Task: id.String(), WarmUp: st.warmup.Load(), Lag: st.lag.Load()})

@@ -83,12 +83,20 @@ type haConfig struct {
 	// stateful reports whether any task of partition number p has logged
 	// stores; nil: every partition is stateless (no standbys, no warm-ups).
 	stateful func(p int32) bool
+	// hot are the partition numbers pinned to one stream thread of
+	// their process (pinHot, app_threads_pin.go); nil: no pinning.
+	hot map[int32]bool
 }
 
 // haMember is one member as the HA assignment sees it.
 type haMember struct {
 	owned map[int32]bool  // partition numbers it owns now
 	lags  map[int32]int64 // reported lags (joinUserData.Lags)
+	// process names the process the member runs in (memberInfo.Instance:
+	// stream threads of one App share it, app_threads.go); "" counts as a
+	// process of its own. thread is the member's stream thread in it.
+	process string
+	thread  int
 }
 
 // haPlan is the result of assignHA, indexed like its members.
@@ -165,7 +173,13 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 	for i, m := range members {
 		owned[i] = m.owned
 	}
-	target := balanceSticky(owned, parts)
+	var target []int
+	if len(cfg.hot) > 0 {
+		threads := processThreads(members)
+		target = pinHot(members, balanceSticky(pinOwned(members, threads), parts), cfg.hot, threads)
+	} else {
+		target = balanceSticky(owned, parts)
+	}
 	plan := haPlan{active: make([]int, parts), standby: make([][]int32, n), warmup: make([][]int32, n)}
 	stateful := func(p int32) bool { return cfg.stateful != nil && cfg.stateful(p) }
 	lag := func(m int, p int32) (int64, bool) {
@@ -178,6 +192,11 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 	caughtUp := func(m int, p int32) bool {
 		l, ok := lag(m, p)
 		return ok && l <= cfg.acceptable
+	}
+	// sameProcess: members a and b share a process, and so a state
+	// directory: a copy on one is no copy for the other.
+	sameProcess := func(a, b int) bool {
+		return a == b || members[a].process != "" && members[a].process == members[b].process
 	}
 	load := make([]int, n) // actives and copies, for tie-breaks
 	for p := range parts {
@@ -205,7 +224,13 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 					active = best
 				}
 			}
-			if active != t {
+			switch {
+			case active == t:
+			case sameProcess(active, t):
+				// Moving between threads of one process: t finds the
+				// state on its disk, there is nothing to warm up.
+				active = t
+			default:
 				plan.warmup[t] = append(plan.warmup[t], p)
 				load[t]++
 			}
@@ -223,15 +248,26 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		inFlight := !members[active].owned[p]
 		if inFlight {
 			for m := range members {
-				if m != active && members[m].owned[p] {
+				// From a sibling thread the state is local already:
+				// tailing it as a standby would be a second writer.
+				if !sameProcess(m, active) && members[m].owned[p] {
 					plan.standby[active] = append(plan.standby[active], p)
 					break
 				}
 			}
 		}
+		// Candidates: members of processes that hold no copy of p yet
+		// (neither the active, nor a warm-up, nor the in-flight standby).
 		var cands []int
 		for m := range members {
-			if m != active && !slices.Contains(plan.warmup[m], p) {
+			copyHere := false
+			for o := range members {
+				if sameProcess(m, o) && (o == active || slices.Contains(plan.warmup[o], p) || slices.Contains(plan.standby[o], p)) {
+					copyHere = true
+					break
+				}
+			}
+			if !copyHere {
 				cands = append(cands, m)
 			}
 		}
@@ -246,9 +282,17 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 			}
 			return load[cands[i]] < load[cands[j]]
 		})
-		for _, m := range cands[:min(cfg.standbys, len(cands))] {
+		placed := 0
+		for i, m := range cands {
+			if placed == cfg.standbys {
+				break
+			}
+			if slices.ContainsFunc(cands[:i], func(o int) bool { return sameProcess(m, o) && slices.Contains(plan.standby[o], p) }) {
+				continue // one copy per process
+			}
 			plan.standby[m] = append(plan.standby[m], p)
 			load[m]++
+			placed++
 		}
 	}
 	for m := range members {

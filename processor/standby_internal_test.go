@@ -45,7 +45,7 @@ func TestHALagsReport(t *testing.T) {
 		st.lag.Store(lag)
 		return st
 	}
-	a.ha.setActive([]topology.TaskID{id(stateful[0], 0), id(stateful[1], 0), id(stateless, 0), id(stateless, 1), id(stateful[0], 1)})
+	a.ha.setActive(0, []topology.TaskID{id(stateful[0], 0), id(stateful[1], 0), id(stateless, 0), id(stateless, 1), id(stateful[0], 1)})
 	a.ha.standby = map[topology.TaskID]*standbyTask{
 		id(stateful[1], 1): standby(7),  // with the active 1 of the other: complete
 		id(stateful[0], 2): standby(40), // the other stateful task of 2 has no state here

@@ -101,6 +101,12 @@ func (p *TenantPlacement) Dedicated(tenant string) []int32 {
 	return slices.Clone(p.dedicated[tenant])
 }
 
+// DedicatedPartitions returns every partition dedicated to some hot
+// tenant, sorted (the runtime pins their tasks to one stream thread).
+func (p *TenantPlacement) DedicatedPartitions() []int32 {
+	return slices.Sorted(maps.Keys(p.owner))
+}
+
 // Validate checks the placement against a topic with n partitions: every
 // dedicated partition must exist and at least one must be left shared.
 // The error names the topic and the counts.

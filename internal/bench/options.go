@@ -31,6 +31,18 @@ func DefaultSystems() []System {
 	)
 }
 
+// ExtraSystems can be picked with --systems but are not in a default run:
+// tidemark with two stream threads (processor.WithThreads).
+func ExtraSystems() []System {
+	if _, ok := worker("tidemark"); !ok {
+		return nil
+	}
+	return []System{
+		{Name: "tidemark-adaptive-2t", Kind: "tidemark", Policy: "adaptive", Threads: 2},
+		{Name: "tidemark-100ms-2t", Kind: "tidemark", Policy: "fixed", CommitInterval: 100 * time.Millisecond, Threads: 2},
+	}
+}
+
 // Options configure a run. Zero fields take defaults from EnsureDefaults.
 type Options struct {
 	Brokers   []string

@@ -78,6 +78,10 @@ type TenantOptions struct {
 	// records/s at the source with isolation on (admission control: its
 	// partitions are paused, never dropped).
 	HotRate float64
+	// Threads is the application's stream threads (processor.WithThreads;
+	// with isolation on, the hot tenant's partition is pinned to one of
+	// them); 0 keeps tidemark's default.
+	Threads int
 	Quick   bool
 	Env     Env
 	WorkDir string
@@ -301,7 +305,10 @@ func RunTenants(ctx context.Context, o TenantOptions, progress func(string)) (*T
 func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, round int) TenantRun {
 	iso := TenantIsolation{Mode: mode, Hot: o.Hot, HotRate: o.HotRate, Partitions: o.Partitions}
 	run := TenantRun{Mode: mode, Round: round, Isolation: iso.String()}
-	sys := System{Name: "tidemark-tenants-" + mode, Kind: tenantsWorker, Policy: "adaptive"}
+	sys := System{Name: "tidemark-tenants-" + mode, Kind: tenantsWorker, Policy: "adaptive", Threads: o.Threads}
+	if o.Threads > 1 {
+		sys.Name += fmt.Sprintf("-%dt", o.Threads)
+	}
 	h.progress(fmt.Sprintf("tenants, isolation %s (round %d): %s", mode, round, run.Isolation))
 	job, err := h.job(ctx, "tenants", sys)
 	if err != nil {

@@ -30,6 +30,9 @@ type ServiceConfig struct {
 	// Guarantee is passed to --guarantee when set (at_least_once is the
 	// campaign's negative control).
 	Guarantee string
+	// Threads is passed to --threads when set (stream threads per
+	// instance).
+	Threads int
 }
 
 // Fleet runs instances of the service as child processes and supervises
@@ -111,6 +114,9 @@ func (f *Fleet) startLocked(in *Instance) error {
 	}
 	if f.cfg.Guarantee != "" {
 		args = append(args, "--guarantee", f.cfg.Guarantee)
+	}
+	if f.cfg.Threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(f.cfg.Threads))
 	}
 	cmd := exec.Command(f.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf

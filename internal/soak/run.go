@@ -50,6 +50,8 @@ type Options struct {
 	// Guarantee of the service: "" (exactly-once, its default), or
 	// "at_least_once" to check that the checker catches duplicates.
 	Guarantee string
+	// Threads is each service instance's stream threads; 0: its default.
+	Threads int
 	// DeleteTopics deletes the scenario's topics (its own and the
 	// service's internal ones) after a pass: for a shared broker.
 	DeleteTopics bool
@@ -272,6 +274,9 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if o.Guarantee != "" {
 		replay += " --guarantee " + o.Guarantee
 	}
+	if o.Threads > 0 {
+		replay += fmt.Sprintf(" --threads %d", o.Threads)
+	}
 	r.Logf("scenario %s: seed %d (campaign seed %d; replay: %s)", sc.Name, seed, o.Seed, replay)
 
 	var suffix [3]byte
@@ -287,7 +292,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 		return res, err
 	}
 
-	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee}, r.Logf)
+	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee, Threads: o.Threads}, r.Logf)
 	defer r.Fleet.KillAll()
 
 	w, err := NewWatcher(b.Bootstrap(), in, out, dlq, r.start)

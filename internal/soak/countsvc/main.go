@@ -55,6 +55,7 @@ func run() int {
 		session    = flag.Duration("session-timeout", 0, "consumer group session timeout; 0: tidemark's default")
 		guarantee  = flag.String("guarantee", env("COUNTSVC_GUARANTEE", "exactly_once"), "exactly_once or at_least_once (COUNTSVC_GUARANTEE)")
 		logLevel   = flag.String("log-level", env("COUNTSVC_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTSVC_LOG_LEVEL)")
+		threads    = flag.Int("threads", 0, "stream threads (processor.WithThreads); 0: tidemark's default")
 	)
 	flag.Parse()
 
@@ -97,6 +98,9 @@ func run() int {
 	}
 	if *instanceID != "" {
 		opts = append(opts, processor.WithInstanceID(*instanceID))
+	}
+	if *threads > 0 {
+		opts = append(opts, processor.WithThreads(*threads))
 	}
 	if *httpAddr != "" {
 		opts = append(opts, processor.WithHTTP(*httpAddr))

@@ -79,6 +79,7 @@ internal/bench/results/tenants-latest/.`,
 	f.IntVar(&o.Rounds, "rounds", 0, "how many times to run the modes, interleaved (default 1)")
 	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order, of off (no isolation), default (the runtime defaults), on (default off,on)")
 	f.Float64Var(&o.HotRate, "hot-rate", 0, "with isolation on, also rate-limit the hot tenant at the source, records/s (default: no limit)")
+	f.IntVar(&o.Threads, "threads", 0, "stream threads of the application (default: tidemark's); with isolation on the hot partition is pinned to one")
 	f.BoolVar(&o.Quick, "quick", false, "shorter phases (about 2 minutes for both modes)")
 	return cmd
 }

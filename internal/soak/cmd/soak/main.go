@@ -43,6 +43,7 @@ func run() int {
 		catchUp   = flag.Duration("catch-up", 2*time.Minute, "how long to wait for the final counts once input stops")
 		guarantee = flag.String("guarantee", "", "the service's guarantee; at_least_once is a negative control that must FAIL")
 		dir       = flag.String("dir", "", "work directory (default: a new temporary directory)")
+		threads   = flag.Int("threads", 0, "stream threads per service instance (processor.WithThreads); 0: tidemark's default")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -82,6 +83,9 @@ func run() int {
 	if *guarantee != "" {
 		replay += " --guarantee " + *guarantee
 	}
+	if *threads > 0 {
+		replay += fmt.Sprintf(" --threads %d", *threads)
+	}
 	logf("soak: campaign seed %d, scenarios %s, work directory %s (replay: %s)", *seed, *scenarios, work, replay)
 
 	bin, err := soak.BuildService(ctx, work)
@@ -106,7 +110,7 @@ func run() int {
 	for _, sc := range run {
 		res, err := soak.RunScenario(ctx, sc, br, soak.Options{
 			Seed: *seed, Short: *short, Scale: *scale, Rate: *rate, Keys: *keys, PoisonFraction: *poison,
-			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Logf: logf,
+			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, Logf: logf,
 		})
 		if err != nil {
 			logf("soak: scenario %s could not run: %v", sc.Name, err)

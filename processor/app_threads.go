@@ -1,0 +1,355 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Stream threads.
+//
+// An App runs Config.Threads record loops (WithThreads). Each thread is a
+// group member of its own, with its own static instance id
+// ("<instance>-t<i>"; the instance id itself with one thread, so a
+// single-threaded App keeps the identity, the transactional id and the
+// frontier records it always had) and therefore its own transactional
+// producer ("<app>-<instance>-t<i>"), frontier controller, commit
+// checkpoints and frontier record. Commits of different threads overlap:
+// while one thread flushes and ends its transaction the other processes,
+// and each thread's transaction covers only its tasks' inputs, outputs
+// and changelogs, which is what exactly-once needs (a task's inputs are
+// consumed by one member, its changelog written by that member's
+// producer).
+//
+// What the threads share is the process: the state directory and its
+// Badger DB (a task DB per task, so a task that moves between threads of
+// the process finds its local state and restores only the changelog tail
+// it is missing), the HTTP server and the query registry, metrics, the
+// failure hazard, the poison registry, the frontier watcher. The App stays
+// one facade: Query*, /tasks, /frontier and the dashboard answer for the
+// tasks of every thread.
+//
+// The balancer sees threads as members, so co-partitioning holds per
+// member as before (partition p of every topic on one thread). Each
+// member's join metadata names its process (memberInfo.Instance, the
+// App's instance id, which query routing already used): the leader never
+// places a standby or warm-up of a partition on the process that runs it
+// (a sibling thread shares its state directory: a copy there protects
+// nothing), never two copies of one partition on one process, and a
+// partition moving between threads of one process goes straight to its new
+// owner without being tailed as a standby in between. Members report their
+// lags per process (haLags reads the App's tasks): a sibling of the owner
+// is caught up by definition.
+//
+// Only one user touches a task's local state at a time: the restore of a
+// task (or a standby) waits for the task's lease (taskLeases), held until
+// the thread that ran it closed it. The cooperative protocol revokes a
+// partition before it assigns it elsewhere, but the thread losing it may
+// still be committing its last transaction when the gaining thread
+// starts the restore.
+//
+// An error in one thread ends the App: the other threads are stopped
+// (each commits what it has and leaves the group) and Run returns the
+// error naming the thread. A corrupt local state is the exception: every
+// thread ends its session, the shared DB is rebuilt, and the threads join
+// again.
+
+// WithThreads sets Config.Threads: how many record loops (stream threads)
+// the App runs, each its own group member with its own transactional
+// producer. 0 takes DefaultThreads.
+func WithThreads(n int) Option { return func(c *Config) { c.Threads = n } }
+
+// DefaultThreads is the number of stream threads of an App that does not
+// set Config.Threads: one. A second thread pays only when a core is free
+// for it, and the typical small deployment (and this project's 2-core
+// development machine) runs the broker on the same cores: there the
+// second producer's transactions (twice the EndTxn round trips and
+// transaction markers for the broker to write) compete with the broker
+// for the CPU the second loop would use. Measured with `bench --workloads
+// count --systems tidemark-adaptive,tidemark-adaptive-2t` on that machine
+// (broker on the same 2 cores, shared with other work, load average
+// 10-17), five runs, the order of the systems alternated: max throughput
+// 2 threads / 1 thread 1.69, 0.82 (100k records), 0.75, 1.47, 0.89 (300k
+// records; the system measured first tends to win, geometric mean 1.06);
+// p99 staleness at 5k/s 0.85, 1.40, 1.38 and at 20k/s 4.3, 1.08, 0.97.
+// No consistent gain, so one thread, which also keeps the instance's
+// identity (its transactional id and frontier record) as it was. On a
+// host with cores to spare (the broker elsewhere),
+// WithThreads(runtime.GOMAXPROCS(0)/2) or more is the setting to measure.
+const DefaultThreads = 1
+
+// maxThreads bounds Config.Threads: each thread is a group member, a
+// producer and a set of fetch sessions.
+const maxThreads = 64
+
+// threadCount is Config.Threads with its default.
+func (c *Config) threadCount() int {
+	if c.Threads == 0 {
+		return DefaultThreads
+	}
+	return c.Threads
+}
+
+func checkThreads(n int) error {
+	if n < 0 || n > maxThreads {
+		return fmt.Errorf("config: Threads %d must be between 1 and %d (0 takes the default %d)", n, maxThreads, DefaultThreads)
+	}
+	return nil
+}
+
+// appThread is one record loop's state that outlives its sessions.
+type appThread struct {
+	app   *App
+	index int
+
+	// Loop goroutine only.
+	isolate          bool        // see app_rejected.go
+	commitWatch      commitWatch // see app_commitwatch.go
+	lastReflectedLog time.Time   // see app_reflected.go
+	// fsess and fss are the frontier state of the thread's session
+	// (frontierState, app_frontier.go).
+	fsess *session
+	fss   *sessionFrontier
+
+	// dropped exports the drops of the thread's tasks (app_dropped.go: it
+	// tells a task gone from one recreated by the tasks it is shown, so
+	// each thread needs its own); the counters are the App's.
+	dropped *droppedRecords
+
+	ready atomic.Bool  // every task assigned to the thread runs
+	tasks atomic.Int64 // tasks running
+	lag   atomic.Int64 // records behind the inputs' end offsets
+}
+
+func newThreads(n int) []*appThread {
+	if n == 0 {
+		n = DefaultThreads
+	}
+	ths := make([]*appThread, n)
+	for i := range ths {
+		ths[i] = &appThread{index: i}
+	}
+	return ths
+}
+
+// droppedRecords is th's drop exporter: the App's for thread 0, one
+// sharing its counters for the others.
+func (th *appThread) droppedRecords() *droppedRecords {
+	if th.dropped == nil {
+		d := th.app.metrics.dropped
+		if th.index != 0 {
+			d = &droppedRecords{total: d.total, decode: d.decode, every: d.every, sites: map[dropSite]*dropState{}}
+		}
+		th.dropped = d
+	}
+	return th.dropped
+}
+
+// threadInstance is th's static group instance id: the App's instance id
+// with one thread, "<instance>-t<i>" with more.
+func (a *App) threadInstance(th *appThread) string {
+	return threadInstanceID(a.cfg.InstanceID, th.index, len(a.threads))
+}
+
+func threadInstanceID(instance string, i, n int) string {
+	if n <= 1 {
+		return instance
+	}
+	return instance + "-t" + strconv.Itoa(i)
+}
+
+// threadInstances are the instance ids of every thread of the App.
+func (a *App) threadInstances() []string {
+	out := make([]string, len(a.threads))
+	for i, th := range a.threads {
+		out[i] = a.threadInstance(th)
+	}
+	return out
+}
+
+// errRebuildThreads ends a thread's loop when its session found the
+// shared local state corrupt: runThreads rebuilds it once every thread
+// stopped.
+var errRebuildThreads = errors.New("local state must be rebuilt")
+
+// rebuilding is set while the threads stop for a rebuild: they end their
+// sessions without leaving the group (they join again at once).
+var rebuildingApps sync.Map // *App → struct{}
+
+// leave reports whether a thread whose context ended leaves the group: on
+// shutdown and on an error that stops the App, but not for a rebuild.
+func (th *appThread) leave() bool {
+	_, rebuilding := rebuildingApps.Load(th.app)
+	return !rebuilding
+}
+
+// runThreads runs the App's record loops until ctx (Run's group context)
+// is done or one of them fails. appCtx is Run's own context.
+func (a *App) runThreads(appCtx, ctx context.Context) error {
+	for _, th := range a.threads {
+		th.app = a
+	}
+	if len(a.threads) == 1 {
+		return a.loop(ctx, a.threads[0])
+	}
+	a.log.Info("stream threads", "threads", len(a.threads), "instances", a.threadInstances())
+	for {
+		g, gctx := errgroup.WithContext(ctx)
+		for _, th := range a.threads {
+			g.Go(func() error {
+				err := a.loop(gctx, th)
+				if err != nil && errors.Is(err, errRebuildThreads) {
+					rebuildingApps.Store(a, struct{}{})
+				}
+				if err != nil {
+					return fmt.Errorf("processor: thread %d (%s): %w", th.index, a.threadInstance(th), err)
+				}
+				return nil
+			})
+		}
+		err := g.Wait()
+		rebuildingApps.Delete(a)
+		if ctx.Err() != nil || appCtx.Err() != nil {
+			return nil
+		}
+		if err == nil || !errors.Is(err, errRebuildThreads) {
+			return err
+		}
+		if rerr := a.rebuildState(err); rerr != nil {
+			return rerr
+		}
+		a.hazard.Load().sessionFailed("rebuild")
+	}
+}
+
+// setReady records whether every task of th runs, and the App is ready
+// when every thread is.
+func (a *App) setReady(th *appThread, ready bool) {
+	th.ready.Store(ready)
+	all := true
+	for _, t := range a.threads {
+		all = all && t.ready.Load()
+	}
+	a.ready.Store(all)
+}
+
+// setThreadTasks records th's running tasks: the tasks gauge is the sum
+// over threads, the thread gauge th's.
+func (a *App) setThreadTasks(th *appThread, n int) {
+	th.tasks.Store(int64(n))
+	var sum int64
+	for _, t := range a.threads {
+		sum += t.tasks.Load()
+	}
+	a.metrics.tasks.Set(float64(sum))
+	a.threadMetrics().tasks.WithLabelValues(strconv.Itoa(th.index)).Set(float64(n))
+}
+
+// setThreadLag records th's consumer lag: the lag gauge is the sum over
+// threads.
+func (a *App) setThreadLag(th *appThread, lag int64) {
+	th.lag.Store(lag)
+	var sum int64
+	for _, t := range a.threads {
+		sum += t.lag.Load()
+	}
+	a.metrics.lag.Set(float64(sum))
+	a.threadMetrics().lag.WithLabelValues(strconv.Itoa(th.index)).Set(float64(lag))
+}
+
+// publishSnapshot publishes th's controller snapshot for /frontier: the
+// "controller" section is thread 0's, "threads" every thread's.
+func (a *App) publishSnapshot(th *appThread, snap frontier.Snapshot) {
+	a.pub.mu.Lock()
+	defer a.pub.mu.Unlock()
+	if th.index == 0 {
+		a.pub.snapshot = snap
+	}
+	if a.pub.snapshots == nil {
+		a.pub.snapshots = map[int]frontier.Snapshot{}
+	}
+	a.pub.snapshots[th.index] = snap
+}
+
+// threadSnapshots are the threads' last published controller snapshots.
+func (a *App) threadSnapshots() map[int]frontier.Snapshot {
+	a.pub.mu.RLock()
+	defer a.pub.mu.RUnlock()
+	out := make(map[int]frontier.Snapshot, len(a.pub.snapshots))
+	for i, s := range a.pub.snapshots {
+		out[i] = s
+	}
+	return out
+}
+
+// taskLeases grants each task's local state to one user at a time across
+// the App's threads: a running or restoring task, or a standby.
+type taskLeases struct {
+	mu   sync.Mutex
+	held map[topology.TaskID]chan struct{} // closed on release
+}
+
+// acquire waits until no one holds id's lease, takes it and returns its
+// release (idempotent). It fails only when ctx ends first.
+func (l *taskLeases) acquire(ctx context.Context, id topology.TaskID) (release func(), err error) {
+	for {
+		l.mu.Lock()
+		ch, busy := l.held[id]
+		if !busy {
+			if l.held == nil {
+				l.held = map[topology.TaskID]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			l.held[id] = ch
+			l.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					l.mu.Lock()
+					delete(l.held, id)
+					l.mu.Unlock()
+					close(ch)
+				})
+			}, nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("task %s: wait for another thread to close its local state: %w", id, ctx.Err())
+		}
+	}
+}
+
+// threadJSON is one stream thread in GET /frontier's "threads".
+type threadJSON struct {
+	Thread     int            `json:"thread"`
+	Instance   string         `json:"instance"` // its group instance id
+	Tasks      int64          `json:"tasks"`
+	Ready      bool           `json:"ready"`
+	Controller controllerJSON `json:"controller"`
+}
+
+// threadsJSON is GET /frontier's "threads": nil with a single thread,
+// whose controller is the "controller" section already.
+func (a *App) threadsJSON() []threadJSON {
+	if len(a.threads) < 2 {
+		return nil
+	}
+	snaps := a.threadSnapshots()
+	out := make([]threadJSON, len(a.threads))
+	for i, th := range a.threads {
+		out[i] = threadJSON{Thread: i, Instance: a.threadInstance(th), Tasks: th.tasks.Load(), Ready: th.ready.Load(),
+			Controller: controllerJSONOf(snaps[i])}
+	}
+	return out
+}

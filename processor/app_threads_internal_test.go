@@ -1,0 +1,238 @@
+package processor
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// TestAssignHAThreads checks the HA assignment over members that are
+// stream threads of a few processes, against the rules of app_threads.go,
+// with randomised ownership and lags (logged seed). Lags are reported per
+// process, as haLags does: every thread of a process reports the same.
+//
+//   - a partition is active on one member (co-partitioning is per member);
+//   - no standby or warm-up of p on the process running p;
+//   - at most one copy of p per process;
+//   - StandbyReplicas standbys whenever enough other processes exist;
+//   - a partition moving between threads of one process is not tailed as
+//     an in-flight standby, nor warmed up.
+func TestAssignHAThreads(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	for iter := range 3000 {
+		procs := 1 + rng.IntN(4)
+		var members []haMember
+		var procOf []int
+		for pr := range procs {
+			threads := 1 + rng.IntN(3)
+			for range threads {
+				members = append(members, haMember{owned: map[int32]bool{}, process: "p" + string(rune('a'+pr))})
+				procOf = append(procOf, pr)
+			}
+		}
+		n := len(members)
+		parts := int32(1 + rng.IntN(12))
+		standbys := rng.IntN(3)
+		for p := range parts {
+			if o := rng.IntN(n + 1); o < n {
+				members[o].owned[p] = true
+			}
+		}
+		// Per process lags: 0 where a thread of the process owns p,
+		// random (or none) elsewhere.
+		for pr := range procs {
+			lags := map[int32]int64{}
+			for p := range parts {
+				owned := false
+				for m := range n {
+					owned = owned || procOf[m] == pr && members[m].owned[p]
+				}
+				switch {
+				case owned:
+					lags[p] = 0
+				case rng.IntN(3) == 0:
+					lags[p] = int64(rng.IntN(30_000))
+				}
+			}
+			for m := range n {
+				if procOf[m] == pr {
+					members[m].lags = lags
+				}
+			}
+		}
+		plan := assignHA(members, parts, haConfig{standbys: standbys, acceptable: 10_000, stateful: func(int32) bool { return true }})
+		for p := range parts {
+			a := plan.active[p]
+			copies := map[int]int{} // process -> copies of p (standby or warm-up)
+			regular := 0
+			for m := range n {
+				sb, wu := slices.Contains(plan.standby[m], p), slices.Contains(plan.warmup[m], p)
+				if !sb && !wu {
+					continue
+				}
+				if m == a && sb && !wu {
+					// The in-flight standby of a partition moving to a: only
+					// from another process.
+					for o := range n {
+						if o != a && members[o].owned[p] && procOf[o] == procOf[a] {
+							t.Fatalf("iter %d: partition %d moves between threads %d and %d of one process but is tailed as a standby", iter, p, o, a)
+						}
+					}
+					continue
+				}
+				if procOf[m] == procOf[a] {
+					t.Fatalf("iter %d: partition %d active on member %d has a copy (standby %v, warm-up %v) on sibling thread %d", iter, p, a, sb, wu, m)
+				}
+				copies[procOf[m]]++
+				if copies[procOf[m]] > 1 {
+					t.Fatalf("iter %d: partition %d has two copies on process %d", iter, p, procOf[m])
+				}
+				if sb {
+					regular++
+				}
+			}
+			warm := 0
+			for m := range n {
+				if slices.Contains(plan.warmup[m], p) {
+					warm++
+				}
+			}
+			if want := min(standbys, procs-1-warm); regular < want {
+				t.Fatalf("iter %d: partition %d has %d standbys over %d processes, want %d (plan %+v)", iter, p, regular, procs, want, plan)
+			}
+		}
+	}
+}
+
+// TestTaskLeases: a task's lease is held by one user at a time; a waiter
+// gets it once released, and gives up when its context ends.
+func TestTaskLeases(t *testing.T) {
+	var l taskLeases
+	id := topology.TaskID{SubTopology: 0, Partition: 3}
+	rel, err := l.acquire(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := l.acquire(context.Background(), topology.TaskID{SubTopology: 1, Partition: 3})
+	if err != nil {
+		t.Fatalf("another task's lease: %v", err)
+	}
+	other()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.acquire(ctx, id); err == nil {
+		t.Fatal("acquired a held lease")
+	}
+	var got atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, err := l.acquire(context.Background(), id)
+		if err == nil {
+			got.Store(true)
+			r()
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if got.Load() {
+		t.Fatal("second user got the lease before the first released it")
+	}
+	rel()
+	rel() // idempotent
+	<-done
+	if !got.Load() {
+		t.Fatal("waiter did not get the released lease")
+	}
+}
+
+// TestThreadInstanceIDs: one thread keeps the instance id (and so the
+// transactional id) of a single-threaded App; more get "-t<i>".
+func TestThreadInstanceIDs(t *testing.T) {
+	if got := threadInstanceID("inst", 0, 1); got != "inst" {
+		t.Fatalf("one thread: %q", got)
+	}
+	if got := threadInstanceID("inst", 1, 2); got != "inst-t1" {
+		t.Fatalf("two threads: %q", got)
+	}
+	if err := validInstanceID(threadInstanceID("inst", 63, 64)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{-1, 65} {
+		if checkThreads(n) == nil {
+			t.Fatalf("Threads %d accepted", n)
+		}
+	}
+}
+
+// TestPinHot: with hot partitions, every process with several threads
+// runs its hot partitions on its first thread and the others elsewhere;
+// processes run their share of the partitions (by thread count); a second
+// round with the result as ownership moves nothing (no churn).
+// Randomised (logged seed).
+func TestPinHot(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 4))
+	for iter := range 2000 {
+		var members []haMember
+		procs := 1 + rng.IntN(3)
+		for pr := range procs {
+			for th := range 1 + rng.IntN(3) {
+				members = append(members, haMember{owned: map[int32]bool{}, process: "p" + string(rune('a'+pr)), thread: th})
+			}
+		}
+		parts := int32(2 + rng.IntN(10))
+		hot := map[int32]bool{}
+		for p := range parts {
+			if rng.IntN(4) == 0 {
+				hot[p] = true
+			}
+			if o := rng.IntN(len(members) + 1); o < len(members) {
+				members[o].owned[p] = true
+			}
+		}
+		cfg := haConfig{hot: hot}
+		plan := assignHA(members, parts, cfg)
+		threads := map[string]int{}
+		for _, mb := range members {
+			threads[mb.process]++
+		}
+		// The balance across members holds for the process totals: a
+		// process of k threads runs k·base to k·(base+1) partitions.
+		got := map[string]int{}
+		for _, m := range plan.active {
+			got[members[m].process]++
+		}
+		base := int(parts) / len(members)
+		for pr, k := range threads {
+			if got[pr] < k*base || got[pr] > k*(base+1) {
+				t.Fatalf("iter %d: process %s of %d threads runs %d of %d partitions over %d members", iter, pr, k, got[pr], parts, len(members))
+			}
+		}
+		for p, m := range plan.active {
+			if threads[members[m].process] < 2 || len(hot) == 0 {
+				continue // nothing to pin
+			}
+			if hot[int32(p)] != (members[m].thread == 0) {
+				t.Fatalf("iter %d: partition %d (hot %v) on thread %d of %s", iter, p, hot[int32(p)], members[m].thread, members[m].process)
+			}
+		}
+		again := slices.Clone(members)
+		for i := range again {
+			again[i].owned = map[int32]bool{}
+		}
+		for p, m := range plan.active {
+			again[m].owned[int32(p)] = true
+		}
+		if next := assignHA(again, parts, cfg); !slices.Equal(next.active, plan.active) {
+			t.Fatalf("iter %d: second round moved partitions: %v, then %v", iter, plan.active, next.active)
+		}
+	}
+}
