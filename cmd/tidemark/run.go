@@ -162,6 +162,7 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	set("acceptable-recovery-lag", func() { cfg.AcceptableRecoveryLag = f.AcceptableRecoveryLag })
 	set("snapshot-store", func() { cfg.SnapshotStore = f.SnapshotStore })
 	set("max-records-per-task-pass", func() { cfg.MaxRecordsPerTaskPass = f.MaxRecordsPerTaskPass })
+	set("threads", func() { cfg.Threads = f.Threads })
 	set("partitions", func() { cfg.Partitions = f.Partitions })
 	set("fraud-threshold", func() { cfg.FraudThreshold = f.FraudThreshold })
 	set("ship-within", func() { cfg.ShipWithin = f.ShipWithin })

@@ -23,22 +23,26 @@ type haConfig struct {
 	// MaxRecordsPerTaskPass: 0 keeps the default, -1 turns fair
 	// scheduling off (processor.UnlimitedRecordsPerTaskPass).
 	MaxRecordsPerTaskPass int `yaml:"max_records_per_task_pass" json:"max_records_per_task_pass"`
+	// Threads is processor.WithThreads: record loops (group members) in
+	// this process; 0 keeps processor.DefaultThreads.
+	Threads int `yaml:"threads" json:"threads"`
 }
 
 func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 	fl.IntVar(&f.StandbyReplicas, "standby-replicas", 0, "standby replicas per stateful task, kept warm on other instances for fast failover")
 	fl.Int64Var(&f.AcceptableRecoveryLag, "acceptable-recovery-lag", 0, "changelog records an instance may lag and still take a task at once; more and it warms up first (default 10000)")
 	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
+	fl.IntVar(&f.Threads, "threads", 0, "record loops in this process, each its own group member with its own transactional producer (default 1)")
 	fl.IntVar(&f.MaxRecordsPerTaskPass, "max-records-per-task-pass", 0, "records of one task per record-loop pass, so a backlogged task cannot starve the others (default 500; -1: off)")
 }
 
 // applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
-// TIDEMARK_SNAPSHOT_STORE and TIDEMARK_MAX_RECORDS_PER_TASK_PASS.
+// TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS and TIDEMARK_THREADS.
 func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
 		f.SnapshotStore = v
 	}
-	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass} {
+	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass, "TIDEMARK_THREADS": &f.Threads} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -64,6 +68,9 @@ func applyHAEnv(f *haConfig, getenv func(string) string) error {
 func (f haConfig) validate() error {
 	if f.StandbyReplicas < 0 {
 		return fmt.Errorf("config: standby_replicas %d: must not be negative", f.StandbyReplicas)
+	}
+	if f.Threads < 0 || f.Threads > 64 {
+		return fmt.Errorf("config: threads %d: accepted range 1..64 (0: the default)", f.Threads)
 	}
 	if f.AcceptableRecoveryLag < 0 {
 		return fmt.Errorf("config: acceptable_recovery_lag %d: must not be negative", f.AcceptableRecoveryLag)
@@ -95,6 +102,9 @@ func (f haConfig) options() []processor.Option {
 	}
 	if f.SnapshotStore != "" {
 		opts = append(opts, processor.WithSnapshotStore(f.SnapshotStore))
+	}
+	if f.Threads > 0 {
+		opts = append(opts, processor.WithThreads(f.Threads))
 	}
 	if f.MaxRecordsPerTaskPass != 0 {
 		opts = append(opts, processor.WithMaxRecordsPerTaskPass(f.MaxRecordsPerTaskPass))

@@ -12,7 +12,7 @@ import (
 // the flags, each later source winning.
 func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	snaps := "file://" + t.TempDir()
-	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\n")
+	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\n")
 	var configPath string
 	f := defaultServiceConfig()
 	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
@@ -34,9 +34,9 @@ func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := app.Config()
-	if got.StandbyReplicas != 2 || got.AcceptableRecoveryLag != 500 || got.Snapshots.URL != snaps || got.MaxRecordsPerTaskPass != -1 {
-		t.Fatalf("standbys %d (want the flag's 2), recovery lag %d (want the file's 500), snapshots %q (want %q), records per pass %d (want the env's -1)",
-			got.StandbyReplicas, got.AcceptableRecoveryLag, got.Snapshots.URL, snaps, got.MaxRecordsPerTaskPass)
+	if got.StandbyReplicas != 2 || got.AcceptableRecoveryLag != 500 || got.Snapshots.URL != snaps || got.MaxRecordsPerTaskPass != -1 || got.Threads != 2 {
+		t.Fatalf("standbys %d (want the flag's 2), recovery lag %d (want the file's 500), snapshots %q (want %q), records per pass %d (want the env's -1), threads %d (want 2)",
+			got.StandbyReplicas, got.AcceptableRecoveryLag, got.Snapshots.URL, snaps, got.MaxRecordsPerTaskPass, got.Threads)
 	}
 }
 
@@ -45,6 +45,7 @@ func TestRunConfigHAErrorsNameTheField(t *testing.T) {
 		{file: "standby_replicas: -1", want: "standby_replicas -1"},
 		{file: "acceptable_recovery_lag: -5", want: "acceptable_recovery_lag -5"},
 		{file: "max_records_per_task_pass: -2", want: "max_records_per_task_pass -2"},
+		{file: "threads: -1", want: "threads -1"},
 		{file: "snapshot_store: /no/scheme", want: `snapshot_store "/no/scheme"`},
 		{file: "snapshot_store: s3://bucket", want: "no s3:// driver"},
 		{env: "x", want: `TIDEMARK_STANDBY_REPLICAS="x"`},
