@@ -50,6 +50,9 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 			// A task without stores (stateless) has nothing to apply, and
 			// no DB.
 			t.flushed = false
+			if t.sealed != nil {
+				t.unseal()
+			}
 			t.db.applies.Add(1)
 			return nil
 		}

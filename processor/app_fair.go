@@ -349,7 +349,13 @@ type queuedOffsets struct {
 }
 
 func (q queuedOffsets) End(ctx context.Context, commit bool, md txn.Metadata) (bool, error) {
-	return q.Transactor.End(txn.WithOffsetLimit(ctx, q.s.fair.limit()), commit, md)
+	// A pipelined End runs off the loop: its limit was pinned when its
+	// transaction was sealed (app_pipeline.go).
+	lim, pinned := ctx.Value(pinnedLimit{}).(txn.OffsetLimit)
+	if !pinned {
+		lim = q.s.fair.limit()
+	}
+	return q.Transactor.End(txn.WithOffsetLimit(ctx, lim), commit, md)
 }
 
 func (q queuedOffsets) Pending() txn.Offsets {
