@@ -30,6 +30,9 @@ type System struct {
 	// NoCache turns Kafka Streams' record cache off, so it emits every
 	// update like tidemark instead of one per key per commit.
 	NoCache bool
+	// Pipelined is tidemark's pipelined commits: "on", "off", or "" for
+	// the processor's default (pipeline.go).
+	Pipelined string
 }
 
 // Job is what one system run processes; it is handed to workers as JSON.
@@ -44,6 +47,7 @@ type Job struct {
 	StateDir       string        `json:"state_dir"`
 	CommitInterval time.Duration `json:"commit_interval"`
 	Policy         string        `json:"policy,omitempty"`
+	Pipelined      string        `json:"pipelined,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).

@@ -82,6 +82,9 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 		processor.WithCommitPolicy(policy),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: workerLogLevel()}))),
 	}
+	if job.Pipelined != "" {
+		opts = append(opts, processor.WithPipelinedCommits(job.Pipelined == "on"))
+	}
 	fo, err := tidemarkMemberOptions(job.MemberConfig)
 	if err != nil {
 		return err

@@ -97,7 +97,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			if workloads != "" {
 				o.Workloads = strings.Split(workloads, ",")
 			}
-			all := bench.DefaultSystems()
+			all := append(bench.DefaultSystems(), bench.PipelineSystems()...)
 			if systems != "" {
 				o.Systems = nil
 				for _, name := range strings.Split(systems, ",") {
