@@ -198,6 +198,9 @@ func (s *session) shutdown() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
 	defer cancel()
 	err := s.commit(ctx, "shutdown")
+	if err == nil {
+		_, err = s.settleFlight(ctx, true) // the last commit ends before the session does
+	}
 	if errors.Is(err, errRestartSession) {
 		s.app.log.Warn("final commit failed; the next instance reprocesses from the last commit", "err", err)
 		return nil

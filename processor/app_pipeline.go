@@ -219,7 +219,12 @@ func (s *session) settleFlight(ctx context.Context, wait bool) (aborted bool, er
 		err := s.committed(f.reason, f.start, f.txn, st, ferr, f.blocked+s.now().Sub(t0))
 		return true, err
 	}
-	// N committed: N+1 begins with what it staged.
+	// N committed: N+1 begins with what it staged, unless the session
+	// must restart (an End error resolved as committed): the next session
+	// redoes N+1 from the committed offsets.
+	if ferr != nil {
+		s.dropStaged()
+	}
 	if len(s.pipe.staged) > 0 {
 		if berr := s.committer.Begin(); berr != nil {
 			s.dropStaged()
@@ -256,6 +261,13 @@ func (s *session) dropStaged() {
 // is ending off the loop.
 func (s *session) staging() bool { return s.pipe.flight != nil }
 
+// overBudget reports whether the staged records passed the budget: the
+// pass stops (processPass) and the loop waits for the transaction in
+// flight (pipelineTurn).
+func (s *session) overBudget() bool {
+	return s.pipe.flight != nil && s.pipe.stagedBytes >= s.app.cfg.pipelineBudget()
+}
+
 // pipelineTurn is the loop's turn on the transaction in flight: it
 // settles it if its End returned, and waits for it when the loop has
 // nothing it may do meanwhile (no queued record to process: polling is
@@ -265,7 +277,7 @@ func (s *session) pipelineTurn(ctx context.Context) error {
 	if s.pipe.flight == nil {
 		return nil
 	}
-	wait := !s.runnable() || s.pipe.stagedBytes >= s.app.cfg.pipelineBudget() || s.assignmentChanged()
+	wait := !s.runnable() || s.overBudget() || s.assignmentChanged()
 	_, err := s.settleFlight(ctx, wait)
 	return err
 }

@@ -249,3 +249,35 @@ func gathered(t *testing.T, a *App, name, lv string) float64 {
 	}
 	return 0
 }
+
+// TestPipelineBudgetBoundsStaging: with a budget of one byte the loop
+// stages one output while a transaction ends, then waits for it instead of
+// processing on.
+func TestPipelineBudgetBoundsStaging(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var held atomic.Bool
+	failed := make(chan string, 1)
+	hook := func(pt txn.Point) {
+		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !held.CompareAndSwap(false, true) {
+			return
+		}
+		v0 := rig.processed.Load()
+		time.Sleep(300 * time.Millisecond)
+		if v := rig.processed.Load(); v > v0+1 {
+			failed <- fmt.Sprintf("the loop processed %d records while N ended, past a budget of one output", v-v0)
+		}
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, WithPipelineBudget(1), WithFaultHook(func(pt txn.Point) { hook(pt) }))
+	rig.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-failed:
+		t.Fatal(msg)
+	default:
+	}
+	if !held.Load() {
+		t.Fatal("no commit with outputs reached BeforeEnd")
+	}
+}
