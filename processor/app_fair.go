@@ -419,8 +419,8 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 		}
 		k := 0
 		for s.fair.perPass < 1 || k < s.fair.perPass {
-			if s.overBudget() {
-				break // app_pipeline.go: wait for the transaction in flight
+			if s.yieldPass() {
+				break // app_pipeline.go: the transaction in flight first
 			}
 			p := q.next()
 			if p == nil {

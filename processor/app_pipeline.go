@@ -268,6 +268,26 @@ func (s *session) overBudget() bool {
 	return s.pipe.flight != nil && s.pipe.stagedBytes >= s.app.cfg.pipelineBudget()
 }
 
+// yieldPass reports whether a pass must stop before its next record for
+// the transaction in flight: the budget is spent, or its End returned and
+// it is to be settled now, so that the next commit (a window_final one
+// above all) is not held back by the rest of the pass.
+func (s *session) yieldPass() bool {
+	f := s.pipe.flight
+	if f == nil {
+		return false
+	}
+	if s.overBudget() {
+		return true
+	}
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // pipelineTurn is the loop's turn on the transaction in flight: it
 // settles it if its End returned, and waits for it when the loop has
 // nothing it may do meanwhile (no queued record to process: polling is
