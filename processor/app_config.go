@@ -171,7 +171,7 @@ type Config struct {
 	Logger *slog.Logger
 	// PipelinedCommits: the record loop keeps processing while a
 	// transaction ends, staging the next one's outputs (app_pipeline.go).
-	// Exactly-once only. Nil: the default (see WithPipelinedCommits).
+	// Exactly-once only. Nil: the default, on (see WithPipelinedCommits).
 	PipelinedCommits *bool
 	// PipelineBudget is the bytes of output records staged while a
 	// transaction ends before the loop waits for it. Default

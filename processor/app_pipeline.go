@@ -59,8 +59,8 @@ const DefaultPipelineBudget = 32 << 20
 
 // WithPipelinedCommits sets Config.PipelinedCommits: whether the record
 // loop keeps processing while a transaction ends (see app_pipeline.go).
-// Pipelining applies under ExactlyOnce; AtLeastOnce commits block as
-// before.
+// Default on. Pipelining applies under ExactlyOnce; AtLeastOnce commits
+// block as before.
 func WithPipelinedCommits(on bool) Option {
 	return func(c *Config) { c.PipelinedCommits = &on }
 }
@@ -72,8 +72,13 @@ func WithPipelineBudget(bytes int) Option {
 	return func(c *Config) { c.PipelineBudget = bytes }
 }
 
-// pipelinedDefault is PipelinedCommits' default.
-const pipelinedDefault = false
+// pipelinedDefault is PipelinedCommits' default: on. The exactly-once
+// tests (the SIGKILL crash tests, the soak's kill and storm campaigns)
+// pass with it on, and on the shared 2-core bench machine the count
+// workload's p99 staleness was lower with it on in most side-by-side runs
+// (geometric mean of six pairs ≈ 0.8×), throughput unchanged within the
+// machine's noise. WithPipelinedCommits(false) restores blocking commits.
+const pipelinedDefault = true
 
 // pipelined reports whether commits are pipelined under c.
 func (c *Config) pipelined() bool {
