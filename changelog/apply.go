@@ -42,14 +42,17 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	if pos == nil {
 		pos = t.stagedPos
 	}
-	if !t.flushed && t.hasLogged() {
+	if !t.flushed && t.sealed == nil && t.hasLogged() {
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, ErrNotFlushed)
 	}
 	if t.tdb == nil {
-		if len(offsets) == 0 && t.pending.Len() == 0 {
+		if len(offsets) == 0 && t.applied().Len() == 0 {
 			// A task without stores (stateless) has nothing to apply, and
 			// no DB.
 			t.flushed = false
+			if t.sealed != nil {
+				t.unseal()
+			}
 			t.db.applies.Add(1)
 			return nil
 		}
@@ -66,8 +69,8 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 			}
 		}
 		for _, st := range t.stores {
-			if st.newCut > st.cut {
-				if err := emit(metaKey(metaCut, st.id), putTime(nil, st.newCut), false); err != nil {
+			if cut := t.applyCut(st); cut > st.cut {
+				if err := emit(metaKey(metaCut, st.id), putTime(nil, cut), false); err != nil {
 					return err
 				}
 			}
@@ -89,9 +92,13 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	t.db.applies.Add(1)
 	t.db.written.Add(bytes)
 	for _, st := range t.stores {
-		st.cut = st.newCut
+		st.cut = t.applyCut(st)
 	}
-	t.pending.Clear(false)
+	if t.sealed != nil {
+		t.unseal()
+	} else {
+		t.pending.Clear(false)
+	}
 	if t.stagedPos != nil {
 		t.sentPos, t.stagedPos = t.stagedPos, nil
 	}
@@ -120,7 +127,7 @@ func (t *TaskState) hasLogged() bool {
 // the expiry deletes and the offsets.
 func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 	limit := t.db.opts.applyTxnLimit
-	if limit > 0 && t.pending.Len() > limit {
+	if limit > 0 && t.applied().Len() > limit {
 		return errTooBig
 	}
 	txn := t.tdb.bdb.NewTransaction(true)
@@ -240,7 +247,7 @@ func (db *DB) hook(step string) error {
 // deletes of windows and sessions below a raised expiry cut.
 func (t *TaskState) dataOps(emit emitFunc) error {
 	var err error
-	t.pending.Ascend(func(e *entry) bool {
+	t.applied().Ascend(func(e *entry) bool {
 		st := e.st
 		if st.spec.Kind == store.KindKeyValue {
 			err = emit(e.key, e.value, e.del)
@@ -251,7 +258,7 @@ func (t *TaskState) dataOps(emit emitFunc) error {
 		if tm, err = suffixTime(st.spec.Kind, suffix); err != nil {
 			return false
 		}
-		if tm < st.newCut {
+		if tm < t.applyCut(st) {
 			return true // the expiry below deletes whatever Badger holds
 		}
 		if err = emit(e.key, e.value, e.del); err != nil {
@@ -264,11 +271,11 @@ func (t *TaskState) dataOps(emit emitFunc) error {
 		return err
 	}
 	for _, st := range t.stores {
-		if st.newCut <= st.cut {
+		if t.applyCut(st) <= st.cut {
 			continue
 		}
 		if err := t.expire(st, emit); err != nil {
-			return fmt.Errorf("expire store %q before %d: %w", st.spec.Name, st.newCut, err)
+			return fmt.Errorf("expire store %q before %d: %w", st.spec.Name, t.applyCut(st), err)
 		}
 	}
 	return nil
@@ -279,7 +286,7 @@ func (t *TaskState) dataOps(emit emitFunc) error {
 // that must not be iterated while it is written.
 func (t *TaskState) expire(st *storeState, emit emitFunc) error {
 	ip := withNS(nsIndex, st.id)
-	hi := putTime(append([]byte(nil), ip...), st.newCut)
+	hi := putTime(append([]byte(nil), ip...), t.applyCut(st))
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip}) // a TaskState with stores has a DB
 	defer it.Close()
 	for it.Seek(ip); it.Valid(); it.Next() {

@@ -39,6 +39,9 @@ func (t *TaskState) Flush(ctx context.Context) (ChangelogOffsets, error) {
 	if t.flushed {
 		return nil, fmt.Errorf("changelog: flush partition %d: %w", t.cfg.Partition, ErrFlushed)
 	}
+	if t.sealed != nil {
+		return nil, fmt.Errorf("changelog: flush partition %d: the previous transaction's sealed layer is not applied or discarded yet", t.cfg.Partition)
+	}
 	t.flushed = true
 	var (
 		mu   sync.Mutex

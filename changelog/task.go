@@ -53,6 +53,10 @@ type TaskState struct {
 
 	stores  map[string]*storeState
 	pending *btree.BTreeG[*entry]
+	// sealed is the overlay of the transaction being committed while
+	// pending already takes the next one's writes (layered.go); nil
+	// otherwise.
+	sealed  *btree.BTreeG[*entry]
 	probe   entry
 	kbuf    []byte
 	rtxn    *badger.Txn // read snapshot, renewed after every Apply
@@ -85,6 +89,7 @@ type storeState struct {
 	topicID [16]byte // the changelog's id, learned by Restore
 	cut     int64    // expiry cut applied to Badger
 	newCut  int64    // expiry cut requested since the last Apply
+	sealCut int64    // newCut when the overlay was sealed (layered.go)
 	closed  bool
 }
 
@@ -164,10 +169,12 @@ func (t *TaskState) Open(spec store.Spec, partition int32) (store.Store, error) 
 // Pending returns the number of uncommitted writes.
 func (t *TaskState) Pending() int { return t.pending.Len() }
 
-// Discard drops the overlay: the transaction it belonged to aborted.
+// Discard drops the overlay: the transaction it belonged to aborted. With
+// a sealed layer (Seal) both layers go: the live one was computed from it.
 func (t *TaskState) Discard() {
 	t.stagedPos = nil
 	t.pending.Clear(false)
+	t.sealed = nil
 	for _, st := range t.stores {
 		st.newCut = st.cut
 	}
@@ -303,8 +310,14 @@ func (t *TaskState) set(st *storeState, key, value []byte) {
 	t.probe.key = key
 	e, ok := t.pending.Get(&t.probe)
 	t.probe.key = nil
-	if !ok {
+	switch {
+	case !ok:
 		e = &entry{key: bytes.Clone(key), st: st}
+		t.pending.ReplaceOrInsert(e)
+	case t.sealed != nil:
+		// The entry may be the sealed layer's: replace it, never change
+		// it in place (layered.go).
+		e = &entry{key: e.key, st: st}
 		t.pending.ReplaceOrInsert(e)
 	}
 	if value == nil {

@@ -35,7 +35,7 @@ type checkpointResult struct {
 func (s *session) tickCheckpoint(ctx context.Context, now time.Time) time.Time {
 	s.collectCheckpoint(false)
 	cd := s.ckpt.Tick(now)
-	start := cd.Checkpoint && !s.committer.Open() && s.ckptRun.done == nil
+	start := cd.Checkpoint && !s.committer.Open() && !s.staging() && s.ckptRun.done == nil
 	s.app.hazard.Load().observeCheckpointDecision(now, cd, start)
 	if start {
 		s.app.log.Debug("checkpoint", "reason", cd.Reason.String(), "interval", cd.Interval, "daly", cd.Daly,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -20,6 +19,14 @@ import (
 // the committed state; a failure that needs a new producer returns
 // errRestartSession.
 func (s *session) commit(ctx context.Context, reason string) error {
+	// A commit asked for while one is in flight (app_pipeline.go) is
+	// chained right after it.
+	if _, err := s.settleFlight(ctx, true); err != nil {
+		return err
+	}
+	if s.canPipeline() {
+		return s.commitPipelined(ctx, reason)
+	}
 	// A commit that has started runs to its end even when Run's context
 	// is cancelled meanwhile: cancelling its flush would abort the work a
 	// graceful shutdown is about to commit. The transaction timeout bounds
@@ -36,6 +43,14 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		s.ckpt.ObserveChangelogWrites(start, lt.state.Pending())
 	}
 	st, err := s.committer.Commit(ctx)
+	return s.committed(reason, start, s.txn, st, err, s.now().Sub(start))
+}
+
+// committed handles the end of a commit that started at start: a
+// committed transaction t is acknowledged, an aborted one rewinds the
+// tasks, a failure that needs a new producer returns errRestartSession.
+// blocked is the record loop's time the commit took (app_pipeline.go).
+func (s *session) committed(reason string, start time.Time, t *txnState, st txn.Stats, err error, blocked time.Duration) error {
 	end := s.now()
 	s.app.purge.observe(st) // only a committed attempt's offsets count
 	var prepErr *txn.PrepareError
@@ -43,21 +58,21 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	case st.Committed:
 		s.app.prunePoison(st.Offsets)
 		s.th.isolate = false
-		s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{})
+		s.observeBlocked(end, blocked)
 		phases := [3]time.Duration{st.Prepare, st.End, st.Apply}
 		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
 		s.th.commitWatch.observe(end, s.app.log, reason, phases)
 		s.app.threadMetrics().commits.WithLabelValues(strconv.Itoa(s.th.index)).Inc()
-		s.acknowledge(end)
+		s.acknowledge(end, t)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}
 		return nil
 	case errors.As(err, &prepErr):
 		s.app.log.Warn("aborted transaction", "reason", prepErr.Err)
-		s.txn.mu.Lock()
-		rejectedOutput := s.txn.rejected
-		s.txn.mu.Unlock()
+		t.mu.Lock()
+		rejectedOutput := t.rejected
+		t.mu.Unlock()
 		if err := s.aborted(prepErr.AbortErr, abortPrepare); err != nil {
 			return err
 		}
@@ -155,23 +170,23 @@ func (o outputs) Discard() {
 	ss.pending = nil
 }
 
-func (s *session) acknowledge(now time.Time) {
-	s.txn.mu.Lock()
-	oldest, outputs, deadLettered := s.txn.oldest, s.txn.outputs, s.txn.deadLettered
-	for sink, o := range s.txn.oldestBySink {
+func (s *session) acknowledge(now time.Time, t *txnState) {
+	t.mu.Lock()
+	oldest, outputs, deadLettered := t.oldest, t.outputs, t.deadLettered
+	for sink, o := range t.oldestBySink {
 		if !s.app.topo.IsRepartitionTopic(sink) {
 			s.app.ui.observeStaleness(sink, now, now.Sub(o))
 		}
 	}
-	s.app.tenants.observe(now, s.txn.byTenant, s.app.metrics)
-	s.txn.mu.Unlock()
+	s.app.tenants.observe(now, t.byTenant, s.app.metrics)
+	t.mu.Unlock()
 	if !oldest.IsZero() {
 		s.app.metrics.observedStaleness.Observe(now.Sub(oldest).Seconds())
 	}
 	s.app.metrics.recordsOut.Add(float64(outputs))
 	s.app.metrics.deadLettered.Add(float64(deadLettered))
 	s.app.publishSnapshot(s.th, s.ctrl.Snapshot())
-	s.txn.reset()
+	t.reset()
 }
 
 // shutdown commits what is open, with a fresh deadline since ctx is done.
@@ -182,6 +197,9 @@ func (s *session) shutdown() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
 	defer cancel()
 	err := s.commit(ctx, "shutdown")
+	if err == nil {
+		_, err = s.settleFlight(ctx, true) // the last commit ends before the session does
+	}
 	if errors.Is(err, errRestartSession) {
 		s.app.log.Warn("final commit failed; the next instance reprocesses from the last commit", "err", err)
 		return nil
@@ -193,6 +211,7 @@ func (s *session) shutdown() error {
 // never become visible and read_committed consumers of its partitions are
 // not held at the last stable offset until the transaction times out.
 func (s *session) abandon() {
+	s.drainFlight()
 	if !s.committer.Open() {
 		return
 	}

@@ -169,6 +169,17 @@ type Config struct {
 	// (rate-limited), with the task and partition as attributes. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// PipelinedCommits: the record loop keeps processing while a
+	// transaction ends, staging the next one's outputs (app_pipeline.go).
+	// Exactly-once only. Nil: the default, on (see WithPipelinedCommits).
+	PipelinedCommits *bool
+	// PipelineBudget is the bytes of output records staged while a
+	// transaction ends before the loop waits for it. Default
+	// DefaultPipelineBudget.
+	PipelineBudget int
+	// wrapTransactor, set by tests only, wraps each session's transactor
+	// (to inject an abort into End, app_pipeline_internal_test.go).
+	wrapTransactor func(txn.Transactor) txn.Transactor
 	// FaultHook is called at each step of every commit (txn.Point); crash
 	// tests kill the process there. Nil in production.
 	FaultHook func(txn.Point)
@@ -425,6 +436,9 @@ func (c *Config) Validate() error {
 	}
 	if d.PollRecords < 1 {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)
+	}
+	if err := checkPipelineBudget(d.PipelineBudget); err != nil {
+		return err
 	}
 	if err := checkMaxRecordsPerTaskPass(d.MaxRecordsPerTaskPass); err != nil {
 		return err

@@ -349,7 +349,13 @@ type queuedOffsets struct {
 }
 
 func (q queuedOffsets) End(ctx context.Context, commit bool, md txn.Metadata) (bool, error) {
-	return q.Transactor.End(txn.WithOffsetLimit(ctx, q.s.fair.limit()), commit, md)
+	// A pipelined End runs off the loop: its limit was pinned when its
+	// transaction was sealed (app_pipeline.go).
+	lim, pinned := ctx.Value(pinnedLimit{}).(txn.OffsetLimit)
+	if !pinned {
+		lim = q.s.fair.limit()
+	}
+	return q.Transactor.End(txn.WithOffsetLimit(ctx, lim), commit, md)
 }
 
 func (q queuedOffsets) Pending() txn.Offsets {
@@ -413,6 +419,9 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 		}
 		k := 0
 		for s.fair.perPass < 1 || k < s.fair.perPass {
+			if s.yieldPass() {
+				break // app_pipeline.go: the transaction in flight first
+			}
 			p := q.next()
 			if p == nil {
 				break

@@ -44,6 +44,7 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 	r.s = &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(perPass, pollRecords),
 		tasks: map[topology.TaskID]*liveTask{}, byInput: map[changelog.TopicPartition]*liveTask{},
 		ctrl: ctrl, admission: rateLimited(ctrl.Options()), now: func() time.Time { return r.now }}
+	r.s.txn = &txnState{}
 	r.s.txn.reset()
 	for p := range partitions {
 		tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: p, Stores: memstore.NewProvider(),
@@ -166,6 +167,7 @@ func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
 	}
 	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1),
 		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
+	s.txn = &txnState{}
 	s.txn.reset()
 	carts, payments := changelog.TopicPartition{Topic: "carts"}, changelog.TopicPartition{Topic: "payments"}
 	s.fair.enqueue(tk.ID(), carts, []*kgo.Record{rec("carts", "c1", 0, 10), rec("carts", "c2", 1, 30)}, 0, time.Time{})

@@ -55,6 +55,7 @@ type appMetrics struct {
 	repartitionPurged      prometheus.Counter
 	repartitionPurgeErrors prometheus.Counter
 	fair                   *fairMetrics // app_fair.go
+	pipe                   *pipeMetrics // app_pipeline.go
 }
 
 func newAppMetrics(app string) *appMetrics {
@@ -129,6 +130,7 @@ func newAppMetrics(app string) *appMetrics {
 	}
 	m.tenantOutputs, m.tenantStaleness = newTenantMetrics(labels, staleBuckets)
 	m.fair = newFairMetrics(labels, f)
+	m.pipe = newPipeMetrics(labels, staleBuckets, f)
 	m.snap = newSnapshotMetrics(labels)
 	for _, c := range m.snap.collectors() {
 		f(c)

@@ -40,6 +40,7 @@ func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
 	}
 	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(UnlimitedRecordsPerTaskPass, 1),
 		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
+	s.txn = &txnState{}
 	s.txn.reset()
 	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "carts"},
 		[]*kgo.Record{rec("carts", "c1", 10), rec("carts", "c2", 30), rec("carts", "c3", 20)}, 0, time.Time{})

@@ -43,6 +43,10 @@ var errRedo = errors.New("redo the transaction after a rejected output")
 // transaction: asynchronously, or, while isolating a rejection, on its own
 // and waited for.
 func (s *session) produceOutput(r *kgo.Record, deadLetter bool) error {
+	if s.staging() {
+		s.stageOutput(r, deadLetter) // app_pipeline.go
+		return nil
+	}
 	if !s.th.isolate {
 		s.producer.Produce(s.ctx, r, s.promise)
 		return nil

@@ -57,8 +57,9 @@ type session struct {
 	changed  bool
 	revoked  bool
 
-	txn txnState
-	cur current // the record being processed, for Collect
+	txn  *txnState // the open transaction's (app_pipeline.go: a sealed one's moves to its flight)
+	pipe pipeState // the transaction ending off the loop (app_pipeline.go)
+	cur  current   // the record being processed, for Collect
 
 	lastWall      time.Time
 	watermark     int64
@@ -131,6 +132,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		f := frontier.NewFrontier(sink, int(a.layout.partitions[sink]))
 		s.frontiers[sink] = &f
 	}
+	s.txn = &txnState{}
 	s.txn.reset()
 	group := a.topo.Application()
 	opts := a.clientOpts(
@@ -204,6 +206,9 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		sess = txn.NewAtLeastOnceTransactor(s.cl, group)
 	}
 	s.producer = s.cl
+	if a.cfg.wrapTransactor != nil {
+		sess = a.cfg.wrapTransactor(sess)
+	}
 	var copts []txn.CommitterOption
 	if a.cfg.FaultHook != nil {
 		copts = append(copts, txn.WithFaultHook(a.cfg.FaultHook))
@@ -393,6 +398,7 @@ func (s *session) index() {
 // the committed one.
 func (s *session) resetTasks() error {
 	s.fair.discard()
+	s.dropStaged()
 	for id, lt := range s.tasks {
 		lt.state.Discard()
 		_ = lt.task.Close()
@@ -415,6 +421,7 @@ func (s *session) resetTasks() error {
 // close closes the session's tasks, logging each one's end state (see
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
+	s.drainFlight()
 	s.collectCheckpoint(true)
 	s.stopSnapshots()
 	s.queryWithdraw()
@@ -446,6 +453,9 @@ func (s *session) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return s.shutdown()
 		}
+		if err := s.pipelineTurn(ctx); err != nil {
+			return err
+		}
 		if s.takeRevoked() && s.committer.Open() {
 			// The session aborts a transaction that spans a revocation;
 			// end it now so the rewind and task changes happen together.
@@ -453,14 +463,16 @@ func (s *session) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if !s.committer.Open() {
+		if !s.committer.Open() && !s.staging() {
 			s.fair.dropRevoked()
 			if err := s.syncTasks(ctx); err != nil {
 				return err
 			}
 		}
-		if err := s.promoteRestored(ctx); err != nil {
-			return err
+		if !s.staging() {
+			if err := s.promoteRestored(ctx); err != nil {
+				return err
+			}
 		}
 		s.applyPauses()
 		wait := time.Until(wake)
@@ -473,9 +485,13 @@ func (s *session) run(ctx context.Context) error {
 			pctx, cancel = context.WithTimeout(ctx, wait)
 		}
 		var fs kgo.Fetches
-		if s.gts != nil {
+		switch {
+		case s.staging():
+			// kgo: no poll while End runs; the pass takes the queued
+			// records (pipelineTurn waited if there were none).
+		case s.gts != nil:
 			fs = s.gts.PollRecords(pctx, s.app.cfg.PollRecords)
-		} else {
+		default:
 			fs = s.cl.PollRecords(pctx, s.app.cfg.PollRecords)
 		}
 		cancel()
@@ -529,8 +545,20 @@ func (s *session) redo(ctx context.Context, err error) error {
 	if !errors.Is(err, errReplay) && !errors.Is(err, errRedo) {
 		return err
 	}
-	if aerr := s.abort(ctx, abortRedo); aerr != nil {
-		return aerr
+	// With a transaction in flight the redo waits for it: if it aborted,
+	// everything since the last commit is already rewound; if it
+	// committed, the transaction after it is aborted here.
+	aborted, serr := s.settleFlight(ctx, true)
+	if serr != nil {
+		return serr
+	}
+	if !aborted {
+		if err := s.begin(); err != nil {
+			return err
+		}
+		if aerr := s.abort(ctx, abortRedo); aerr != nil {
+			return aerr
+		}
 	}
 	if errors.Is(err, errRedo) {
 		_ = retry.Sleep(ctx, s.redoPause())
@@ -555,7 +583,7 @@ func (s *session) pollError(fs kgo.Fetches) error {
 }
 
 func (s *session) dirty() bool {
-	if s.committer.Open() {
+	if s.committer.Open() || s.staging() {
 		return true
 	}
 	for _, lt := range s.tasks {
@@ -567,8 +595,8 @@ func (s *session) dirty() bool {
 }
 
 func (s *session) begin() error {
-	if s.committer.Open() {
-		return nil
+	if s.committer.Open() || s.staging() {
+		return nil // staging: N+1 begins once N settles (app_pipeline.go)
 	}
 	if err := s.committer.Begin(); err != nil {
 		return fmt.Errorf("%w: begin: %v", errRestartSession, err)

@@ -91,6 +91,11 @@ func runChild() int {
 			}
 		}))
 	}
+	if v := env("TIDEMARK_TEST_PIPELINED"); v != "" {
+		// Inherited from the parent: run every crash test with pipelined
+		// commits on (1) or off (0).
+		opts = append(opts, processor.WithPipelinedCommits(v == "1"))
+	}
 	if n, err := strconv.Atoi(env("CHILD_PER_PASS")); err == nil {
 		opts = append(opts, processor.WithMaxRecordsPerTaskPass(n))
 	}

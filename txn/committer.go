@@ -219,28 +219,64 @@ func (c *Committer) Abort(ctx context.Context) (Stats, error) {
 }
 
 func (c *Committer) finish(ctx context.Context, act Action, parts []Participant, md Metadata) (Stats, error) {
-	st := Stats{Started: c.now()}
-	pending := c.sess.Pending()
+	r := c.end(ctx, act, c.sess.Pending(), md)
+	return c.settle(ctx, r, parts)
+}
+
+// ended is what End (and, after an End error, resolving its outcome) found:
+// everything settle needs to move the Machine on, gathered without it.
+type ended struct {
+	act       Action // ActEnd or ActAbort: what End was asked to do
+	pending   Offsets
+	committed bool
+	endErr    error
+	// resolved: End failed and the committed offsets were read;
+	// rCommitted/rKnown are what they said.
+	resolved, rCommitted, rKnown bool
+	started                      time.Time
+	end, resolve                 time.Duration
+}
+
+// end ends the transaction (commit when act is ActEnd, else abort) and,
+// after an End error on a commit, reads the committed offsets to learn
+// its outcome. It touches neither the Machine nor the participants, so it
+// may run on a goroutine of its own (Ending.End).
+func (c *Committer) end(ctx context.Context, act Action, pending Offsets, md Metadata) ended {
+	r := ended{act: act, pending: pending, started: c.now()}
 	c.fault(BeforeEnd)
 	ends := c.now()
-	committed, endErr := c.sess.End(ctx, act == ActEnd, md)
-	st.End = c.now().Sub(ends)
-	act, err := c.m.Ended(committed, endErr)
+	r.committed, r.endErr = c.sess.End(ctx, act == ActEnd, md)
+	r.end = c.now().Sub(ends)
+	if r.endErr != nil && !errors.Is(r.endErr, ErrFenced) {
+		rs := c.now()
+		r.resolved = true
+		r.rCommitted, r.rKnown = c.resolve(ctx, pending)
+		r.resolve = c.now().Sub(rs)
+	}
+	return r
+}
+
+// settle records what end found in the Machine and applies or discards
+// every participant.
+func (c *Committer) settle(ctx context.Context, r ended, parts []Participant) (Stats, error) {
+	st := Stats{Started: r.started, End: r.end, Resolve: r.resolve}
+	endErr := r.endErr
+	act, err := c.m.Ended(r.committed, endErr)
 	if err != nil {
 		return st, err
 	}
 	if act == ActResolve {
-		rs := c.now()
-		committed, known := c.resolve(ctx, pending)
-		st.Resolve = c.now().Sub(rs)
-		if act, err = c.m.Resolved(committed, known); err != nil {
+		if !r.resolved {
+			return st, fmt.Errorf("txn: End failed with %v and its outcome was not resolved", endErr)
+		}
+		if act, err = c.m.Resolved(r.rCommitted, r.rKnown); err != nil {
 			return st, err
 		}
 	}
 	switch act {
 	case ActApply:
 		c.fault(AfterCommit)
-		st.Committed, st.Offsets = true, pending
+		st.Committed, st.Offsets = true, r.pending
 		as := c.now()
 		for _, p := range parts {
 			if err := p.Apply(ctx); err != nil {

@@ -73,21 +73,25 @@ var errPrepareForTest = errors.New("changelog flush failed")
 
 func offsets(at int64) Offsets { return Offsets{"carts": {0: at, 1: at + 1}} }
 
-func TestCommitterFollowsTheProtocol(t *testing.T) {
-	tests := []struct {
-		name     string
-		sess     fakeTransactor
-		applyErr error
-		abort    bool
-		wantLog  string
-		wantErr  error // nil, or a sentinel the error must wrap
-		anyErr   bool
-		wantComm bool
-		// prepare: the first participant's Prepare error; metadata is
-		// what each participant names for the offsets.
-		prepareErr error
-		withMD     bool
-	}{
+// committerCase is one case of the commit protocol, run through Commit
+// and through the pipelined Seal, End, Finish (pipeline_test.go).
+type committerCase struct {
+	name     string
+	sess     fakeTransactor
+	applyErr error
+	abort    bool
+	wantLog  string
+	wantErr  error // nil, or a sentinel the error must wrap
+	anyErr   bool
+	wantComm bool
+	// prepare: the first participant's Prepare error; metadata is
+	// what each participant names for the offsets.
+	prepareErr error
+	withMD     bool
+}
+
+func committerCases() []committerCase {
+	return []committerCase{
 		{name: "the participants' metadata goes with the offsets, merged",
 			sess:    fakeTransactor{committed: true, pending: offsets(10)},
 			withMD:  true,
@@ -126,6 +130,10 @@ func TestCommitterFollowsTheProtocol(t *testing.T) {
 			sess: fakeTransactor{committed: true, pending: offsets(10)}, applyErr: errors.New("disk full"),
 			wantLog: "begin fault:3 fault:0 end(commit=true) fault:1 apply:t0", wantErr: ErrOutcomeUnknown, wantComm: true},
 	}
+}
+
+func TestCommitterFollowsTheProtocol(t *testing.T) {
+	tests := committerCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log []string

@@ -33,6 +33,9 @@ type System struct {
 	// Threads is tidemark's stream threads (processor.WithThreads); 0
 	// keeps its default.
 	Threads int
+	// Pipelined is tidemark's pipelined commits: "on", "off", or "" for
+	// the processor's default (pipeline.go).
+	Pipelined string
 }
 
 // Job is what one system run processes; it is handed to workers as JSON.
@@ -48,6 +51,7 @@ type Job struct {
 	CommitInterval time.Duration `json:"commit_interval"`
 	Policy         string        `json:"policy,omitempty"`
 	Threads        int           `json:"threads,omitempty"`
+	Pipelined      string        `json:"pipelined,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).

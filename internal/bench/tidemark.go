@@ -85,6 +85,9 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 	if job.Threads > 0 {
 		opts = append(opts, processor.WithThreads(job.Threads))
 	}
+	if job.Pipelined != "" {
+		opts = append(opts, processor.WithPipelinedCommits(job.Pipelined == "on"))
+	}
 	fo, err := tidemarkMemberOptions(job.MemberConfig)
 	if err != nil {
 		return err

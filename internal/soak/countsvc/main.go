@@ -56,6 +56,7 @@ func run() int {
 		guarantee  = flag.String("guarantee", env("COUNTSVC_GUARANTEE", "exactly_once"), "exactly_once or at_least_once (COUNTSVC_GUARANTEE)")
 		logLevel   = flag.String("log-level", env("COUNTSVC_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTSVC_LOG_LEVEL)")
 		threads    = flag.Int("threads", 0, "stream threads (processor.WithThreads); 0: tidemark's default")
+		pipelined  = flag.String("pipelined", env("COUNTSVC_PIPELINED", ""), "pipelined commits: on, off, or empty for tidemark's default (COUNTSVC_PIPELINED; the soak harness passes its environment on)")
 	)
 	flag.Parse()
 
@@ -104,6 +105,14 @@ func run() int {
 	}
 	if *httpAddr != "" {
 		opts = append(opts, processor.WithHTTP(*httpAddr))
+	}
+	switch *pipelined {
+	case "":
+	case "on", "off":
+		opts = append(opts, processor.WithPipelinedCommits(*pipelined == "on"))
+	default:
+		log.Error("--pipelined: want on, off or empty", "got", *pipelined)
+		return 2
 	}
 	if *session > 0 {
 		d := *session

@@ -98,6 +98,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 				o.Workloads = strings.Split(workloads, ",")
 			}
 			all := append(bench.DefaultSystems(), bench.ExtraSystems()...)
+			all = append(all, bench.PipelineSystems()...)
 			if systems != "" {
 				o.Systems = nil
 				for _, name := range strings.Split(systems, ",") {

@@ -1,0 +1,283 @@
+package processor
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
+)
+
+// pipeRig is a counting app over one input partition and one key, whose
+// MapValues counts the records the loop processed, so a test can see the
+// loop work while a transaction ends.
+type pipeRig struct {
+	in, out   string
+	processed atomic.Int64
+	app       *App
+}
+
+func newPipeRig(t *testing.T, n int, opts ...Option) (*pipeRig, func()) {
+	t.Helper()
+	r := &pipeRig{in: kafkatest.NewTopic(t, 1, nil), out: kafkatest.NewTopic(t, 1, nil)}
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "pipe"))
+	b.Stream(r.in, serde.String(), serde.String()).
+		MapValues(func(_ string, v string) string {
+			// Slow enough that commits come while records are queued.
+			time.Sleep(100 * time.Microsecond)
+			r.processed.Add(1)
+			return v
+		}).
+		GroupByKey(topology.Named("counts")).
+		Count(topology.Named("counts")).
+		ToStream().To(r.out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: r.in, Partition: 0, Key: []byte("k"), Value: []byte(strconv.Itoa(i))})
+	}
+	kafkatest.Produce(t, recs...)
+	app, err := NewApp(topo, append([]Option{WithBrokers(kafkatest.Brokers(t)...), WithStateDir(t.TempDir()),
+		WithPipelinedCommits(true),
+		// Few records per pass, so that records stay queued for the loop
+		// to process while a transaction ends.
+		WithMaxRecordsPerTaskPass(5),
+		WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 20 * time.Millisecond}),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.app = app
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("app did not stop within 60s")
+		}
+	}
+	t.Cleanup(stop)
+	return r, stop
+}
+
+// waitProcessedBeyond waits until the loop processed more than v records;
+// false after 10s.
+func (r *pipeRig) waitProcessedBeyond(v int64) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for r.processed.Load() <= v {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// checkExactlyOnce reads the committed outputs: counts 1..n, each once.
+func (r *pipeRig) checkExactlyOnce(t *testing.T, n int) {
+	t.Helper()
+	recs := kafkatest.ConsumeExactly(t, r.out, n, time.Minute, 2*time.Second)
+	for i, rec := range recs {
+		if got := binary.BigEndian.Uint64(rec.Value); got != uint64(i+1) {
+			t.Fatalf("output %d is count %d: a duplicate or a lost update", i, got)
+		}
+	}
+}
+
+// maxUncommitted is the highest count in the output log, committed or
+// not (read_uncommitted): what the app has produced so far.
+func maxUncommitted(t *testing.T, topic string) uint64 {
+	t.Helper()
+	cl := kafkatest.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	var top uint64
+	for quiet := 0; quiet < 3; {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			quiet++
+		}
+		fs.EachRecord(func(rec *kgo.Record) { top = max(top, binary.BigEndian.Uint64(rec.Value)) })
+	}
+	return top
+}
+
+// TestPipelinedCommitProcessesWhileEnding holds the first transaction with
+// outputs just before its EndTxn (BeforeEnd runs on the End goroutine)
+// until the loop has processed records of the next one: the loop is not
+// waiting for it. Meanwhile those records' outputs are not in the output
+// log at all (staged, not produced into the ending transaction). In the
+// end every output is committed exactly once.
+func TestPipelinedCommitProcessesWhileEnding(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var held atomic.Bool
+	failed := make(chan string, 1)
+	hook := func(pt txn.Point) {
+		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !held.CompareAndSwap(false, true) {
+			return
+		}
+		v0 := rig.processed.Load() // N's records and maybe a few of N+1's
+		if !rig.waitProcessedBeyond(v0) {
+			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // time for a produced record to reach the log
+		if top := maxUncommitted(t, rig.out); top > uint64(v0) {
+			failed <- fmt.Sprintf("output count %d is in the log while N (at most %d records) ends: N+1's outputs went into N", top, v0)
+		}
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, WithFaultHook(func(pt txn.Point) { hook(pt) }))
+	rig.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-failed:
+		t.Fatal(msg)
+	default:
+	}
+	if !held.Load() {
+		t.Fatal("no commit with outputs reached BeforeEnd")
+	}
+	if c := gathered(t, rig.app, "tidemark_commit_loop_blocked_seconds", ""); c == 0 {
+		t.Fatal("tidemark_commit_loop_blocked_seconds observed no commit")
+	}
+}
+
+// abortingTransactor ends one chosen transaction with an abort, as the
+// session does when the group rebalanced meanwhile: End returns
+// committed=false and no error, and kgo rewinds the consumer.
+type abortingTransactor struct {
+	txn.Transactor
+	abort func() bool
+}
+
+func (a abortingTransactor) End(ctx context.Context, commit bool, md txn.Metadata) (bool, error) {
+	if commit && a.abort() {
+		return a.Transactor.End(ctx, false, md)
+	}
+	return a.Transactor.End(ctx, commit, md)
+}
+
+// TestPipelinedAbortDiscardsNextAndRedoes aborts a transaction N while the
+// loop has processed records of N+1 (its outputs staged, its state layered
+// over N's): N+1 must go with N, everything since the last commit is
+// redone, and every output is committed exactly once.
+func TestPipelinedAbortDiscardsNextAndRedoes(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var aborted atomic.Bool
+	failed := make(chan string, 1)
+	abort := func() bool {
+		if rig == nil || rig.processed.Load() == 0 || !aborted.CompareAndSwap(false, true) {
+			return false
+		}
+		if v0 := rig.processed.Load(); !rig.waitProcessedBeyond(v0) {
+			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
+		}
+		return true
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, func(c *Config) {
+		c.wrapTransactor = func(tr txn.Transactor) txn.Transactor { return abortingTransactor{tr, abort} }
+	})
+	rig.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-failed:
+		t.Fatal(msg)
+	default:
+	}
+	if !aborted.Load() {
+		t.Fatal("no transaction was aborted")
+	}
+	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got < 1 {
+		t.Fatalf("aborts by the session = %v, want the injected one", got)
+	}
+	if p := rig.processed.Load(); p <= n {
+		t.Fatalf("processed %d records for %d inputs: the aborted work was not redone", p, n)
+	}
+}
+
+// gathered is a counter's value (the series with label value lv) or a
+// histogram's sample count from the app's registry.
+func gathered(t *testing.T, a *App, name, lv string) float64 {
+	t.Helper()
+	mfs, err := a.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == lv {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestPipelineBudgetBoundsStaging: with a budget of one byte the loop
+// stages one output while a transaction ends, then waits for it instead of
+// processing on.
+func TestPipelineBudgetBoundsStaging(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var held atomic.Bool
+	failed := make(chan string, 1)
+	hook := func(pt txn.Point) {
+		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !held.CompareAndSwap(false, true) {
+			return
+		}
+		v0 := rig.processed.Load()
+		time.Sleep(300 * time.Millisecond)
+		if v := rig.processed.Load(); v > v0+1 {
+			failed <- fmt.Sprintf("the loop processed %d records while N ended, past a budget of one output", v-v0)
+		}
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, WithPipelineBudget(1), WithFaultHook(func(pt txn.Point) { hook(pt) }))
+	rig.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-failed:
+		t.Fatal(msg)
+	default:
+	}
+	if !held.Load() {
+		t.Fatal("no commit with outputs reached BeforeEnd")
+	}
+}
