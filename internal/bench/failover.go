@@ -283,7 +283,11 @@ type FailoverResult struct {
 	TakeoverP50   float64 `json:"takeover_p50_ms,omitempty"`
 	TakeoverP99   float64 `json:"takeover_p99_ms,omitempty"`
 	TakeoverCount int64   `json:"takeover_outputs,omitempty"`
-	Error         string  `json:"error,omitempty"`
+	// Series is the unmoved partitions' staleness per second of input
+	// send time, from the start of the input to the end of the takeover
+	// window (see SeriesPoint).
+	Series []SeriesPoint `json:"series,omitempty"`
+	Error  string        `json:"error,omitempty"`
 }
 
 // P99Ratio is takeover over steady-state p99 of the unmoved partitions.
@@ -546,6 +550,7 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	})
 	res.SteadyP50, res.SteadyP99, res.SteadyCount = steady.Quantile(50), steady.Quantile(99), steady.Count
 	res.TakeoverP50, res.TakeoverP99, res.TakeoverCount = takeover.Quantile(50), takeover.Quantile(99), takeover.Count
+	res.Series = stalenessSeries(obs, res.Moved, kill, driveStart, first.Add(f.o.After), time.Second)
 	f.progress(fmt.Sprintf("  unmoved partitions' p99: steady %.1f ms (%d outputs), takeover %.1f ms (%d outputs)",
 		res.SteadyP99, res.SteadyCount, res.TakeoverP99, res.TakeoverCount))
 	return res
