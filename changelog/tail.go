@@ -208,7 +208,7 @@ func (tl *tailer) run(ctx context.Context) error {
 		if ferr != nil {
 			return fmt.Errorf("changelog: tail task %s: %w", tl.t.cfg.ID, ferr)
 		}
-		applied, moved, err := tl.apply(ctx, tdb, fs)
+		applied, moved, err := tl.apply(tdb, fs)
 		if err != nil {
 			return fmt.Errorf("changelog: tail task %s: %w", tl.t.cfg.ID, err)
 		}
@@ -234,8 +234,10 @@ func (tl *tailer) run(ctx context.Context) error {
 }
 
 // apply writes a fetch's records into the task DB: data first, flushed,
-// before the caller records the new positions.
-func (tl *tailer) apply(ctx context.Context, tdb *taskDB, fs kgo.Fetches) (n int64, moved bool, err error) {
+// before the caller records the new positions. It does not stop for a
+// cancelled context: a fetch is applied and recorded whole, then the loop
+// ends.
+func (tl *tailer) apply(tdb *taskDB, fs kgo.Fetches) (n int64, moved bool, err error) {
 	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	var written int64
@@ -270,7 +272,7 @@ func (tl *tailer) apply(ctx context.Context, tdb *taskDB, fs kgo.Fetches) (n int
 		return 0, false, fmt.Errorf("write task DB %s: %w", tdb.id, err)
 	}
 	tl.t.db.written.Add(written)
-	return n, true, ctx.Err()
+	return n, true, nil
 }
 
 // record writes every position, as a restore's end does.
