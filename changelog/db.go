@@ -32,6 +32,8 @@ type DB struct {
 	written atomic.Int64
 	applies atomic.Int64
 	staged  atomic.Int64
+	// clients counts the Kafka clients restores and tails created.
+	clients atomic.Int64
 
 	owner    Owner // as recorded; see Owner
 	hasOwner bool
@@ -363,6 +365,12 @@ type DBStats struct {
 	UncheckpointedBytes int64
 	// OpenTaskDBs is how many task DBs are open.
 	OpenTaskDBs int
+	// KafkaClients counts the Kafka clients restores and tails created
+	// since the DB opened: two per restore that reads something (one to
+	// plan, one to fetch), one per restore that has nothing to read, one
+	// per tail (tail.go). A count that climbs while nothing restores is
+	// client churn.
+	KafkaClients int64
 }
 
 // Stats returns the DB's counters.
@@ -370,5 +378,6 @@ func (db *DB) Stats() DBStats {
 	db.mu.Lock()
 	n := len(db.tasks)
 	db.mu.Unlock()
-	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load(), OpenTaskDBs: n}
+	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load(), OpenTaskDBs: n,
+		KafkaClients: db.clients.Load()}
 }

@@ -195,7 +195,7 @@ func (db *DB) restore(ctx context.Context, targets []taskTarget, opts RestoreOpt
 			return res, fmt.Errorf("changelog: restore: finish an interrupted apply in task DB %s: %w", tdb.id, err)
 		}
 	}
-	admCl, err := kgo.NewClient(opts.ClientOpts...)
+	admCl, err := db.newClient(opts.ClientOpts...)
 	if err != nil {
 		return res, fmt.Errorf("changelog: restore: new client: %w", err)
 	}
@@ -573,7 +573,7 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 		kgo.FetchMaxBytes(4<<20),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
-	cl, err := kgo.NewClient(copts...)
+	cl, err := db.newClient(copts...)
 	if err != nil {
 		return 0, fmt.Errorf("changelog: restore: new consumer: %w", err)
 	}

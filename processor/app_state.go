@@ -27,6 +27,7 @@ func (a *App) openState() error {
 		return fmt.Errorf("processor: open state in %s: %w", a.cfg.StateDir, err)
 	}
 	a.db = db
+	a.ha.db.Store(db)
 	if a.cfg.persistedID {
 		if err := os.WriteFile(filepath.Join(a.cfg.StateDir, "instance-id"), []byte(a.cfg.InstanceID), 0o644); err != nil {
 			return fmt.Errorf("processor: persist instance id: %w", err)

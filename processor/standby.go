@@ -27,13 +27,16 @@ import (
 // and to warm up. For each stateful task of those partitions the session
 // runs a standby: a goroutine that tails the task's changelog partitions,
 // read_committed, into the task's own local DB (<StateDir>/tasks/<task>),
-// with the restore machinery: each round is a changelog.TaskState.Restore
-// from the DB's applied offsets to the changelogs' last stable offsets,
+// with changelog.TaskState.Tail: a restore from the DB's applied offsets
+// (with every rebuild check of the restore path), then one long-lived
+// client that fetches continuously and applies each fetch as it arrives,
 // so a standby applies exactly what a restore would (only committed
-// changes, the input-position records that become the task's floor, the
-// rebuild checks), and records its offsets in the DB as a restore does.
-// It never fences anyone and never waits for a pending transaction: the
-// active owner's open transaction is read once it commits.
+// changes, the input-position records that become the task's floor) and
+// records its offsets in the DB after each fetch, as a restore does at its
+// end. It never fences anyone and never waits for a pending transaction:
+// the active owner's open transaction is read once it commits. A tail
+// that fails (a broker outage, its position gone from the log) is retried
+// a second later, with a new restore.
 //
 // When a standby's task becomes active here, the session stops the
 // standby (and waits for its goroutine, which closes the task DB) before
@@ -68,8 +71,9 @@ const (
 	defaultProbingRebalanceInterval = 10 * time.Minute
 )
 
-// standbyPollInterval is the pause between a standby's catch-up rounds.
-const standbyPollInterval = 250 * time.Millisecond
+// warmupCheckInterval is how often the prober looks whether every warm-up
+// caught up (syncProbe).
+const warmupCheckInterval = 250 * time.Millisecond
 
 func (c *Config) ensureStandbyDefaults() {
 	if c.AcceptableRecoveryLag == 0 {
@@ -105,6 +109,8 @@ type haRuntime struct {
 
 	tasksGauge prometheus.Gauge
 	lagGauge   *prometheus.GaugeVec
+	// db is the App's state, for the metrics (a rebuild replaces it).
+	db atomic.Pointer[changelog.DB]
 }
 
 func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
@@ -112,8 +118,17 @@ func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
 	h.tasksGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_standby_tasks",
 		Help: "Standby tasks (warm-ups included) this instance keeps up to date from their changelogs.", ConstLabels: labels})
 	h.lagGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_standby_lag_records",
-		Help: "Changelog records a standby task was behind the last stable offsets at its last catch-up round.", ConstLabels: labels}, []string{"task"})
-	reg.MustRegister(h.tasksGauge, h.lagGauge)
+		Help: "Changelog offsets a standby task is behind the last stable offsets, measured about every second.", ConstLabels: labels}, []string{"task"})
+	clients := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidemark_changelog_clients_created_total",
+		Help: "Kafka clients created to restore and tail changelogs: per restore one or two, per standby tail one. " +
+			"A steady climb while no task moves is client churn.", ConstLabels: labels},
+		func() float64 {
+			if db := h.db.Load(); db != nil {
+				return float64(db.Stats().KafkaClients)
+			}
+			return 0
+		})
+	reg.MustRegister(h.tasksGauge, h.lagGauge, clients)
 }
 
 // setActive records the running active tasks of stream thread th.
@@ -149,7 +164,7 @@ type standbyTask struct {
 	warmup atomic.Bool
 	cancel context.CancelFunc
 	done   chan struct{}
-	lag    atomic.Int64 // -1 until the first round ends
+	lag    atomic.Int64 // -1 until the tail's restore ends
 }
 
 // statefulTasks lists the tasks of partition number p with logged stores.
@@ -313,7 +328,7 @@ func (s *session) syncProbe(ctx context.Context, on bool) {
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
-		check := time.NewTicker(standbyPollInterval)
+		check := time.NewTicker(warmupCheckInterval)
 		defer check.Stop()
 		fired := int64(-1)
 		for {
@@ -411,9 +426,6 @@ func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 	a := s.app
 	id := st.id
 	log := a.log.With("task", id.String(), "standby", true)
-	// Per-round restore logs ("restore done" four times a second) would
-	// drown the log; warnings still come through.
-	quiet := slog.New(minLevel{h: log.Handler(), min: slog.LevelWarn})
 	var lastErr string
 	backoff := func(err error) bool {
 		if msg := err.Error(); msg != lastErr {
@@ -433,9 +445,9 @@ func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 			AppID:     a.topo.Application(),
 			Partition: id.Partition,
 			Producer:  s.producer, // required to open logged stores; a standby never flushes
-			Logger:    quiet,
+			Logger:    log,
 		})
-		err := s.tailStandby(ctx, state, st, quiet)
+		err := s.tailStandby(ctx, state, st, log)
 		if cerr := state.Close(); cerr != nil {
 			log.Warn("standby: close task state", "err", cerr)
 		}
@@ -445,8 +457,10 @@ func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 	}
 }
 
-// tailStandby opens the logged stores of st's task on state and restores
-// them round after round until ctx ends (nil) or a round fails.
+// tailStandby opens the logged stores of st's task on state and tails
+// their changelogs (changelog.TaskState.Tail: a restore, then one
+// long-lived read_committed client fetching continuously) until ctx ends
+// (nil) or the tail fails.
 func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, st *standbyTask, log *slog.Logger) error {
 	a := s.app
 	for _, spec := range a.topo.SubTopologies()[st.id.SubTopology].Stores {
@@ -458,51 +472,40 @@ func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, s
 		}
 	}
 	label := st.id.String()
-	for {
-		opts := changelog.RestoreOptions{
+	setLag := func(lag int64) {
+		st.lag.Store(lag)
+		a.ha.lagGauge.WithLabelValues(label).Set(float64(lag))
+	}
+	var counted int64
+	err := state.Tail(ctx, changelog.TailOptions{
+		RestoreOptions: changelog.RestoreOptions{
 			ClientOpts: a.clientOpts(),
 			Logger:     log,
 			// Read to what is stable now: the active owner's open
-			// transaction is read next round, once it commits.
+			// transaction is read by the tail, once it commits.
 			PendingTxnWait: -1,
 			Progress: func(p changelog.RestoreProgress) {
 				if p.Done {
-					st.lag.Store(p.Total)
-					a.ha.lagGauge.WithLabelValues(label).Set(float64(p.Total))
+					setLag(p.Total) // what the restore had to read: an upper bound until the tail measures
 				}
 			},
-		}
-		res, err := state.Restore(ctx, opts)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("standby %s: %w", st.id, err)
-		}
-		a.metrics.restoredRecords.Add(float64(res.Records))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(standbyPollInterval):
-		}
+		},
+		OnTail: func(p changelog.TailProgress) {
+			if p.Lag >= 0 {
+				setLag(p.Lag)
+			}
+			n := p.Restored + p.Applied
+			a.metrics.restoredRecords.Add(float64(n - counted))
+			counted = n
+		},
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
-}
-
-// minLevel drops records below min.
-type minLevel struct {
-	h   slog.Handler
-	min slog.Level
-}
-
-func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= m.min && m.h.Enabled(ctx, l)
-}
-func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
-func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
-	return minLevel{h: m.h.WithAttrs(as), min: m.min}
-}
-func (m minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h: m.h.WithGroup(name), min: m.min}
+	if err != nil {
+		return fmt.Errorf("standby %s: %w", st.id, err)
+	}
+	return nil
 }
 
 // tasksView is the body of GET /tasks.
@@ -520,8 +523,8 @@ type tasksView struct {
 type standbyView struct {
 	Task   string `json:"task"`
 	WarmUp bool   `json:"warmup"`
-	// Lag is the changelog records behind at the last round; -1 before
-	// the first round ended.
+	// Lag is the changelog offsets behind at the last measurement (about
+	// every second); -1 before the standby's first restore ended.
 	Lag int64 `json:"lag"`
 }
 

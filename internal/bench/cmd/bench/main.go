@@ -52,6 +52,7 @@ func newBenchCmd() *cobra.Command {
 		failover                         bool
 		failoverCases                    string
 		failoverRate                     float64
+		repeats                          int
 		records, keys                    int
 		sweep, rates                     []float64
 		sweepWorkloads                   string
@@ -84,7 +85,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 				return err
 			}
 			if failover {
-				return runFailover(ctx, root, out, bench.FailoverOptions{Brokers: seeds, Quick: quick, Keys: keys, Rate: failoverRate}, failoverCases)
+				return runFailover(ctx, root, out, bench.FailoverOptions{Brokers: seeds, Quick: quick, Keys: keys, Rate: failoverRate, Repeats: repeats}, failoverCases)
 			}
 			o := bench.Options{Brokers: seeds, Quick: quick, Resume: resume, Records: records, Keys: keys, SweepFractions: sweep, SequentialKeys: sequential, Rates: rates}
 			switch sweepWorkloads {
@@ -142,9 +143,10 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 	f.BoolVar(&sequential, "sequential-keys", false, "pre-produce every key in turn, so --records ≥ --keys fills state with exactly --keys keys")
 	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
 	f.Float64SliceVar(&rates, "rates", nil, "absolute sweep rates in records/s (instead of --sweep fractions)")
-	f.BoolVar(&failover, "failover", false, "measure failover instead: SIGKILL the owner of a partition of a 1M-key table (quick: 100k, or --keys) and time the survivor's takeover, tidemark and Kafka Streams with and without standbys")
+	f.BoolVar(&failover, "failover", false, "measure failover instead: SIGKILL the owner of a partition of a 1M-key table (quick: 100k, or --keys) and time the survivor's takeover, tidemark and Kafka Streams with and without standbys, and tidemark's snapshot and full restore at 100k keys too")
 	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated subset of the failover cases (default: all)")
 	f.Float64Var(&failoverRate, "failover-rate", 0, "input rate during the failover measurement, records/s (default 2000)")
+	f.IntVar(&repeats, "repeats", 2, "failover: run every case this many times, interleaved; the table shows min and median")
 	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count; none to skip it)")
 	return cmd
 }
