@@ -41,7 +41,11 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 		t.Fatal(err)
 	}
 	r := &fairRig{out: map[int32][]string{}, now: time.Unix(1_700_000_000, 0)}
-	r.s = &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(perPass, pollRecords),
+	app := &App{metrics: newAppMetrics("app")}
+	app.thm = newThreadMetrics(app.metrics.reg, "app")
+	th := &appThread{app: app}
+	app.threads = []*appThread{th}
+	r.s = &session{app: app, th: th, fair: newFairQueues(perPass, pollRecords),
 		tasks: map[topology.TaskID]*liveTask{}, byInput: map[changelog.TopicPartition]*liveTask{},
 		ctrl: ctrl, admission: rateLimited(ctrl.Options()), now: func() time.Time { return r.now }}
 	r.s.txn = &txnState{}
