@@ -36,8 +36,9 @@ type SweepOptions struct {
 	Repeats int
 	// Loads are the phases' fractions of the calibrated capacity (default
 	// DefaultSweepLoads); Phase each phase's length (default 20 s, quick
-	// 3 s); Warmup the unmeasured lead-in at the first load (5 s, quick 2
-	// s); Drain how long outputs are watched after the input stops (3 s).
+	// 2 s); Warmup the unmeasured lead-in at the first load (3 s, quick 1
+	// s); Drain how long outputs are watched after the input stops (3 s,
+	// quick 2 s).
 	Loads                []float64
 	Phase, Warmup, Drain time.Duration
 	KillPhase            int     // 0-based; default 2 (the 90% phase)
@@ -108,14 +109,14 @@ func (o *SweepOptions) ensureDefaults() error {
 	if o.Loads == nil {
 		o.Loads = DefaultSweepLoads
 	}
-	def(&o.Phase, 20*time.Second, 3*time.Second)
-	def(&o.Warmup, 5*time.Second, 2*time.Second)
-	def(&o.Drain, 3*time.Second, 3*time.Second)
+	def(&o.Phase, 20*time.Second, 2*time.Second)
+	def(&o.Warmup, 3*time.Second, time.Second)
+	def(&o.Drain, 3*time.Second, 2*time.Second)
 	if o.KillPhase == 0 && o.KillFrac == 0 {
 		o.KillPhase, o.KillFrac = min(2, len(o.Loads)-1), 0.6
 	}
-	defN(&o.CountRecords, 2_000_000, 100_000)
-	defN(&o.SweepRecords, 500_000, 100_000)
+	defN(&o.CountRecords, 2_000_000, 50_000)
+	defN(&o.SweepRecords, 500_000, 50_000)
 	defN(&o.WarmRecords, 200_000, 20_000)
 	defN(&o.Keys, 10_000, 10_000)
 	if o.Partitions == 0 {
@@ -546,6 +547,10 @@ type sweepObserver struct {
 	recv    []int64 // count outputs by receive phase
 	unknown int64   // outputs the book cannot place
 	finals  []windowFinal
+	// maxSeen is per key the highest count seen: every input of the key up
+	// to it is covered by a visible output.
+	maxSeen []int64
+	stopped time.Duration // when the watcher stopped, offset from start
 }
 
 type windowFinal struct {
@@ -556,7 +561,7 @@ type windowFinal struct {
 
 func newSweepObserver(sch sweepSchedule, book *inputBook, closeAt time.Duration) *sweepObserver {
 	o := &sweepObserver{sch: sch, book: book, closeAt: closeAt,
-		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads))}
+		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads)), maxSeen: make([]int64, len(book.times))}
 	for range sch.loads {
 		o.stale = append(o.stale, hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3))
 	}
@@ -576,6 +581,9 @@ func (o *sweepObserver) watch(ctx context.Context, brokers []string, countTopic,
 		fs := cl.PollFetches(ctx)
 		now := time.Now()
 		if ctx.Err() != nil {
+			o.book.mu.Lock()
+			o.stopped = now.Sub(o.book.start)
+			o.book.mu.Unlock()
 			return nil
 		}
 		if err := fetchErr(fs); err != nil {
@@ -605,6 +613,7 @@ func (o *sweepObserver) watch(ctx context.Context, brokers []string, countTopic,
 			if rk >= 0 && rk < len(o.recv) {
 				o.recv[rk]++
 			}
+			o.maxSeen[k] = max(o.maxSeen[k], n)
 			if ik := o.sch.phaseOf(at); ik >= 0 && ik < len(o.outputs) {
 				o.outputs[ik]++
 				_ = o.stale[ik].RecordValue(max(recvAt-at, 0).Microseconds())
@@ -666,10 +675,21 @@ func (o *sweepObserver) phases(start time.Time, usage func(from, to time.Time) (
 		}
 	}
 	inputs := make([]int64, len(o.sch.loads))
-	for _, ts := range o.book.times {
-		for _, at := range ts {
-			if k := o.sch.phaseOf(time.Duration(at)); k >= 0 && k < len(inputs) {
-				inputs[k]++
+	unseen := make([]int64, len(o.sch.loads))
+	for key, ts := range o.book.times {
+		for i, at := range ts {
+			k := o.sch.phaseOf(time.Duration(at))
+			if k < 0 || k >= len(inputs) {
+				continue
+			}
+			inputs[k]++
+			if int64(i) >= o.maxSeen[key] && o.stopped > 0 {
+				// No visible output covers this input by the end: its
+				// staleness is at least the time until then. Counting it
+				// so keeps a system that is still behind from looking
+				// fresher than one that caught up.
+				unseen[k]++
+				_ = o.stale[k].RecordValue(max(o.stopped-time.Duration(at), 0).Microseconds())
 			}
 		}
 	}
@@ -678,10 +698,10 @@ func (o *sweepObserver) phases(start time.Time, usage func(from, to time.Time) (
 		from, to := start.Add(o.sch.phaseStart(k)), start.Add(o.sch.phaseStart(k+1))
 		sec := o.sch.phase.Seconds()
 		commits, lat, app, br := usage(from, to)
-		ph := SweepPhase{Phase: k + 1, Load: l, Rate: l * o.sch.capacity, Inputs: inputs[k], Outputs: o.outputs[k],
+		ph := SweepPhase{Phase: k + 1, Load: l, Rate: l * o.sch.capacity, Inputs: inputs[k], Outputs: o.outputs[k], Unseen: unseen[k],
 			Goodput: float64(o.recv[k]) / sec, Finals: finals[k], CommitsPerSec: commits / sec, CommitLatencyMs: lat,
 			AppCPUSec: app.Seconds()}
-		if o.outputs[k] > 0 {
+		if o.outputs[k]+unseen[k] > 0 {
 			ph.P50, ph.P99 = msq(o.stale[k], 50), msq(o.stale[k], 99)
 		}
 		if finals[k] > 0 {

@@ -345,3 +345,30 @@ func TestSweepPhaseIsMedianOverRepeats(t *testing.T) {
 		t.Errorf("median p99 %v, want 200 (the failed run left out)", ph.P99)
 	}
 }
+
+// Inputs that no visible output covers by the end count in the quantiles
+// with the time until the watcher stopped, so a system still behind does
+// not look fresher than one that caught up.
+func TestSweepObserverCountsUnseenInputs(t *testing.T) {
+	sch := sweepSchedule{capacity: 10, loads: []float64{1}, warmup: 0, phase: 10 * time.Second, killFrac: 0.5}
+	start := time.Unix(1000, 0)
+	ks := newZipfKeyspace(1, 2, sweepZipf)
+	b := newInputBook(start, ks.keys, 1)
+	for i := range 4 { // key 0 at 1, 2, 3, 4 s
+		b.add(0, start.Add(time.Duration(i+1)*time.Second), start)
+	}
+	o := newSweepObserver(sch, b, 0)
+	// The output for count 2 seen at 2.5 s: staleness 0.5 s; inputs 3 and
+	// 4 never covered, the watcher stops at 12 s: 9 s and 8 s.
+	o.outputs[0]++
+	_ = o.stale[0].RecordValue((500 * time.Millisecond).Microseconds())
+	o.maxSeen[0] = 2
+	o.stopped = 12 * time.Second
+	ph := o.phases(start, func(time.Time, time.Time) (float64, float64, time.Duration, time.Duration) { return 0, 0, 0, 0 }, false)
+	if len(ph) != 1 || ph[0].Inputs != 4 || ph[0].Outputs != 1 || ph[0].Unseen != 2 {
+		t.Fatalf("phase %+v, want 4 inputs, 1 output, 2 unseen", ph)
+	}
+	if math.Abs(ph[0].P99-9000) > 10 || math.Abs(ph[0].P50-8000) > 10 {
+		t.Errorf("p50 %.0f ms, p99 %.0f ms: want 8000 and 9000 (the unseen inputs' time until the end)", ph[0].P50, ph[0].P99)
+	}
+}

@@ -109,12 +109,12 @@ directory it writes into.`,
 	f.DurationVar(&o.Warmup, "warmup", 0, "unmeasured lead-in at the first phase's load (default 5s, quick 2s)")
 	f.Float64SliceVar(&o.Loads, "loads", nil, "load phases as fractions of the calibrated capacity (default 0.1,0.5,0.9,0.5,0.1)")
 	f.Float64Var(&o.Capacity, "capacity", 0, "the load base in records/s, instead of calibrating the sweep workload")
-	f.IntVar(&o.CountRecords, "count-records", 0, "records of each count max-throughput calibration (default 2000000, quick 100000)")
-	f.IntVar(&o.SweepRecords, "sweep-records", 0, "records of each sweep-workload calibration (default 500000, quick 100000)")
+	f.IntVar(&o.CountRecords, "count-records", 0, "records of each count max-throughput calibration (default 2000000, quick 50000)")
+	f.IntVar(&o.SweepRecords, "sweep-records", 0, "records of each sweep-workload calibration (default 500000, quick 50000)")
 	f.IntVar(&o.Keys, "keys", 0, "distinct keys, Zipf 1.2 (default 10000)")
 	f.Int32Var(&o.Partitions, "partitions", 0, "partitions of every topic (default 4)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of keys and skew (default: the time; logged and in the report)")
 	f.IntVar(&o.BrokerPID, "broker-pid", 0, "pid of the broker process for its CPU (default: the process listening on the bootstrap port)")
-	f.BoolVar(&o.Quick, "quick", false, "a short run (about 3 minutes): phases of 3s, 100k-record calibrations")
+	f.BoolVar(&o.Quick, "quick", false, "a short run (about 3 minutes): phases of 3s, 50k-record calibrations")
 	return cmd
 }
