@@ -372,3 +372,28 @@ func TestSweepObserverCountsUnseenInputs(t *testing.T) {
 		t.Errorf("p50 %.0f ms, p99 %.0f ms: want 8000 and 9000 (the unseen inputs' time until the end)", ph[0].P50, ph[0].P99)
 	}
 }
+
+// A phase with unseen inputs has a p99 that is a lower bound: only the
+// certain verdicts are given.
+func TestSweepTargetsCensoredP99(t *testing.T) {
+	for _, c := range []struct {
+		v            float64
+		aCens, bCens bool
+		want         string
+	}{
+		{1.0, false, false, "PASS"}, {1.2, false, false, "MISS"},
+		{1.2, true, false, "MISS"}, {1.0, true, false, "n/a"},
+		{1.0, false, true, "PASS"}, {1.2, false, true, "n/a"},
+		{1.0, true, true, "n/a"}, {1.2, true, true, "n/a"},
+	} {
+		if got := atMost(c.v, 1.1, c.aCens, c.bCens); got != c.want {
+			t.Errorf("atMost(%v, censored %v/%v) = %s, want %s", c.v, c.aCens, c.bCens, got, c.want)
+		}
+	}
+	loads := []float64{0.5}
+	r := sweepReportOf(loads, map[string][]float64{"tidemark-adaptive": {1000}, "tidemark-fixed-100ms": {1000}}, nil)
+	r.Runs[0].Phases[0].Unseen, r.Runs[1].Phases[0].Unseen = 5, 5
+	if c, _ := find(r.checkTargets(), "adaptive p99 ≤ 1.10", "phase 1 (50%)"); c.Status != "n/a" || !strings.Contains(c.Detail, "unseen") {
+		t.Errorf("both behind: %+v, want n/a", c)
+	}
+}

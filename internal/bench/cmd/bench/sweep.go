@@ -22,6 +22,7 @@ func newSweepCmd() *cobra.Command {
 		brokers  string
 		out      string
 		policies string
+		recheck  string
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -59,6 +60,17 @@ directory it writes into.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if recheck != "" {
+				rep, err := bench.ReadSweepReport(recheck)
+				if err != nil {
+					return err
+				}
+				if err := rep.WriteFiles(recheck); err != nil {
+					return err
+				}
+				rep.Markdown(os.Stdout)
+				return nil
+			}
 			ctx := cmd.Context()
 			root, err := testbroker.FindRepoRoot()
 			if err != nil {
@@ -115,6 +127,7 @@ directory it writes into.`,
 	f.Int32Var(&o.Partitions, "partitions", 0, "partitions of every topic (default 4)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of keys and skew (default: the time; logged and in the report)")
 	f.IntVar(&o.BrokerPID, "broker-pid", 0, "pid of the broker process for its CPU (default: the process listening on the bootstrap port)")
+	f.StringVar(&recheck, "recheck", "", "instead of running, recompute the targets of the sweep stored in this results directory and rewrite its files")
 	f.BoolVar(&o.Quick, "quick", false, "a short run (about 3 minutes): phases of 3s, 50k-record calibrations")
 	return cmd
 }
