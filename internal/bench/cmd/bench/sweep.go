@@ -35,8 +35,7 @@ workload under tidemark-adaptive, Kafka Streams and the raw transactional
 limit (2M records each; --count-records), and of the sweep workload (count and
 windowed in one application; 500k records, --sweep-records) under
 tidemark-adaptive and Kafka Streams, with the runs' external consumer reading
-its outputs meanwhile, as in the runs. Then
-it runs every policy once per --repeats (order rotated per repeat) through the
+its outputs meanwhile, as in the runs. Then it runs every policy once per --repeats (order rotated per repeat) through the
 same input schedule: phases of 10→50→90→50→10% of the sweep workload's
 capacity (--phase each, 20s), Zipf 1.2 keys, event times skewed back by up to
 5s, 1s tumbling windows with 5s grace, and one SIGKILL + restart of the worker
@@ -45,12 +44,15 @@ rejoins at once). Per phase and policy it reports p50/p99 staleness of the
 count outputs (receive time at an external read_committed consumer − the
 input's produce time), goodput, window close→visible latency, commits/s,
 commit latency and CPU per record of the app and of the broker process, then
-the issue's targets, PASS or MISS, computed from the measurements.
+the issue's targets computed from the measurements: PASS, MISS, or n/a where
+they do not apply or a p99 is only a lower bound (inputs whose outputs were not
+visible by the end count with the time until then).
 
 Policies: tidemark-adaptive, tidemark-fixed-{10,20,50,100,200}ms,
 kstreams-100ms (EOS v2). Results: internal/bench/results/<time>-sweep/
 (sweep.json, sweep.md, sweep-*.svg) and a copy in sweep-latest/. The full run
-takes about 15 minutes on 2 cores; --quick about 3 (too short to conclude).
+takes 14-16 minutes on 2 cores; --quick about 3 (too short to conclude).
+--recheck DIR recomputes the targets of a stored run.
 
 It lives here, not in the tidemark CLI, because it is dev tooling that needs
 this checkout: the Kafka Streams peer in internal/bench/streams (built with
@@ -117,9 +119,9 @@ directory it writes into.`,
 	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-sweep)")
 	f.StringVar(&policies, "policies", "", "comma-separated subset of the policies (default: all)")
 	f.IntVar(&o.Repeats, "repeats", 0, "runs of every policy, interleaved, order rotated per repeat (default 1)")
-	f.DurationVar(&o.Phase, "phase", 0, "length of each load phase (default 20s, quick 3s)")
+	f.DurationVar(&o.Phase, "phase", 0, "length of each load phase (default 20s, quick 2s)")
 	f.DurationVar(&o.Warmup, "warmup", 0, "unmeasured lead-in at the first phase's load (default 5s, quick 2s)")
-	f.Float64SliceVar(&o.Loads, "loads", nil, "load phases as fractions of the calibrated capacity (default 0.1,0.5,0.9,0.5,0.1)")
+	f.Float64SliceVar(&o.Loads, "loads", nil, "load phases as fractions of the calibrated capacity (default [0.1,0.5,0.9,0.5,0.1])")
 	f.Float64Var(&o.Capacity, "capacity", 0, "the load base in records/s, instead of calibrating the sweep workload")
 	f.IntVar(&o.CountRecords, "count-records", 0, "records of each count max-throughput calibration (default 2000000, quick 50000)")
 	f.IntVar(&o.SweepRecords, "sweep-records", 0, "records of each sweep-workload calibration (default 500000, quick 50000)")
@@ -128,6 +130,6 @@ directory it writes into.`,
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of keys and skew (default: the time; logged and in the report)")
 	f.IntVar(&o.BrokerPID, "broker-pid", 0, "pid of the broker process for its CPU (default: the process listening on the bootstrap port)")
 	f.StringVar(&recheck, "recheck", "", "instead of running, recompute the targets of the sweep stored in this results directory and rewrite its files")
-	f.BoolVar(&o.Quick, "quick", false, "a short run (about 3 minutes): phases of 3s, 50k-record calibrations")
+	f.BoolVar(&o.Quick, "quick", false, "a short run (about 3 minutes): phases of 2s, 50k-record calibrations")
 	return cmd
 }
