@@ -4,7 +4,7 @@
 export GOTOOLCHAIN := go1.27.3
 GO ?= go
 
-.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench bench-txn soak
+.PHONY: all build test vet fmt kafka-up kafka-down kafka-status kafka-restart demo bench bench-sweep bench-txn soak
 
 all: build
 
@@ -54,6 +54,14 @@ demo:
 BENCH_ARGS ?=
 bench:
 	$(GO) run ./internal/bench/cmd/bench $(BENCH_ARGS)
+
+# The freshness sweep of issue #12 (~15 min on 2 cores): every commit policy
+# and Kafka Streams through 10→50→90→50→10% load with a SIGKILL, per-phase
+# staleness, goodput, window close→visible, commits/s and CPU, and the
+# issue's targets. SWEEP_ARGS passes flags, e.g. SWEEP_ARGS="--quick".
+SWEEP_ARGS ?=
+bench-sweep:
+	$(GO) run ./internal/bench/cmd/bench sweep $(SWEEP_ARGS)
 
 # One-record transaction commit latency on the real broker (p50/p99).
 bench-txn: bin/brokerctl

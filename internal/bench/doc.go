@@ -16,5 +16,8 @@
 //   - CPU seconds and peak RSS of the system's process, from /proc.
 //
 // RunFailover (bench --failover, failover.go) measures instead how fast a
-// second instance takes over the partitions of a SIGKILLed one.
+// second instance takes over the partitions of a SIGKILLed one. RunSweep
+// (bench sweep, sweep.go) runs every commit policy and Kafka Streams
+// through 10→50→90→50→10% of the calibrated capacity with a SIGKILL in
+// the middle and checks issue #12's freshness targets per phase.
 package bench

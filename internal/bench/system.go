@@ -54,6 +54,11 @@ type Job struct {
 	Pipelined      string        `json:"pipelined,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
+	// WindowOutput is the sweep workload's second output, its window finals
+	// (sweep.go); ReportCommits makes the worker print its commit count
+	// that often (sweepCommitsLine).
+	WindowOutput  string        `json:"window_output,omitempty"`
+	ReportCommits time.Duration `json:"report_commits,omitempty"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).
 	Isolation *TenantIsolation `json:"isolation,omitempty"`
 	// MemberConfig is set by the failover measurement (failover.go), which
@@ -160,6 +165,12 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 			"--window-ms", fmt.Sprint(job.WindowSize.Milliseconds()), "--grace-ms", fmt.Sprint(job.Grace.Milliseconds())}
 		if job.Table != "" {
 			args = append(args, "--table", job.Table)
+		}
+		if job.WindowOutput != "" {
+			args = append(args, "--window-output", job.WindowOutput)
+		}
+		if job.ReportCommits > 0 {
+			args = append(args, "--report-commits-ms", fmt.Sprint(job.ReportCommits.Milliseconds()))
 		}
 		if s.CommitInterval > 0 {
 			args = append(args, "--commit-interval-ms", fmt.Sprint(s.CommitInterval.Milliseconds()))

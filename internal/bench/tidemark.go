@@ -29,17 +29,14 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 			MapValues(func(_, v string) string { return strings.ToUpper(v) }).
 			To(job.Output)
 	case "count":
-		in.GroupByKey(topology.Named("counts")).Count(topology.Named("counts")).ToStream().
-			MapValues(func(_ string, n int64) string { return strconv.FormatInt(n, 10) }).
-			WithSerdes(serde.String(), serde.String()).To(job.Output)
+		countTo(in, job.Output)
 	case "windowed":
-		topology.WindowedBy(in.GroupByKey(topology.Named("window-input")),
-			topology.TumblingWindows(job.WindowSize, job.Grace)).
-			Count(topology.Named("window-counts"), topology.EmitFinal()).ToStream().
-			Map(func(w topology.Windowed[string], n int64) (string, string) {
-				return w.Key + "@" + strconv.FormatInt(w.Start, 10), strconv.FormatInt(n, 10)
-			}).
-			WithSerdes(serde.String(), serde.String()).To(job.Output)
+		windowedCountTo(in, job, job.Output)
+	case "sweep":
+		// bench sweep: both stateful workloads on the one input, so one
+		// run per policy measures both under the same load.
+		countTo(in, job.Output)
+		windowedCountTo(in, job, job.WindowOutput)
 	case "latest":
 		// Failover's table: the latest value of every key (~100 B each).
 		in.GroupByKey(topology.Named("latest")).Reduce(func(_, v string) string { return v }, topology.Named("latest")).
@@ -53,6 +50,26 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 		return nil, fmt.Errorf("bench: unknown workload %q", job.Workload)
 	}
 	return b.Build()
+}
+
+// countTo is the count workload: every update of a key's count, as a
+// decimal string, to out.
+func countTo(in topology.Stream[string, string], out string) {
+	in.GroupByKey(topology.Named("counts")).Count(topology.Named("counts")).ToStream().
+		MapValues(func(_ string, n int64) string { return strconv.FormatInt(n, 10) }).
+		WithSerdes(serde.String(), serde.String()).To(out)
+}
+
+// windowedCountTo is the windowed workload: per key, the final count of
+// each tumbling window (job.WindowSize, job.Grace) as "<key>@<start ms>".
+func windowedCountTo(in topology.Stream[string, string], job Job, out string) {
+	topology.WindowedBy(in.GroupByKey(topology.Named("window-input")),
+		topology.TumblingWindows(job.WindowSize, job.Grace)).
+		Count(topology.Named("window-counts"), topology.EmitFinal()).ToStream().
+		Map(func(w topology.Windowed[string], n int64) (string, string) {
+			return w.Key + "@" + strconv.FormatInt(w.Start, 10), strconv.FormatInt(n, 10)
+		}).
+		WithSerdes(serde.String(), serde.String()).To(out)
 }
 
 func runTidemark(ctx context.Context, job Job, ready func()) error {
@@ -102,8 +119,17 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 	defer tick.Stop()
 	logEvery := time.NewTicker(time.Second)
 	defer logEvery.Stop()
+	var report <-chan time.Time
+	if job.ReportCommits > 0 {
+		t := time.NewTicker(job.ReportCommits)
+		defer t.Stop()
+		report = t.C
+	}
 	for {
 		select {
+		case <-report:
+			sn := app.ControllerSnapshot()
+			printCommits(sn.Commits, sn.CommitLatency)
 		case err := <-errc:
 			return err
 		case <-tick.C:

@@ -6,6 +6,7 @@
 //	make bench BENCH_ARGS="--quick"
 //	go run ./internal/bench/cmd/bench --workloads count --systems tidemark-adaptive,kstreams-100ms
 //	go run ./internal/bench/cmd/bench tenants --quick
+//	go run ./internal/bench/cmd/bench sweep --quick
 package main
 
 import (
@@ -130,7 +131,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			return err
 		},
 	}
-	cmd.AddCommand(newTenantsCmd())
+	cmd.AddCommand(newTenantsCmd(), newSweepCmd())
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))

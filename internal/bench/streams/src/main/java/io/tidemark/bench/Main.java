@@ -29,14 +29,19 @@ import org.apache.kafka.streams.state.WindowStore;
  * shape, keys and values as UTF-8 strings, counts as decimal strings.
  *
  * <pre>
- * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|latest
- *      --input TOPIC --output TOPIC [--table TOPIC] [--commit-interval-ms N]
+ * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|latest|sweep
+ *      --input TOPIC --output TOPIC [--table TOPIC] [--window-output TOPIC] [--commit-interval-ms N]
+ *      [--report-commits-ms N]
  *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
  *      [--instance-id NAME] [--standby-replicas N] [--session-timeout-ms N] [--heartbeat-interval-ms N]
  * </pre>
  *
  * It prints "READY" once the application reaches RUNNING, and exits on
- * SIGTERM after closing the application.
+ * SIGTERM after closing the application. The sweep workload (bench sweep) is
+ * count into --output and the windowed count into --window-output, both from
+ * the one input; with --report-commits-ms it prints
+ * "COMMITS &lt;commit-total&gt; &lt;commit-latency-avg ms&gt;" that often, summed
+ * (latency averaged) over the stream threads' metrics.
  */
 public final class Main {
     public static void main(String[] argv) throws Exception {
@@ -58,17 +63,14 @@ public final class Main {
                 .toStream()
                 .mapValues(Object::toString)
                 .to(output, Produced.with(Serdes.String(), Serdes.String()));
-            case "windowed" -> {
-                long size = Long.parseLong(a.getOrDefault("window-ms", "10000"));
-                long grace = Long.parseLong(a.getOrDefault("grace-ms", "1000"));
+            case "windowed" -> windowed(in, a, output);
+            case "sweep" -> {
                 in.groupByKey()
-                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
-                    .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("window-counts"))
-                    .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                    .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
                     .toStream()
-                    .map((wk, count) -> new org.apache.kafka.streams.KeyValue<>(
-                        wk.key() + "@" + wk.window().start(), count.toString()))
+                    .mapValues(Object::toString)
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                windowed(in, a, need(a, "window-output"));
             }
             case "latest" -> in
                 // The failover measurement's table: the latest value of every key.
@@ -84,7 +86,7 @@ public final class Main {
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
             default -> throw new IllegalArgumentException("unknown --workload " + workload
-                + " (want stateless, count, windowed or join)");
+                + " (want stateless, count, windowed, join, latest or sweep)");
         }
 
         Properties p = new Properties();
@@ -147,7 +149,58 @@ public final class Main {
             }
         });
         streams.start();
+        if (a.containsKey("report-commits-ms")) {
+            reportCommits(streams, Long.parseLong(a.get("report-commits-ms")));
+        }
         done.await();
+    }
+
+    private static void windowed(KStream<String, String> in, Map<String, String> a, String output) {
+        long size = Long.parseLong(a.getOrDefault("window-ms", "10000"));
+        long grace = Long.parseLong(a.getOrDefault("grace-ms", "1000"));
+        in.groupByKey()
+            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
+            .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("window-counts"))
+            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+            .toStream()
+            .map((wk, count) -> new org.apache.kafka.streams.KeyValue<>(
+                wk.key() + "@" + wk.window().start(), count.toString()))
+            .to(output, Produced.with(Serdes.String(), Serdes.String()));
+    }
+
+    /** Prints the stream threads' commit count and mean commit latency every periodMs. */
+    private static void reportCommits(KafkaStreams streams, long periodMs) {
+        Thread t = new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(periodMs);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                double total = 0, latency = 0;
+                int threads = 0;
+                for (var e : streams.metrics().entrySet()) {
+                    var n = e.getKey();
+                    if (!n.group().equals("stream-thread-metrics")) {
+                        continue;
+                    }
+                    Object v = e.getValue().metricValue();
+                    if (!(v instanceof Number num) || Double.isNaN(num.doubleValue())) {
+                        continue;
+                    }
+                    if (n.name().equals("commit-total")) {
+                        total += num.doubleValue();
+                    } else if (n.name().equals("commit-latency-avg")) {
+                        latency += num.doubleValue();
+                        threads++;
+                    }
+                }
+                System.out.println("COMMITS " + (long) total + " " + (threads > 0 ? latency / threads : 0));
+                System.out.flush();
+            }
+        }, "commit-reporter");
+        t.setDaemon(true);
+        t.start();
     }
 
     private static Map<String, String> parse(String[] argv) {
