@@ -104,15 +104,6 @@ func (r *FailoverReport) groups() [][]FailoverResult {
 	return out
 }
 
-// median of sorted xs.
-func median(xs []float64) float64 {
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
-}
-
 func fmtNum(v float64, prec int) string {
 	if v == 0 {
 		return ""
