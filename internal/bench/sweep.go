@@ -73,6 +73,17 @@ func DefaultSweepPolicies() []System {
 	return append(out, System{Name: "kstreams-100ms", Kind: "kstreams", CommitInterval: 100 * time.Millisecond})
 }
 
+// ExtraSweepPolicies can be chosen with --policies but are not in the
+// default run: the adaptive policy with two stream threads, and without
+// pipelined commits. The report's targets compare only tidemark-adaptive
+// with the tidemark-fixed-* policies; these are rows beside them.
+func ExtraSweepPolicies() []System {
+	return []System{
+		{Name: "tidemark-adaptive-2t", Kind: "tidemark", Policy: "adaptive", Threads: 2},
+		{Name: "tidemark-adaptive-nopipe", Kind: "tidemark", Policy: "adaptive", Pipelined: "off"},
+	}
+}
+
 func (o *SweepOptions) ensureDefaults() error {
 	if len(o.Brokers) == 0 {
 		return errors.New("bench sweep: Brokers is required (start one with `make kafka-up`)")

@@ -49,7 +49,8 @@ they do not apply or a p99 is only a lower bound (inputs whose outputs were not
 visible by the end count with the time until then).
 
 Policies: tidemark-adaptive, tidemark-fixed-{10,20,50,100,200}ms,
-kstreams-100ms (EOS v2). Results: internal/bench/results/<time>-sweep/
+kstreams-100ms (EOS v2); by name only: tidemark-adaptive-2t (two stream
+threads), tidemark-adaptive-nopipe (pipelined commits off). Results: internal/bench/results/<time>-sweep/
 (sweep.json, sweep.md, sweep-*.svg) and a copy in sweep-latest/. The full run
 takes 14-16 minutes on 2 cores; --quick about 3 (too short to conclude).
 --recheck DIR recomputes the targets of a stored run.
@@ -82,7 +83,7 @@ directory it writes into.`,
 				return err
 			}
 			if policies != "" {
-				all := bench.DefaultSweepPolicies()
+				all := append(bench.DefaultSweepPolicies(), bench.ExtraSweepPolicies()...)
 				for _, name := range strings.Split(policies, ",") {
 					i := slices.IndexFunc(all, func(s bench.System) bool { return s.Name == name })
 					if i < 0 {
