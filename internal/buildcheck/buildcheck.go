@@ -48,8 +48,8 @@ func Build(t testing.TB, files map[string]string) (string, error) {
 
 // Module writes files (path → content, relative to the module root) into a
 // temporary module that requires tidemark from this checkout, and returns
-// its directory. The module resolves nothing over the network: tidemark's
-// go.sum and the module cache provide every dependency.
+// its directory. tidemark's go.sum verifies every dependency; go.mod files
+// the module cache lacks come through GOPROXY (see Go).
 func Module(t testing.TB, files map[string]string) string {
 	t.Helper()
 	root, err := RepoRoot()
@@ -86,8 +86,12 @@ func Go(t testing.TB, dir string, args ...string) (string, error) {
 	cmd := exec.Command(goCommand(), args...)
 	cmd.Dir = dir
 	// -mod=mod lets the go command add the indirect requirements it finds
-	// in tidemark's go.mod; GOPROXY=off keeps it from fetching anything.
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN="+runtime.Version(), "GOWORK=off")
+	// in tidemark's go.mod. The module graph of a module that requires
+	// tidemark is not tidemark's own pruned graph: it can need go.mod files
+	// of older versions that building tidemark never downloaded (a fresh
+	// module cache lacked go-logr/logr v1.2.2's), so the go command may
+	// fetch them through the environment's GOPROXY, as a user's would.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN="+runtime.Version(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	return strings.ReplaceAll(string(out), dir+string(filepath.Separator), ""), err
 }
