@@ -176,10 +176,8 @@ func (o *FailoverOptions) ensureDefaults(ctx context.Context, adm *kadm.Client) 
 		o.Cases = DefaultFailoverCases()
 	}
 	for _, c := range o.Cases {
-		if c.Kind != "kstreams" {
-			if _, ok := worker(c.Kind); !ok {
-				return fmt.Errorf("bench: failover case %s: no worker of kind %q in this binary", c.Name, c.Kind)
-			}
+		if err := checkWorker(c.Name, c.Kind); err != nil {
+			return err
 		}
 	}
 	if o.Keys == 0 {
@@ -359,15 +357,11 @@ func RunFailover(ctx context.Context, o FailoverOptions, progress func(string)) 
 	if len(o.Brokers) == 0 {
 		return nil, errors.New("bench: Brokers is required (start one with `make kafka-up`)")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MaxBufferedRecords(1<<20))
+	cl, err := driverClient(ctx, o.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	if err := cl.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("bench: broker %v: %w", o.Brokers, err)
-	}
 	adm := kadm.NewClient(cl)
 	if err := o.ensureDefaults(ctx, adm); err != nil {
 		return nil, err

@@ -48,16 +48,12 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Report, error)
 	if err := o.EnsureDefaults(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MaxBufferedRecords(1<<20))
+	cl, err := driverClient(ctx, o.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if err := cl.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("bench: broker %v: %w", o.Brokers, err)
-	}
 	h := &harness{o: o, cl: cl, adm: adm, progress: progress}
 	rep := &Report{Started: time.Now(), Machine: machine(), Options: fmt.Sprintf("records=%d keys=%d sequential-keys=%v partitions=%d quick=%v",
 		o.Records, o.Keys, o.SequentialKeys, o.Partitions, o.Quick)}

@@ -107,12 +107,8 @@ func (o *SweepOptions) ensureDefaults() error {
 	if len(o.Policies) == 0 {
 		o.Policies = DefaultSweepPolicies()
 	}
-	for _, p := range o.Policies {
-		if p.Kind != "kstreams" {
-			if _, ok := worker(p.Kind); !ok {
-				return fmt.Errorf("bench sweep: policy %s: no worker of kind %q in this binary", p.Name, p.Kind)
-			}
-		}
+	if err := checkWorkers(o.Policies); err != nil {
+		return err
 	}
 	if o.Repeats == 0 {
 		o.Repeats = 1
@@ -160,15 +156,11 @@ func RunSweep(ctx context.Context, o SweepOptions, progress func(string)) (*Swee
 	if err := o.ensureDefaults(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MaxBufferedRecords(1<<20))
+	cl, err := driverClient(ctx, o.Brokers)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	if err := cl.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("bench sweep: broker %v: %w", o.Brokers, err)
-	}
 	adm := kadm.NewClient(cl)
 	s := &sweeper{o: o, cl: cl, adm: adm, progress: progress,
 		h: &harness{o: Options{Brokers: o.Brokers, Partitions: o.Partitions, WorkDir: o.WorkDir}, cl: cl, adm: adm, progress: progress}}

@@ -181,8 +181,8 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		args = append(args, job.MemberConfig.streamsArgs()...)
 		cmd = exec.Command(env.Java, args...)
 	default:
-		if _, ok := worker(s.Kind); !ok {
-			return nil, fmt.Errorf("bench: system %s: no worker of kind %q in this binary", s.Name, s.Kind)
+		if err := checkWorker(s.Name, s.Kind); err != nil {
+			return nil, err
 		}
 		b, err := json.Marshal(job)
 		if err != nil {
