@@ -184,21 +184,32 @@ func (r *SweepReport) phase(policy string, k int) (SweepPhase, bool) {
 	return out, true
 }
 
+// served is the phase's goodput up to its input rate: outputs beyond it
+// are a backlog of earlier phases draining, not better service of this one.
+// The goodput conditions compare served goodput, so a policy still catching
+// up after an overload does not disqualify one that already caught up.
+func (ph SweepPhase) served() float64 {
+	if ph.Rate > 0 {
+		return math.Min(ph.Goodput, ph.Rate)
+	}
+	return ph.Goodput
+}
+
 // bestFixed is, at phase k, the fixed interval with the lowest p99 among
-// those whose goodput is ≥ 0.95 × the fixed grid's best goodput (as the
+// those whose served goodput is ≥ 0.95 × the fixed grid's best (as the
 // simulator's sim.Compare), excluding skip.
 func (r *SweepReport) bestFixed(k int, skip string) (string, SweepPhase, bool) {
 	var top float64
 	for _, p := range r.policies() {
 		if ph, ok := r.phase(p, k); ok && isFixed(p) && p != skip && ph.Outputs > 0 {
-			top = math.Max(top, ph.Goodput)
+			top = math.Max(top, ph.served())
 		}
 	}
 	var name string
 	var best SweepPhase
 	for _, p := range r.policies() {
 		ph, ok := r.phase(p, k)
-		if !ok || !isFixed(p) || p == skip || ph.Outputs == 0 || ph.Goodput < SweepTargetGoodputRatio*top {
+		if !ok || !isFixed(p) || p == skip || ph.Outputs == 0 || ph.served() < SweepTargetGoodputRatio*top {
 			continue
 		}
 		if name == "" || ph.P99 < best.P99 {
@@ -261,7 +272,7 @@ func (r *SweepReport) checkTargets() []TargetCheck {
 			na(t, phaseScope(k), "adaptive or the fixed grid has no outputs in this phase")
 			continue
 		}
-		pr, gr := ratio(a.P99, best.P99), ratio(a.Goodput, best.Goodput)
+		pr, gr := ratio(a.P99, best.P99), ratio(a.served(), best.served())
 		st := atMost(pr, SweepTargetP99Ratio, a.Unseen > 0, best.Unseen > 0)
 		if gr < SweepTargetGoodputRatio {
 			st = "MISS"
@@ -288,7 +299,7 @@ func (r *SweepReport) checkTargets() []TargetCheck {
 			compared++
 			// A miss only when it is certain: f's p99 a lower bound is
 			// fine, the best's is not.
-			if f.Outputs == 0 || ratio(f.Goodput, best.Goodput) < SweepTargetGoodputRatio ||
+			if f.Outputs == 0 || ratio(f.served(), best.served()) < SweepTargetGoodputRatio ||
 				(ratio(f.P99, best.P99) > SweepTargetP99Ratio && best.Unseen == 0) {
 				misses = append(misses, fmt.Sprintf("phase %d (%.2f × %s)", k+1, ratio(f.P99, best.P99), name))
 			}
