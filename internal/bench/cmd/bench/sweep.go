@@ -100,7 +100,9 @@ directory it writes into.`,
 			}
 			dirs := bench.SweepResultsDirs(root, time.Now())
 			if out != "" {
-				dirs[0] = out
+				// An explicit directory is an experiment: sweep-latest
+				// stays the last default run.
+				dirs = []string{out}
 			}
 			rep, err := bench.RunSweep(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
 			if rep != nil {
@@ -110,14 +112,14 @@ directory it writes into.`,
 					}
 				}
 				rep.Markdown(os.Stdout)
-				fmt.Fprintf(os.Stderr, "results in %s (and sweep-latest)\n", dirs[0])
+				fmt.Fprintf(os.Stderr, "results in %s\n", strings.Join(dirs, " and "))
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
-	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-sweep)")
+	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-sweep, copied to sweep-latest; an explicit directory is not copied)")
 	f.StringVar(&policies, "policies", "", "comma-separated subset of the policies (default: all)")
 	f.IntVar(&o.Repeats, "repeats", 0, "runs of every policy, interleaved, order rotated per repeat (default 1)")
 	f.DurationVar(&o.Phase, "phase", 0, "length of each load phase (default 20s, quick 2s)")
