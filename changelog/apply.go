@@ -281,15 +281,24 @@ func (t *TaskState) dataOps(emit emitFunc) error {
 	return nil
 }
 
-// expire emits deletes for st's Badger entries whose indexed time is below
-// its new cut. Keys are collected first: emit may write to a transaction
-// that must not be iterated while it is written.
+// expire emits deletes for st's Badger entries whose indexed time is
+// between its applied cut and its new one. Keys are collected first: emit
+// may write to a transaction that must not be iterated while it is written.
+//
+// The iteration starts at the applied cut, not at the start of the index:
+// everything below it was deleted when that cut was applied (in the same
+// Badger transaction that stored it; restores and writes skip times below
+// it), and Badger keeps those deletes as tombstones until compaction. Seeking
+// from the start stepped over every one of them on every commit: a third of
+// the CPU of a windowed count at 5 commits/s (bench sweep profile), and more
+// the more often the application commits.
 func (t *TaskState) expire(st *storeState, emit emitFunc) error {
 	ip := withNS(nsIndex, st.id)
+	lo := putTime(append([]byte(nil), ip...), st.cut)
 	hi := putTime(append([]byte(nil), ip...), t.applyCut(st))
 	it := t.snapshot().NewIterator(badger.IteratorOptions{Prefix: ip}) // a TaskState with stores has a DB
 	defer it.Close()
-	for it.Seek(ip); it.Valid(); it.Next() {
+	for it.Seek(lo); it.Valid(); it.Next() {
 		ik := it.Item().Key()
 		if string(ik) >= string(hi) {
 			break
