@@ -24,6 +24,10 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	if _, err := s.settleFlight(ctx, true); err != nil {
 		return err
 	}
+	if s.revokedInTxn() {
+		return s.abortForRevoke(ctx)
+	}
+	s.markTxnStart()
 	if s.canPipeline() {
 		return s.commitPipelined(ctx, reason)
 	}

@@ -180,6 +180,9 @@ type Config struct {
 	// wrapTransactor, set by tests only, wraps each session's transactor
 	// (to inject an abort into End, app_pipeline_internal_test.go).
 	wrapTransactor func(txn.Transactor) txn.Transactor
+	// sessionHook, set by tests only, sees each session when it is made
+	// (to call its group callbacks as the client would).
+	sessionHook func(*session)
 	// FaultHook is called at each step of every commit (txn.Point); crash
 	// tests kill the process there. Nil in production.
 	FaultHook func(txn.Point)

@@ -281,3 +281,42 @@ func TestPipelineBudgetBoundsStaging(t *testing.T) {
 		t.Fatal("no commit with outputs reached BeforeEnd")
 	}
 }
+
+// TestRevocationDuringPipelinedEndAbortsTheNext revokes (as the client's
+// group callback does) while transaction N ends and the loop has processed
+// records of N+1. kgo's session forgets a revocation when End returns, so
+// N+1 must be aborted by the session's own fence (app_revoke_fence.go), and
+// every output is still committed exactly once.
+func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var sess atomic.Pointer[session]
+	var fired atomic.Bool
+	failed := make(chan string, 1)
+	hook := func(pt txn.Point) {
+		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		if v0 := rig.processed.Load(); !rig.waitProcessedBeyond(v0) {
+			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
+		}
+		sess.Load().onRevoked(context.Background(), nil, nil)
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
+		c.sessionHook = func(s *session) { sess.Store(s) }
+	})
+	rig.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-failed:
+		t.Fatal(msg)
+	default:
+	}
+	if !fired.Load() {
+		t.Fatal("no commit reached BeforeEnd with records processed")
+	}
+	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got < 1 {
+		t.Fatalf("aborts after the revocation = %v, want N+1 aborted", got)
+	}
+}

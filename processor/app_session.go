@@ -56,6 +56,10 @@ type session struct {
 	assigned map[string]map[int32]bool
 	changed  bool
 	revoked  bool
+	// revokes counts revocations; txnRevokes is its value when the
+	// records of the open transaction began (app_revoke_fence.go).
+	revokes    uint64
+	txnRevokes uint64
 
 	txn  *txnState // the open transaction's (app_pipeline.go: a sealed one's moves to its flight)
 	pipe pipeState // the transaction ending off the loop (app_pipeline.go)
@@ -214,6 +218,9 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		copts = append(copts, txn.WithFaultHook(a.cfg.FaultHook))
 	}
 	s.committer = txn.NewCommitter(queuedOffsets{sess, s}, s.participants, copts...)
+	if a.cfg.sessionHook != nil {
+		a.cfg.sessionHook(s)
+	}
 	return s, nil
 }
 
@@ -276,6 +283,7 @@ func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]
 		}
 	}
 	s.changed, s.revoked = true, true
+	s.revokes++
 }
 
 // wantedTasks derives the tasks of the current assignment.
