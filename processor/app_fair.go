@@ -462,6 +462,9 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 		total += k
 		s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
 	}
+	if total > 0 {
+		s.stall.progressed(s.now())
+	}
 	return total, nil
 }
 

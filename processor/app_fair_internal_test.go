@@ -171,7 +171,7 @@ func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
 	rec := func(topic, v string, off, ts int64) *kgo.Record {
 		return &kgo.Record{Topic: topic, Value: []byte(v), Offset: off, Timestamp: time.UnixMilli(ts)}
 	}
-	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1),
+	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1), now: time.Now,
 		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
 	s.txn = &txnState{}
 	s.txn.reset()

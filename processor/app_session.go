@@ -71,6 +71,7 @@ type session struct {
 	fair      *fairQueues
 	admission bool
 	snap      snapRunner // the snapshot goroutine (app_snapshot.go)
+	stall     stallWatch // app_stall.go
 }
 
 // txnState is what the open transaction has produced.
@@ -534,6 +535,7 @@ func (s *session) run(ctx context.Context) error {
 		if cw := s.tickCheckpoint(ctx, now); !cw.IsZero() && cw.Before(wake) {
 			wake = cw
 		}
+		s.watchStall(now)
 	}
 }
 
