@@ -569,6 +569,7 @@ func (s *session) applyPauses() {
 		// until it runs (resumeRunning).
 		if _, running := s.byInput[tp]; running && isPaused[tp] {
 			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+			isPaused[tp] = false // resumed: not a stray for the sweep below
 		}
 	}
 	if sweep {
@@ -578,15 +579,15 @@ func (s *session) applyPauses() {
 		// on a partition given back to a running task; lifting it a
 		// little earlier here is the same.
 		var stray []string
-		for tp := range isPaused {
+		for tp, p := range isPaused {
+			if !p {
+				continue // resumed above
+			}
 			if _, running := s.byInput[tp]; !running {
 				continue // restoring, or no longer ours
 			}
 			if _, ok := want[tp]; ok {
 				continue
-			}
-			if _, ok := f.paused[tp]; ok {
-				continue // resumed above
 			}
 			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 			stray = append(stray, tp.String())

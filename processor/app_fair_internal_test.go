@@ -470,6 +470,8 @@ func TestRevokedAndReturnedPartitionIsNotLeftPaused(t *testing.T) {
 // does one paused for its backlog.
 func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
 	r := newFairRig(t, 5, 1, 3, frontier.Options{}) // bound 20
+	var buf syncBuffer
+	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
 		t.Fatal(err)
@@ -494,5 +496,21 @@ func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
 	r.s.applyPauses()
 	if paused() != "[1 2]" {
 		t.Fatalf("after the sweep: paused %s, want [1 2] (in/1 for its backlog, in/2 restoring)", paused())
+	}
+	if got := buf.String(); strings.Count(got, "paused for no reason") != 1 || !strings.Contains(got, "partitions=[in/0]") {
+		t.Fatalf("want one warning naming in/0:\n%s", got)
+	}
+	// in/1 drains and resumes as its backlog goes, on a sweep too: not a
+	// stray.
+	for r.s.fair.queued() > 0 {
+		r.pass(t)
+	}
+	r.now = r.now.Add(pauseSweep)
+	r.s.applyPauses()
+	if paused() != "[2]" {
+		t.Fatalf("drained: paused %s, want [2]", paused())
+	}
+	if got := buf.String(); strings.Count(got, "paused for no reason") != 1 {
+		t.Fatalf("a backlog resume was taken for a stray:\n%s", got)
 	}
 }
