@@ -256,7 +256,7 @@ func exactlyOnceUnderCrashes(t *testing.T, threads string, partitions int32) {
 			c.kill()
 			continue
 		}
-		checkCountsByPartition(t, out, want, partitions, seed)
+		checkCountsByPartition(t, out, want, partitions, fmt.Sprintf("last round, seed %d", seed))
 		c.terminate(t)
 	}
 }
@@ -279,12 +279,13 @@ func crashTestSeed(t *testing.T) uint64 {
 	return seed
 }
 
-// checkCountsByPartition is checkCounts for the crash tests' last round:
+// checkCountsByPartition is checkCounts for the crash tests' last round
+// (what names the check in failures):
 // when the outputs do not all show up within a minute, the failure says,
 // per partition, how many are visible and how many are expected (the
 // count topology writes key k's counts to k's input partition number), so
 // a stalled partition or stream thread shows as such.
-func checkCountsByPartition(t *testing.T, out string, want map[string]int, partitions int32, seed uint64) {
+func checkCountsByPartition(t *testing.T, out string, want map[string]int, partitions int32, what string) {
 	t.Helper()
 	total := 0
 	expected := make([]int, partitions)
@@ -324,7 +325,7 @@ func checkCountsByPartition(t *testing.T, out string, want map[string]int, parti
 				}
 				fmt.Fprintf(&per, "\n  partition %d: %d of %d visible%s", p, visible[p], expected[p], mark)
 			}
-			t.Fatalf("last round (seed %d): %d of %d outputs visible after 1m; per partition:%s", seed, len(got), total, per.String())
+			t.Fatalf("%s: %d of %d outputs visible after 1m; per partition:%s", what, len(got), total, per.String())
 		}
 	}
 	qctx, qcancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -332,7 +333,7 @@ func checkCountsByPartition(t *testing.T, out string, want map[string]int, parti
 	for poll(qctx) {
 	}
 	if len(got) != total {
-		t.Fatalf("last round (seed %d): want exactly %d outputs, got %d:%s", seed, total, len(got), kafkatest.Summary(got[total:], 10))
+		t.Fatalf("%s: want exactly %d outputs, got %d:%s", what, total, len(got), kafkatest.Summary(got[total:], 10))
 	}
 	checkCountRecords(t, got, want)
 }
