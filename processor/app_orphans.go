@@ -133,11 +133,9 @@ func (s *session) watchOrphans(ctx context.Context, force func()) {
 		dctx, cancel := context.WithTimeout(ctx, orphanCheckEvery)
 		gs, err := a.adm.DescribeGroups(dctx, group)
 		cancel()
-		if err != nil {
-			continue // the next check retries; a missed one only delays
-		}
 		g, ok := gs[group]
-		if !ok || g.Err != nil {
+		if err != nil || !ok || g.Err != nil {
+			w.observe(false, nil, "") // two checks in a row: start over
 			continue
 		}
 		orphaned, members := orphans(assignmentsOf(g), parts)
