@@ -19,13 +19,14 @@ import (
 // thread's progress hides it in the App's metrics. So each loop turn
 // checks (cheaply: a time comparison, unless stalled) when the thread last
 // processed a record; after stallAfter without one while it has work
-// (records behind or queued on its partitions, tasks restoring, running
-// tasks' partitions paused) it logs at warn level what it has and what it
+// (records behind or queued on its partitions, tasks waiting to restore
+// behind another's lease, running tasks' partitions paused) it logs at warn level what it has and what it
 // waits on, and again every stallAfter while that lasts. A thread without
 // work is not stalled: an idle turn counts as progress.
 
 // stallAfter is how long a thread with work may go without processing a
-// record before it logs that it made no progress.
+// record before it logs that it made no progress. A restore of its own,
+// however long, is not a stall: the restore reports its progress.
 const stallAfter = 10 * time.Second
 
 // stallWatch is the loop's record of its progress.
@@ -61,6 +62,7 @@ func (s *session) watchStall(now time.Time) {
 func (s *session) stallState(now time.Time) []any {
 	lag, queued := s.th.lag.Load(), s.fair.queued()
 	var restoring []string
+	blocked := 0 // restores waiting for another's lease: a long restore of its own is no stall
 	for _, id := range sortedIDs(s.restoring) {
 		what := id.String()
 		switch h, since := s.app.leases.holder(id); {
@@ -69,6 +71,7 @@ func (s *session) stallState(now time.Time) []any {
 		case h == fmt.Sprintf("thread %d task", s.th.index):
 			what += " (restoring)"
 		default:
+			blocked++
 			what += fmt.Sprintf(" (waits for the lease %s has held for %s)", h, now.Sub(since).Round(time.Second))
 		}
 		restoring = append(restoring, what)
@@ -90,7 +93,7 @@ func (s *session) stallState(now time.Time) []any {
 		}
 		slices.Sort(paused)
 	}
-	if lag == 0 && queued == 0 && len(restoring) == 0 && len(paused) == 0 {
+	if lag == 0 && queued == 0 && blocked == 0 && len(paused) == 0 {
 		return nil
 	}
 	var tasks []string

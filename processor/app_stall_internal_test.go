@@ -17,7 +17,8 @@ import (
 // nothing for stallAfter logs it at warn level, with its tasks, the task
 // restoring behind a sibling's lease and the running task's partition
 // paused for no known reason; not before stallAfter, not again within
-// it, and not once it processed records or has nothing to do.
+// it, and not once it processed records, has nothing to do, or only
+// restores a task itself.
 func TestStalledThreadSaysWhatItWaitsOn(t *testing.T) {
 	r := newFairRig(t, 5, 1, 2, frontier.Options{})
 	var buf syncBuffer
@@ -80,5 +81,19 @@ func TestStalledThreadSaysWhatItWaitsOn(t *testing.T) {
 	r.s.watchStall(r.now.Add(20 * stallAfter))
 	if n := warnings(); n != 1 {
 		t.Fatalf("an idle thread warned of a stall:\n%s", buf.String())
+	}
+
+	// A long restore of its own is no stall either (it logs its progress).
+	release()
+	own, err := r.s.app.leases.acquire(context.Background(), moving, "thread 0 task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own()
+	r.s.restoring = map[topology.TaskID]*restoringTask{moving: {}}
+	r.s.watchStall(r.now.Add(30 * stallAfter))
+	r.s.watchStall(r.now.Add(40 * stallAfter))
+	if n := warnings(); n != 1 {
+		t.Fatalf("a thread restoring a task warned of a stall:\n%s", buf.String())
 	}
 }
