@@ -182,7 +182,21 @@ type fairQueues struct {
 
 	mu      sync.Mutex
 	revoked []changelog.TopicPartition
+
+	// swept is when applyPauses last checked the client's paused
+	// partitions for running ones nothing wants paused (pauseSweep);
+	// zero asks for a check at the next call.
+	swept time.Time
 }
+
+// pauseSweep bounds how long a running task's partition stays paused by
+// mistake: applyPauses checks the client's paused partitions at least this
+// often and resumes the running ones that neither their backlog nor an
+// admission hold keeps paused. Pauses are bookkept in several places (the
+// assignment callback, resumeRunning, the backlog bound, dropRevoked); a
+// pause one of them loses track of would otherwise stop the partition for
+// good, silently, with its task running.
+const pauseSweep = time.Second
 
 const pauseBacklog = "backlog"
 
@@ -291,7 +305,13 @@ func (f *fairQueues) dropRevoked() {
 			continue
 		}
 		delete(f.parts, tp)
-		delete(f.paused, tp)
+		if _, ok := f.paused[tp]; ok {
+			// The client keeps the pause. The partition may be back on
+			// this thread, its task running: without this record only
+			// the sweep lifts the pause, so sweep at once.
+			delete(f.paused, tp)
+			f.swept = time.Time{}
+		}
 		for id, q := range f.tasks {
 			if i := slices.Index(q.parts, p); i >= 0 {
 				q.parts = slices.Delete(q.parts, i, i+1)
@@ -442,6 +462,9 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 		total += k
 		s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
 	}
+	if total > 0 {
+		s.stall.progressed(s.now())
+	}
 	return total, nil
 }
 
@@ -513,8 +536,13 @@ func (s *session) applyPauses() {
 			}
 		}
 	}
-	if len(want) == 0 && len(f.paused) == 0 {
+	now := s.now()
+	sweep := now.Sub(f.swept) >= pauseSweep
+	if len(want) == 0 && len(f.paused) == 0 && !sweep {
 		return
+	}
+	if sweep {
+		f.swept = now
 	}
 	isPaused := map[changelog.TopicPartition]bool{}
 	for topic, ps := range s.cl.PauseFetchPartitions(nil) {
@@ -541,6 +569,32 @@ func (s *session) applyPauses() {
 		// until it runs (resumeRunning).
 		if _, running := s.byInput[tp]; running && isPaused[tp] {
 			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+			isPaused[tp] = false // resumed: not a stray for the sweep below
+		}
+	}
+	if sweep {
+		// A running task's partition paused for no reason kept here
+		// (see pauseSweep). resumeRunning, which runs after the next
+		// assignment sync, lifts the pause the assignment callback puts
+		// on a partition given back to a running task; lifting it a
+		// little earlier here is the same.
+		var stray []string
+		for tp, p := range isPaused {
+			if !p {
+				continue // resumed above
+			}
+			if _, running := s.byInput[tp]; !running {
+				continue // restoring, or no longer ours
+			}
+			if _, ok := want[tp]; ok {
+				continue
+			}
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+			stray = append(stray, tp.String())
+		}
+		if len(stray) > 0 && !s.assignmentChanged() {
+			slices.Sort(stray)
+			s.app.log.Warn("resumed input partitions of running tasks that were paused for no reason", "thread", s.th.index, "partitions", stray)
 		}
 	}
 	if len(pause) > 0 {

@@ -3,6 +3,8 @@ package processor
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +43,7 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 		t.Fatal(err)
 	}
 	r := &fairRig{out: map[int32][]string{}, now: time.Unix(1_700_000_000, 0)}
-	app := &App{metrics: newAppMetrics("app")}
+	app := &App{metrics: newAppMetrics("app"), log: slog.New(slog.DiscardHandler)}
 	app.thm = newThreadMetrics(app.metrics.reg, "app")
 	th := &appThread{app: app}
 	app.threads = []*appThread{th}
@@ -169,7 +171,7 @@ func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
 	rec := func(topic, v string, off, ts int64) *kgo.Record {
 		return &kgo.Record{Topic: topic, Value: []byte(v), Offset: off, Timestamp: time.UnixMilli(ts)}
 	}
-	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1),
+	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(2, 1), now: time.Now,
 		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
 	s.txn = &txnState{}
 	s.txn.reset()
@@ -428,5 +430,87 @@ func TestThrottledBacklogIsNotTheControllersBacklog(t *testing.T) {
 	r.s.observeQueues(r.now)
 	if got := r.s.ctrl.Snapshot().Backlog; got != 17 {
 		t.Fatalf("a second after the last hold: controller backlog %d, want 17", got)
+	}
+}
+
+// TestRevokedAndReturnedPartitionIsNotLeftPaused: a partition paused for
+// its task's backlog, revoked, and back on the thread with its task
+// running by the time the loop drops the revoked queues (the loop syncs
+// tasks after a poll with a transaction open, but drops revoked queues
+// only between transactions): dropping its queue also dropped the
+// record of why it was paused, and with it the only resume it would get.
+// The partition stayed paused for good, its task running and never fed.
+func TestRevokedAndReturnedPartitionIsNotLeftPaused(t *testing.T) {
+	r := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	paused := func() string { return fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) }
+	r.feed(0, "a", 0, 21)
+	r.s.applyPauses()
+	if paused() != "[0]" {
+		t.Fatalf("queue of 21 > 20: paused %s, want [0]", paused())
+	}
+	// The group takes in/0 away and gives it back; the task still runs.
+	r.s.fair.revoke(map[string][]int32{"in": {0}})
+	r.s.fair.dropRevoked()
+	r.s.applyPauses()
+	if paused() != "[]" {
+		t.Fatalf("in/0's task runs with nothing queued, yet in/0 stays paused: %s", paused())
+	}
+}
+
+// TestStrayPauseOfARunningPartitionIsLifted: a running task's partition
+// that is paused for no reason the loop knows of (neither its backlog nor
+// an admission hold) is resumed within pauseSweep, whatever lost track of
+// it; a restoring task's partition (not running) stays paused, and so
+// does one paused for its backlog.
+func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
+	r := newFairRig(t, 5, 1, 3, frontier.Options{}) // bound 20
+	var buf syncBuffer
+	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	paused := func() string {
+		ps := cl.PauseFetchPartitions(nil)["in"]
+		slices.Sort(ps)
+		return fmt.Sprint(ps)
+	}
+	r.s.applyPauses()                                // the first sweep
+	delete(r.s.tasks, topology.TaskID{Partition: 2}) // in/2's task restores
+	r.s.index()
+	r.feed(1, "b", 0, 21)
+	cl.PauseFetchPartitions(map[string][]int32{"in": {0, 2}}) // a lost resume of in/0; in/2 restoring
+	r.s.applyPauses()
+	if paused() != "[0 1 2]" {
+		t.Fatalf("before the sweep: paused %s, want [0 1 2]", paused())
+	}
+	r.now = r.now.Add(pauseSweep)
+	r.s.applyPauses()
+	if paused() != "[1 2]" {
+		t.Fatalf("after the sweep: paused %s, want [1 2] (in/1 for its backlog, in/2 restoring)", paused())
+	}
+	if got := buf.String(); strings.Count(got, "paused for no reason") != 1 || !strings.Contains(got, "partitions=[in/0]") {
+		t.Fatalf("want one warning naming in/0:\n%s", got)
+	}
+	// in/1 drains and resumes as its backlog goes, on a sweep too: not a
+	// stray.
+	for r.s.fair.queued() > 0 {
+		r.pass(t)
+	}
+	r.now = r.now.Add(pauseSweep)
+	r.s.applyPauses()
+	if paused() != "[2]" {
+		t.Fatalf("drained: paused %s, want [2]", paused())
+	}
+	if got := buf.String(); strings.Count(got, "paused for no reason") != 1 {
+		t.Fatalf("a backlog resume was taken for a stray:\n%s", got)
 	}
 }

@@ -38,7 +38,7 @@ func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
 	rec := func(topic, v string, ts int64) *kgo.Record {
 		return &kgo.Record{Topic: topic, Value: []byte(v), Timestamp: time.UnixMilli(ts)}
 	}
-	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(UnlimitedRecordsPerTaskPass, 1),
+	s := &session{app: &App{metrics: newAppMetrics("app")}, fair: newFairQueues(UnlimitedRecordsPerTaskPass, 1), now: time.Now,
 		tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
 	s.txn = &txnState{}
 	s.txn.reset()

@@ -75,6 +75,12 @@ type session struct {
 	fair      *fairQueues
 	admission bool
 	snap      snapRunner // the snapshot goroutine (app_snapshot.go)
+	stall     stallWatch // app_stall.go
+	// rejoin is the join metadata's forced-rebalance counter and
+	// orphansStop stops thread 0's check for orphaned partitions
+	// (app_orphans.go).
+	rejoin      rejoinCounter
+	orphansStop func()
 }
 
 // txnState is what the open transaction has produced.
@@ -149,7 +155,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP, Thread: th.index},
-			ha: a.haConfig(), lags: a.haLags, onStandby: s.onStandby}),
+			ha: a.haConfig(), lags: a.haLags, onStandby: s.onStandby, rejoin: &s.rejoin}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -429,6 +435,9 @@ func (s *session) resetTasks() error {
 // close closes the session's tasks, logging each one's end state (see
 // sessionEnd), and its client.
 func (s *session) close(state string, attrs []any) {
+	if s.orphansStop != nil {
+		s.orphansStop()
+	}
 	s.drainFlight()
 	s.collectCheckpoint(true)
 	s.stopSnapshots()
@@ -457,6 +466,18 @@ func (s *session) close(state string, attrs []any) {
 // run is the record loop.
 func (s *session) run(ctx context.Context) error {
 	var wake time.Time
+	if s.th.index == 0 && s.orphansStop == nil {
+		octx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.watchOrphans(octx, func() {
+				s.rejoin.n.Add(1)
+				s.cl.ForceRebalance()
+			})
+		}()
+		s.orphansStop = func() { cancel(); <-done }
+	}
 	for {
 		if ctx.Err() != nil {
 			return s.shutdown()
@@ -542,6 +563,7 @@ func (s *session) run(ctx context.Context) error {
 		if cw := s.tickCheckpoint(ctx, now); !cw.IsZero() && cw.Before(wake) {
 			wake = cw
 		}
+		s.watchStall(now)
 	}
 }
 

@@ -59,6 +59,7 @@ func (a *App) setup(ctx context.Context) error {
 	}
 	a.cfg.InstanceID = id
 	a.log = a.log.With("instance", id)
+	a.leases.setLogger(a.log)
 	cl, err := kgo.NewClient(a.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("processor: admin client: %w", err)

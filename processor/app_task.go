@@ -87,7 +87,7 @@ func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resum
 	a := s.app
 	// One user of the task's local state at a time: a sibling stream
 	// thread that ran the task may still be closing it (app_threads.go).
-	release, err := a.leases.acquire(ctx, id)
+	release, err := a.leases.acquire(ctx, id, fmt.Sprintf("thread %d task", s.th.index))
 	if err != nil {
 		return nil, changelog.RestoreResult{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -295,39 +296,103 @@ func (a *App) threadSnapshots() map[int]frontier.Snapshot {
 // the App's threads: a running or restoring task, or a standby.
 type taskLeases struct {
 	mu   sync.Mutex
-	held map[topology.TaskID]chan struct{} // closed on release
+	held map[topology.TaskID]*lease
+	// log hears of a wait that lasts leaseWarnAfter or longer (nil: the
+	// wait is not logged); warnAfter is that, 0 taking leaseWarnAfter.
+	log       *slog.Logger
+	warnAfter time.Duration
 }
 
-// acquire waits until no one holds id's lease, takes it and returns its
-// release (idempotent). It fails only when ctx ends first.
-func (l *taskLeases) acquire(ctx context.Context, id topology.TaskID) (release func(), err error) {
+// lease is a held lease: who holds it, since when, and a channel closed on
+// its release.
+type lease struct {
+	holder string
+	since  time.Time
+	done   chan struct{}
+}
+
+// leaseWarnAfter is how long a wait for a task's lease goes on before it
+// is logged (and logged again): the holder is a sibling thread ending its
+// last transaction over the task, which the transaction timeout bounds,
+// so a longer wait means the holder is stuck or never let go.
+const leaseWarnAfter = 10 * time.Second
+
+// acquire waits until no one holds id's lease, takes it for user (a label
+// naming the thread and the use, for the logs) and returns its release
+// (idempotent). It fails only when ctx ends first. A wait of
+// leaseWarnAfter or longer is logged at warn level with the holder, and
+// again every leaseWarnAfter: a thread cannot start a task while a sibling
+// keeps its state, and that should not pass in silence.
+func (l *taskLeases) acquire(ctx context.Context, id topology.TaskID, user string) (release func(), err error) {
+	start := time.Now()
+	every := l.warnAfter
+	if every <= 0 {
+		every = leaseWarnAfter
+	}
+	var warn *time.Timer
+	defer func() {
+		if warn != nil {
+			warn.Stop()
+		}
+	}()
 	for {
 		l.mu.Lock()
-		ch, busy := l.held[id]
+		log := l.log
+		ls, busy := l.held[id]
 		if !busy {
 			if l.held == nil {
-				l.held = map[topology.TaskID]chan struct{}{}
+				l.held = map[topology.TaskID]*lease{}
 			}
-			ch = make(chan struct{})
-			l.held[id] = ch
+			ls = &lease{holder: user, since: time.Now(), done: make(chan struct{})}
+			l.held[id] = ls
 			l.mu.Unlock()
+			if waited := time.Since(start); log != nil && waited >= every {
+				log.Warn("task lease acquired after a long wait", "task", id.String(), "by", user, "waited", waited.Round(time.Millisecond))
+			}
 			var once sync.Once
 			return func() {
 				once.Do(func() {
 					l.mu.Lock()
 					delete(l.held, id)
 					l.mu.Unlock()
-					close(ch)
+					close(ls.done)
 				})
 			}, nil
 		}
+		holder, since := ls.holder, ls.since
 		l.mu.Unlock()
+		if warn == nil {
+			warn = time.NewTimer(max(0, every-time.Since(start)))
+		}
 		select {
-		case <-ch:
+		case <-ls.done:
+		case <-warn.C:
+			warn.Reset(every)
+			if log != nil {
+				log.Warn("waiting for another stream thread to close a task's local state", "task", id.String(), "waiter", user,
+					"holder", holder, "held_for", time.Since(since).Round(time.Millisecond), "waited", time.Since(start).Round(time.Millisecond))
+			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("task %s: wait for another thread to close its local state: %w", id, ctx.Err())
+			return nil, fmt.Errorf("task %s: wait for %s to close its local state: %w", id, holder, ctx.Err())
 		}
 	}
+}
+
+// setLogger sets the logger of long waits.
+func (l *taskLeases) setLogger(log *slog.Logger) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.log = log
+}
+
+// holder names who holds id's lease and since when; "" when no one does.
+func (l *taskLeases) holder(id topology.TaskID) (string, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls, ok := l.held[id]; ok {
+		return ls.holder, ls.since
+	}
+	return "", time.Time{}
 }
 
 // threadJSON is one stream thread in GET /frontier's "threads".

@@ -1,9 +1,13 @@
 package processor
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,25 +120,25 @@ func TestAssignHAThreads(t *testing.T) {
 func TestTaskLeases(t *testing.T) {
 	var l taskLeases
 	id := topology.TaskID{SubTopology: 0, Partition: 3}
-	rel, err := l.acquire(context.Background(), id)
+	rel, err := l.acquire(context.Background(), id, "thread 0 task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := l.acquire(context.Background(), topology.TaskID{SubTopology: 1, Partition: 3})
+	other, err := l.acquire(context.Background(), topology.TaskID{SubTopology: 1, Partition: 3}, "thread 0 task")
 	if err != nil {
 		t.Fatalf("another task's lease: %v", err)
 	}
 	other()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := l.acquire(ctx, id); err == nil {
+	if _, err := l.acquire(ctx, id, "thread 1 task"); err == nil {
 		t.Fatal("acquired a held lease")
 	}
 	var got atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r, err := l.acquire(context.Background(), id)
+		r, err := l.acquire(context.Background(), id, "thread 1 task")
 		if err == nil {
 			got.Store(true)
 			r()
@@ -150,6 +154,69 @@ func TestTaskLeases(t *testing.T) {
 	if !got.Load() {
 		t.Fatal("waiter did not get the released lease")
 	}
+}
+
+// TestTaskLeaseWaitIsLogged: a wait for a lease that lasts says so at
+// warn level, naming the task, the waiter and the holder, and again while
+// it lasts; the waiter logs when it finally gets the lease.
+func TestTaskLeaseWaitIsLogged(t *testing.T) {
+	var buf syncBuffer
+	l := taskLeases{warnAfter: 40 * time.Millisecond}
+	l.setLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	id := topology.TaskID{SubTopology: 0, Partition: 2}
+	rel, err := l.acquire(context.Background(), id, "thread 1 task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := l.holder(id); h != "thread 1 task" {
+		t.Fatalf("holder %q", h)
+	}
+	done := make(chan error, 1)
+	go func() {
+		r, err := l.acquire(context.Background(), id, "thread 0 task")
+		if err == nil {
+			r()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(buf.String(), "waiting for another stream thread") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no repeated warning of the wait; log:\n%s", buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := buf.String(); !strings.Contains(got, "task=0_2") || !strings.Contains(got, `waiter="thread 0 task"`) || !strings.Contains(got, `holder="thread 1 task"`) {
+		t.Fatalf("the warning does not name the task, waiter and holder:\n%s", got)
+	}
+	rel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "task lease acquired after a long wait") {
+		t.Fatalf("no line for the lease acquired at last:\n%s", buf.String())
+	}
+	if h, _ := l.holder(id); h != "" {
+		t.Fatalf("released lease still held by %q", h)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestThreadInstanceIDs: one thread keeps the instance id (and so the

@@ -286,6 +286,14 @@ func TestThreadsRebalanceBetweenTwoProcesses(t *testing.T) {
 	// runs its task.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
+		if a.HTTPAddr() == "" || b.HTTPAddr() == "" {
+			// b's Run may still be setting up: no HTTP address yet.
+			if time.Now().After(deadline) {
+				t.Fatal("an App never served HTTP")
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		var va, vb threadsView
 		getJSON(t, "http://"+a.HTTPAddr()+"/tasks", &va)
 		getJSON(t, "http://"+b.HTTPAddr()+"/tasks", &vb)

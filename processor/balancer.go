@@ -37,6 +37,9 @@ type copartitionBalancer struct {
 	ha        haConfig
 	lags      func() map[int32]int64
 	onStandby func(standbyAssignment)
+	// rejoin, when set, is the member's forced-rebalance counter
+	// (joinUserData.Rejoin).
+	rejoin *rejoinCounter
 }
 
 const copartitionProtocol = "tidemark-copartition"
@@ -63,6 +66,9 @@ func (c *copartitionBalancer) JoinGroupMetadata(interests []string, current map[
 	ud := joinUserData{memberInfo: c.info}
 	if c.lags != nil {
 		ud.Lags = c.lags()
+	}
+	if c.rejoin != nil {
+		ud.Rejoin = c.rejoin.n.Load()
 	}
 	meta.UserData, _ = json.Marshal(ud)
 	return meta.AppendTo(nil)

@@ -10,11 +10,16 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -47,12 +52,24 @@ func runChild() int {
 	}
 	// Kill ourselves, now and then, at the most delicate step: after the
 	// transaction committed and before local state applied it, and just
-	// before EndTxn, with every record of the transaction flushed.
+	// before EndTxn, with every record of the transaction flushed. The
+	// draws come from CHILD_SEED when the parent passes one (its logged
+	// seed and the round), so a replay draws the same sequence.
 	if p := env("CHILD_SELF_KILL"); p != "" {
 		var prob float64
 		fmt.Sscan(p, &prob)
+		draw := rand.Float64
+		if seed, err := strconv.ParseUint(env("CHILD_SEED"), 10, 64); err == nil {
+			var mu sync.Mutex // fault hooks run on each thread's commit goroutines
+			rng := rand.New(rand.NewPCG(seed, 11))
+			draw = func() float64 {
+				mu.Lock()
+				defer mu.Unlock()
+				return rng.Float64()
+			}
+		}
 		opts = append(opts, processor.WithFaultHook(func(pt txn.Point) {
-			if prob > 0 && (pt == txn.AfterCommit || pt == txn.BeforeEnd) && rand.Float64() < prob {
+			if prob > 0 && (pt == txn.AfterCommit || pt == txn.BeforeEnd) && draw() < prob {
 				fmt.Fprintf(os.Stderr, "child: killing itself at commit point %d\n", pt)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
@@ -209,15 +226,16 @@ func exactlyOnceUnderCrashes(t *testing.T, threads string, partitions int32) {
 	state := t.TempDir()
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_GUARANTEE=" + os.Getenv("CRASH_TEST_GUARANTEE"), "CHILD_APP=" + appID, "CHILD_IN=" + in, "CHILD_OUT=" + out,
 		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05", "CHILD_THREADS=" + threads}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := crashTestSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 7))
 	want := map[string]int{}
 	produced := 0
 	const kills = 5
 	for round := range kills + 1 {
-		childEnv := env
+		childEnv := append(slices.Clone(env), "CHILD_SEED="+strconv.FormatUint(seed+uint64(round), 10))
 		if round == kills {
 			// The last run must live to finish the input.
-			childEnv = append(slices.Clone(env), "CHILD_SELF_KILL=0")
+			childEnv = append(childEnv, "CHILD_SELF_KILL=0")
 		}
 		c := startChild(t, childEnv)
 		// Keep input arriving while the child runs, and kill it while it
@@ -238,7 +256,84 @@ func exactlyOnceUnderCrashes(t *testing.T, threads string, partitions int32) {
 			c.kill()
 			continue
 		}
-		checkCounts(t, out, want)
+		checkCountsByPartition(t, out, want, partitions, fmt.Sprintf("last round, seed %d", seed))
 		c.terminate(t)
 	}
+}
+
+// crashTestSeed is the seed of a crash test's randomness (the parent's
+// sleeps and the children's self-kill draws): CRASH_TEST_SEED when set,
+// else one from the clock. It is logged, so a failing run can be replayed
+// (as far as the broker's and the scheduler's timing let it).
+func crashTestSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASH_TEST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CRASH_TEST_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay: CRASH_TEST_SEED=%d go test -run '^%s$' ./processor)", seed, seed, t.Name())
+	return seed
+}
+
+// checkCountsByPartition is checkCounts for the crash tests' last round
+// (what names the check in failures):
+// when the outputs do not all show up within a minute, the failure says,
+// per partition, how many are visible and how many are expected (the
+// count topology writes key k's counts to k's input partition number), so
+// a stalled partition or stream thread shows as such.
+func checkCountsByPartition(t *testing.T, out string, want map[string]int, partitions int32, what string) {
+	t.Helper()
+	total := 0
+	expected := make([]int, partitions)
+	for k, n := range want {
+		total += n
+		expected[processor.DefaultPartition([]byte(k), partitions)] += n
+	}
+	cl := kafkatest.Client(t, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	var got []*kgo.Record
+	poll := func(ctx context.Context) bool {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
+		if ctx.Err() != nil {
+			return false
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("fetch %s/%d: %v", topic, p, err)
+		})
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(got) < total {
+		if !poll(ctx) {
+			visible := make([]int, partitions)
+			for _, r := range got {
+				if r.Partition >= 0 && r.Partition < partitions {
+					visible[r.Partition]++
+				}
+			}
+			var per strings.Builder
+			for p := range partitions {
+				mark := ""
+				if visible[p] < expected[p] {
+					mark = " (short)"
+				}
+				fmt.Fprintf(&per, "\n  partition %d: %d of %d visible%s", p, visible[p], expected[p], mark)
+			}
+			t.Fatalf("%s: %d of %d outputs visible after 1m; per partition:%s", what, len(got), total, per.String())
+		}
+	}
+	qctx, qcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer qcancel()
+	for poll(qctx) {
+	}
+	if len(got) != total {
+		t.Fatalf("%s: want exactly %d outputs, got %d:%s", what, total, len(got), kafkatest.Summary(got[total:], 10))
+	}
+	checkCountRecords(t, got, want)
 }

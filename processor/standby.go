@@ -384,7 +384,7 @@ func (s *session) startStandby(ctx context.Context, id topology.TaskID, warmup b
 		defer close(st.done)
 		// A sibling stream thread may still hold the task's local state
 		// (app_threads.go); the standby starts once it let go.
-		release, err := s.app.leases.acquire(sctx, id)
+		release, err := s.app.leases.acquire(sctx, id, fmt.Sprintf("thread %d standby", s.th.index))
 		if err != nil {
 			return
 		}

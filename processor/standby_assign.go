@@ -56,6 +56,10 @@ type joinUserData struct {
 	// local state of every stateful task of it is behind in total. A
 	// partition number absent here: no (complete) local state.
 	Lags map[int32]int64 `json:"lags,omitempty"`
+	// Rejoin counts the rebalances this member forced over orphaned
+	// partitions (app_orphans.go): the metadata of such a rejoin differs
+	// from the stored one, so the coordinator rebalances.
+	Rejoin uint32 `json:"rejoin,omitempty"`
 }
 
 // standbyAssignment is the UserData of a member's sync assignment.
