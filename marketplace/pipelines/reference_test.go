@@ -141,7 +141,12 @@ func flushMarkers(ref reference, cfg pipelines.Config, partitions int32) []schem
 // included. Any whole hour aligns the windows alike, so the stream's
 // shape, and every count the tests rely on, is the same in every hour.
 func testStream(n int) []gen.Event {
-	start := time.Now().UTC().Truncate(time.Hour)
+	// Two hours back: the flush markers run about 35 minutes past the
+	// stream, and Kafka 4 rejects timestamps more than
+	// log.message.timestamp.after.max.ms (1 h) in the future
+	// (INVALID_TIMESTAMP), which a start in the current hour reached in
+	// its last minutes.
+	start := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour)
 	// Frequent price changes and stale cart prices give the pricing
 	// pipeline's as-of check something to find in a short stream.
 	g, err := gen.New(gen.Config{Seed: 7, Start: start, Profile: gen.Profile{Rate: 20}, Tenants: 3, Users: 500, SKUsPerTenant: 40,
