@@ -3,8 +3,6 @@ package changelog
 import (
 	"fmt"
 	"testing"
-
-	"github.com/tidemark-streams/tidemark/store"
 )
 
 // BenchmarkApplyWithExpiry measures one commit of a windowed aggregation
@@ -16,13 +14,7 @@ import (
 func BenchmarkApplyWithExpiry(b *testing.B) {
 	for _, expired := range []int{100, 2000} {
 		b.Run(fmt.Sprintf("expired=%d", expired), func(b *testing.B) {
-			db := openTestDB(b, Options{Logger: quietLog})
-			task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
-			s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 1000}, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			w := s.(store.Window)
+			task, w := benchWindowStore(b)
 			val := make([]byte, 16)
 			const live, perStart = 5, 100
 			start := int64(0)

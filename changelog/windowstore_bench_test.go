@@ -15,13 +15,7 @@ import (
 func BenchmarkWindowFetchAllNarrow(b *testing.B) {
 	for _, n := range []int{10_000, 200_000} {
 		b.Run(fmt.Sprintf("windows=%d", n), func(b *testing.B) {
-			db := openTestDB(b, Options{Logger: quietLog})
-			task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
-			s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 1000}, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			w := s.(store.Window)
+			task, w := benchWindowStore(b)
 			// n windows, 10 (distinct keys) per window start.
 			const perStart = 10
 			starts := n / perStart
@@ -67,4 +61,17 @@ func BenchmarkWindowFetchAllNarrow(b *testing.B) {
 			b.ReportMetric(float64(got), "windows/op")
 		})
 	}
+}
+
+// benchWindowStore opens a store of 1 s windows in a new task state of a
+// new state directory.
+func benchWindowStore(b *testing.B) (*TaskState, store.Window) {
+	b.Helper()
+	db := openTestDB(b, Options{Logger: quietLog})
+	task := db.NewTaskState(TaskStateConfig{AppID: "bench", Partition: 0})
+	s, err := task.Open(store.Spec{Name: "w", Kind: store.KindWindow, WindowSize: 1000}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return task, s.(store.Window)
 }

@@ -25,11 +25,12 @@ type pipeRig struct {
 	in, out   string
 	processed atomic.Int64
 	app       *App
+	failed    chan string // what a hook on the End goroutine found (fail)
 }
 
 func newPipeRig(t *testing.T, n int, opts ...Option) (*pipeRig, func()) {
 	t.Helper()
-	r := &pipeRig{in: kafkatest.NewTopic(t, 1, nil), out: kafkatest.NewTopic(t, 1, nil)}
+	r := &pipeRig{in: kafkatest.NewTopic(t, 1, nil), out: kafkatest.NewTopic(t, 1, nil), failed: make(chan string, 1)}
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "pipe"))
 	b.Stream(r.in, serde.String(), serde.String()).
 		MapValues(func(_ string, v string) string {
@@ -97,6 +98,40 @@ func (r *pipeRig) waitProcessedBeyond(v int64) bool {
 	return true
 }
 
+// fail records a problem a hook found on the End goroutine; finish fails
+// the test with the first one.
+func (r *pipeRig) fail(format string, args ...any) {
+	select {
+	case r.failed <- fmt.Sprintf(format, args...):
+	default:
+	}
+}
+
+// waitNextWork, on the End goroutine, waits until the loop has processed
+// records of the next transaction (from v0 on), and reports a loop that
+// did not.
+func (r *pipeRig) waitNextWork() (v0 int64, ok bool) {
+	v0 = r.processed.Load()
+	if !r.waitProcessedBeyond(v0) {
+		r.fail("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
+		return v0, false
+	}
+	return v0, true
+}
+
+// finish checks that every output is committed once, stops the app and
+// fails with what a hook reported.
+func (r *pipeRig) finish(t *testing.T, n int, stop func()) {
+	t.Helper()
+	r.checkExactlyOnce(t, n)
+	stop()
+	select {
+	case msg := <-r.failed:
+		t.Fatal(msg)
+	default:
+	}
+}
+
 // checkExactlyOnce reads the committed outputs: counts 1..n, each once.
 func (r *pipeRig) checkExactlyOnce(t *testing.T, n int) {
 	t.Helper()
@@ -137,30 +172,22 @@ func TestPipelinedCommitProcessesWhileEnding(t *testing.T) {
 	const n = 1000
 	var rig *pipeRig
 	var held atomic.Bool
-	failed := make(chan string, 1)
 	hook := func(pt txn.Point) {
 		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !held.CompareAndSwap(false, true) {
 			return
 		}
-		v0 := rig.processed.Load() // N's records and maybe a few of N+1's
-		if !rig.waitProcessedBeyond(v0) {
-			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
+		v0, ok := rig.waitNextWork() // v0: N's records and maybe a few of N+1's
+		if !ok {
 			return
 		}
 		time.Sleep(200 * time.Millisecond) // time for a produced record to reach the log
 		if top := maxUncommitted(t, rig.out); top > uint64(v0) {
-			failed <- fmt.Sprintf("output count %d is in the log while N (at most %d records) ends: N+1's outputs went into N", top, v0)
+			rig.fail("output count %d is in the log while N (at most %d records) ends: N+1's outputs went into N", top, v0)
 		}
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, WithFaultHook(func(pt txn.Point) { hook(pt) }))
-	rig.checkExactlyOnce(t, n)
-	stop()
-	select {
-	case msg := <-failed:
-		t.Fatal(msg)
-	default:
-	}
+	rig.finish(t, n, stop)
 	if !held.Load() {
 		t.Fatal("no commit with outputs reached BeforeEnd")
 	}
@@ -192,27 +219,18 @@ func TestPipelinedAbortDiscardsNextAndRedoes(t *testing.T) {
 	const n = 1000
 	var rig *pipeRig
 	var aborted atomic.Bool
-	failed := make(chan string, 1)
 	abort := func() bool {
 		if rig == nil || rig.processed.Load() == 0 || !aborted.CompareAndSwap(false, true) {
 			return false
 		}
-		if v0 := rig.processed.Load(); !rig.waitProcessedBeyond(v0) {
-			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
-		}
+		rig.waitNextWork()
 		return true
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, func(c *Config) {
 		c.wrapTransactor = func(tr txn.Transactor) txn.Transactor { return abortingTransactor{tr, abort} }
 	})
-	rig.checkExactlyOnce(t, n)
-	stop()
-	select {
-	case msg := <-failed:
-		t.Fatal(msg)
-	default:
-	}
+	rig.finish(t, n, stop)
 	if !aborted.Load() {
 		t.Fatal("no transaction was aborted")
 	}
@@ -257,7 +275,6 @@ func TestPipelineBudgetBoundsStaging(t *testing.T) {
 	const n = 1000
 	var rig *pipeRig
 	var held atomic.Bool
-	failed := make(chan string, 1)
 	hook := func(pt txn.Point) {
 		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !held.CompareAndSwap(false, true) {
 			return
@@ -265,18 +282,12 @@ func TestPipelineBudgetBoundsStaging(t *testing.T) {
 		v0 := rig.processed.Load()
 		time.Sleep(300 * time.Millisecond)
 		if v := rig.processed.Load(); v > v0+1 {
-			failed <- fmt.Sprintf("the loop processed %d records while N ended, past a budget of one output", v-v0)
+			rig.fail("the loop processed %d records while N ended, past a budget of one output", v-v0)
 		}
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, WithPipelineBudget(1), WithFaultHook(func(pt txn.Point) { hook(pt) }))
-	rig.checkExactlyOnce(t, n)
-	stop()
-	select {
-	case msg := <-failed:
-		t.Fatal(msg)
-	default:
-	}
+	rig.finish(t, n, stop)
 	if !held.Load() {
 		t.Fatal("no commit with outputs reached BeforeEnd")
 	}
@@ -292,27 +303,18 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 	var rig *pipeRig
 	var sess atomic.Pointer[session]
 	var fired atomic.Bool
-	failed := make(chan string, 1)
 	hook := func(pt txn.Point) {
 		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !fired.CompareAndSwap(false, true) {
 			return
 		}
-		if v0 := rig.processed.Load(); !rig.waitProcessedBeyond(v0) {
-			failed <- fmt.Sprintf("the loop processed nothing while transaction N was ending (stuck at %d records)", v0)
-		}
+		rig.waitNextWork()
 		sess.Load().onRevoked(context.Background(), nil, nil)
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
 		c.sessionHook = func(s *session) { sess.Store(s) }
 	})
-	rig.checkExactlyOnce(t, n)
-	stop()
-	select {
-	case msg := <-failed:
-		t.Fatal(msg)
-	default:
-	}
+	rig.finish(t, n, stop)
 	if !fired.Load() {
 		t.Fatal("no commit reached BeforeEnd with records processed")
 	}
