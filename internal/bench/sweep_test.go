@@ -70,8 +70,14 @@ func TestSweepQuickMeasuresEveryPhase(t *testing.T) {
 			if ph.Inputs <= 0 || ph.Outputs <= 0 || ph.Goodput <= 0 || ph.P50 <= 0 || ph.P99 < ph.P50 {
 				t.Errorf("%s phase %d: %+v, want inputs, count outputs and staleness", run.Policy, ph.Phase, ph)
 			}
-			if ph.Finals <= 0 || ph.CloseP99 < ph.CloseP50 || ph.CommitsPerSec <= 0 || ph.AppCPUSec <= 0 {
-				t.Errorf("%s phase %d: %+v, want window finals, commits and CPU", run.Policy, ph.Phase, ph)
+			if ph.Finals <= 0 || ph.CloseP99 < ph.CloseP50 || ph.AppCPUSec <= 0 {
+				t.Errorf("%s phase %d: %+v, want window finals and CPU", run.Policy, ph.Phase, ph)
+			}
+			// The kill phase of a quick run is 2 s: SIGKILL 1.2 s in and a
+			// restart of about as long may leave it without a commit by the
+			// process that was killed or the one that replaced it.
+			if ph.CommitsPerSec <= 0 && ph.Phase != 3 {
+				t.Errorf("%s phase %d: no commits", run.Policy, ph.Phase)
 			}
 		}
 	}
