@@ -229,8 +229,8 @@ func (db *DB) doneReading(tdbs []*taskDB) {
 	db.shareCaches()
 }
 
-// shareCaches divides the block and index caches of the memory budget
-// among the open task DBs.
+// shareCaches divides the index cache of the memory budget among the
+// open task DBs.
 func (db *DB) shareCaches() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -239,7 +239,6 @@ func (db *DB) shareCaches() {
 		if tdb.exclusive || tdb.bdb == nil {
 			continue // a reopen sizes it
 		}
-		_, _ = tdb.bdb.CacheMaxCost(badger.BlockCache, cacheShare(db.opts.MemoryBudget/4, n))
 		_, _ = tdb.bdb.CacheMaxCost(badger.IndexCache, cacheShare(db.opts.MemoryBudget/8, n))
 	}
 }

@@ -99,6 +99,9 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 		processor.WithCommitPolicy(policy),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: workerLogLevel()}))),
 	}
+	if err := servePprof(ctx); err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
 	if a := os.Getenv("TIDEMARK_BENCH_HTTP"); a != "" {
 		opts = append(opts, processor.WithHTTP(a))
 	}
