@@ -80,14 +80,21 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 		}
 		return nil
 	}
-	err := t.applyInTxn(meta, &bytes)
-	if errors.Is(err, errTooBig) || errors.Is(err, badger.ErrTxnTooBig) {
+	readTs, wrote, err := t.applyInTxn(meta, &bytes)
+	staged := errors.Is(err, errTooBig) || errors.Is(err, badger.ErrTxnTooBig)
+	if staged {
 		bytes = 0
 		t.db.staged.Add(1)
 		err = t.applyStaged(meta, &bytes)
 	}
 	if err != nil {
+		t.cache.clear()
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, t.tdb.noteErr(err))
+	}
+	if staged {
+		t.cache.clear() // several Badger writes: no one timestamp to follow
+	} else {
+		t.writeThrough(readTs, wrote)
 	}
 	t.db.applies.Add(1)
 	t.db.written.Add(bytes)
@@ -103,7 +110,7 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 		t.sentPos, t.stagedPos = t.stagedPos, nil
 	}
 	t.flushed = false
-	t.resetSnapshot()
+	t.dropSnapshot() // the cache followed the write (writeThrough)
 	return nil
 }
 
@@ -125,10 +132,13 @@ func (t *TaskState) hasLogged() bool {
 
 // applyInTxn is the common case: one Badger transaction holds the overlay,
 // the expiry deletes and the offsets.
-func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
+// It returns the transaction's read timestamp and whether it wrote
+// anything (a commit without writes takes no timestamp): the read cache
+// follows Badger by them.
+func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) (uint64, bool, error) {
 	limit := t.db.opts.applyTxnLimit
 	if limit > 0 && t.applied().Len() > limit {
-		return errTooBig
+		return 0, false, errTooBig
 	}
 	txn := t.tdb.bdb.NewTransaction(true)
 	defer txn.Discard()
@@ -145,12 +155,12 @@ func (t *TaskState) applyInTxn(meta func(emitFunc) error, bytes *int64) error {
 		return txn.Set(key, value)
 	}
 	if err := t.dataOps(emit); err != nil {
-		return err
+		return 0, false, err
 	}
 	if err := meta(emit); err != nil {
-		return err
+		return 0, false, err
 	}
-	return txn.Commit()
+	return txn.ReadTs(), n > 0, txn.Commit()
 }
 
 // applyStaged handles an overlay too big for one transaction: stage, mark

@@ -23,7 +23,7 @@ func (s *kvStore) Get(key []byte) ([]byte, bool, error) {
 	if err := s.t.check(s.st, false); err != nil {
 		return nil, false, err
 	}
-	v, ok, err := s.t.get(s.t.key(s.st, key))
+	v, ok, err := s.t.getKV(s.t.key(s.st, key))
 	if err != nil {
 		return nil, false, s.t.wrap(s.st, "get", err)
 	}

@@ -60,6 +60,7 @@ type TaskState struct {
 	probe   entry
 	kbuf    []byte
 	rtxn    *badger.Txn // read snapshot, renewed after every Apply
+	cache   readCache   // committed values of key-value stores (readcache.go)
 	flushed bool
 	// stagedPos is the input position the transaction being prepared
 	// commits (StagePosition); sentPos the last one a committed flush wrote
@@ -227,7 +228,15 @@ func (t *TaskState) snapshot() *badger.Txn {
 	return t.rtxn
 }
 
+// resetSnapshot drops the read snapshot and, with it, the read cache:
+// whatever made the snapshot stale may have changed what it cached.
+// ApplyAt, which knows what it wrote, uses dropSnapshot.
 func (t *TaskState) resetSnapshot() {
+	t.cache.clear()
+	t.dropSnapshot()
+}
+
+func (t *TaskState) dropSnapshot() {
 	if t.rtxn != nil {
 		t.rtxn.Discard()
 		t.rtxn = nil
@@ -251,16 +260,30 @@ func (t *TaskState) key(st *storeState, suffix []byte) []byte {
 }
 
 // get reads a full data key through the overlay.
-func (t *TaskState) get(key []byte) (_ []byte, _ bool, err error) {
-	t.probe.key = key
-	e, ok := t.pending.Get(&t.probe)
-	t.probe.key = nil
-	if ok {
-		if e.del {
-			return nil, false, nil
-		}
-		return e.value, true, nil
+func (t *TaskState) get(key []byte) ([]byte, bool, error) {
+	if v, ok, found := t.overlayGet(key); found {
+		return v, ok, nil
 	}
+	return t.readBadger(key)
+}
+
+// overlayGet looks key up in the overlay: found reports whether the
+// overlay decides it (a put or a delete).
+func (t *TaskState) overlayGet(key []byte) (v []byte, ok, found bool) {
+	t.probe.key = key
+	e, hit := t.pending.Get(&t.probe)
+	t.probe.key = nil
+	if !hit {
+		return nil, false, false
+	}
+	if e.del {
+		return nil, false, true
+	}
+	return e.value, true, true
+}
+
+// readBadger reads a full data key through the read snapshot.
+func (t *TaskState) readBadger(key []byte) (_ []byte, _ bool, err error) {
 	defer t.recoverRead(&err, nil)
 	txn := t.snapshot()
 	if txn == nil {

@@ -1,0 +1,146 @@
+package changelog
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tidemark-streams/tidemark/store"
+)
+
+// openCachedKV opens a logged key-value store on a fresh task.
+func openCachedKV(t *testing.T, db *DB) (*TaskState, store.KeyValue) {
+	t.Helper()
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: 0, Producer: &fakeProducer{}})
+	s, err := task.Open(store.Spec{Name: "kv", Kind: store.KindKeyValue, Logged: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, s.(store.KeyValue)
+}
+
+func commitTask(t *testing.T, task *TaskState) {
+	t.Helper()
+	offs, err := task.Flush(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.ApplyAt(offs, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantGet(t *testing.T, kv store.KeyValue, key, want string) {
+	t.Helper()
+	v, ok, err := kv.Get([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want == "" && ok || want != "" && string(v) != want {
+		t.Fatalf("Get(%s) = %q,%v, want %q", key, v, ok, want)
+	}
+}
+
+// A hot key is read from Badger once: later reads, across commits that
+// write it, come from the cache and see every committed value.
+func TestReadCacheServesCommittedValues(t *testing.T) {
+	db := openTestDB(t, Options{})
+	task, kv := openCachedKV(t, db)
+	mustPut(t, kv, "a", "1", "b", "x")
+	commitTask(t, task)
+	wantGet(t, kv, "a", "1") // miss: Badger
+	wantGet(t, kv, "a", "1") // hit
+	wantGet(t, kv, "zz", "") // absent, cached as absent
+	wantGet(t, kv, "zz", "")
+	if task.cache.hits != 2 || task.cache.misses != 2 {
+		t.Fatalf("hits %d misses %d, want 2 and 2", task.cache.hits, task.cache.misses)
+	}
+	for i, v := range []string{"2", "3", "<del>", "4"} {
+		mustPut(t, kv, "a", v, "zz", v)
+		commitTask(t, task)
+		want := v
+		if v == "<del>" {
+			want = ""
+		}
+		hits := task.cache.hits
+		wantGet(t, kv, "a", want)
+		wantGet(t, kv, "zz", want)
+		if task.cache.hits != hits+2 {
+			t.Fatalf("commit %d: reads after the commit missed the cache (hits %d → %d)", i, hits, task.cache.hits)
+		}
+	}
+	// An aborted transaction leaves the committed values.
+	mustPut(t, kv, "a", "aborted")
+	task.Discard()
+	wantGet(t, kv, "a", "4")
+}
+
+// A write that does not go through this TaskState's Apply (another
+// writer of the same Badger DB: a restore, a standby's tail, a rebuild)
+// must be seen by the next read after the snapshot renews: the cache
+// follows Badger's timestamps and drops itself.
+func TestReadCacheDropsOnForeignWrite(t *testing.T) {
+	db := openTestDB(t, Options{})
+	task, kv := openCachedKV(t, db)
+	mustPut(t, kv, "a", "1")
+	commitTask(t, task)
+	wantGet(t, kv, "a", "1")
+	wantGet(t, kv, "a", "1")
+
+	key := append([]byte(nil), task.key(task.stores["kv"], []byte("a"))...)
+	foreign := func(v string) {
+		t.Helper()
+		if err := task.tdb.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Foreign write, then this task's commit of another key: the commit's
+	// transaction starts past the cache's timestamp, so the cache goes.
+	foreign("foreign-1")
+	mustPut(t, kv, "b", "1")
+	commitTask(t, task)
+	wantGet(t, kv, "a", "foreign-1")
+
+	// Commit first, then the foreign write before the next read: the
+	// renewed snapshot reads past the timestamp the commit left.
+	wantGet(t, kv, "a", "foreign-1")
+	mustPut(t, kv, "b", "2")
+	commitTask(t, task)
+	foreign("foreign-2")
+	wantGet(t, kv, "a", "foreign-2")
+
+	// A reset snapshot (what restores and tails do) drops it too.
+	wantGet(t, kv, "a", "foreign-2")
+	foreign("foreign-3")
+	task.resetSnapshot()
+	wantGet(t, kv, "a", "foreign-3")
+}
+
+// The cache stays within its share of the memory budget.
+func TestReadCacheIsBounded(t *testing.T) {
+	db := openTestDB(t, Options{MemoryBudget: 16 << 20})
+	task, kv := openCachedKV(t, db)
+	val := string(make([]byte, 1000))
+	for i := range 20_000 {
+		mustPut(t, kv, string(rune('a'+i%26))+string(rune(i)), val)
+		if i%1000 == 999 {
+			commitTask(t, task)
+		}
+	}
+	commitTask(t, task)
+	wantGet(t, kv, "zz", "") // prime
+	for i := range 20_000 {
+		wantGet(t, kv, string(rune('a'+i%26))+string(rune(i)), val)
+	}
+	c := &task.cache
+	var bytes int
+	for _, m := range []map[string]cachedValue{c.cur, c.prev} {
+		for k, v := range m {
+			bytes += len(k) + len(v.v) + cacheEntryOverhead
+		}
+	}
+	if c.limit <= 0 || bytes > c.limit {
+		t.Fatalf("cache holds %d bytes, limit %d", bytes, c.limit)
+	}
+}
