@@ -16,9 +16,11 @@ const DefaultMemoryBudget = 128 << 20
 type Options struct {
 	// MemoryBudget in bytes bounds Badger's caches: the index cache (1/8)
 	// is shared out among the open task DBs, and re-shared as tasks come
-	// and go (there is no block cache: badgerOptions says why). Each open
-	// task DB also has two memtables of 1/32 of the budget (at least 4 MiB, at most 64 MiB) and
-	// tables of half a memtable, which are not shared: with the default
+	// and go (there is no block cache: badgerOptions says why), and the
+	// key-value stores' read caches share another quarter (readcache.go).
+	// Each open task DB also has two memtables of 1/32 of the budget (at
+	// least 4 MiB, at most 64 MiB) and tables of half a memtable, which
+	// are not shared: with the default
 	// budget each task DB beyond the first adds about 11 MiB of peak RSS
 	// under a write-heavy load (BenchmarkNewKeys). Default
 	// DefaultMemoryBudget; at least 16 MiB.
