@@ -137,19 +137,7 @@ func requireNoOpenTransaction(t *testing.T, topic string) {
 // committedOffsets is what group has committed for topic.
 func committedOffsets(t *testing.T, group, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := kafkatest.Admin(t).FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	for p, o := range resp[topic] {
-		if o.Err == nil && o.At >= 0 {
-			out[p] = o.At
-		}
-	}
-	return out
+	return kafkatest.Committed(t, group, topic)
 }
 
 // int64Record is a record whose value is v as serde.Int64 writes it, or the

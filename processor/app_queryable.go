@@ -8,10 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // Interactive queries read committed state only, off the record loop.
@@ -151,23 +150,24 @@ func (s *session) committedPosition(ctx context.Context, id topology.TaskID, lt 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	group := s.app.topo.Application()
-	resp, err := kadm.NewClient(s.cl).FetchOffsets(ctx, group)
-	if err == nil {
-		err = resp.Error()
+	// The partitions are named: asked for all of a group's offsets, the
+	// broker leaves out one whose transactional commit is still in flight
+	// (see txn.CommittedOffsets).
+	parts := txn.Partitions{}
+	for _, topic := range lt.task.Topics() {
+		parts[topic] = []int32{id.Partition}
 	}
+	got, err := txn.CommittedOffsets(ctx, s.cl, group, parts)
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
 	}
 	pos := changelog.InputPosition{}
 	for _, topic := range lt.task.Topics() {
-		o, ok := resp.Lookup(topic, id.Partition)
-		if ok && o.Err != nil {
-			return nil, fmt.Errorf("%s/%d: %w", topic, id.Partition, o.Err)
-		}
-		if !ok || o.At < 0 {
+		at, ok := got[topic][id.Partition]
+		if !ok {
 			return nil, fmt.Errorf("%s/%d: %w", topic, id.Partition, errNoCommit)
 		}
-		pos.Set(topic, id.Partition, o.At)
+		pos.Set(topic, id.Partition, at)
 	}
 	return pos, nil
 }

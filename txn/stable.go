@@ -97,15 +97,27 @@ func fetchStable(ctx context.Context, cl *kgo.Client, group string, parts Partit
 // offsets of the named partitions, stable ones (see fetchStable). A
 // partition with no committed offset is absent.
 func CommittedMetadata(ctx context.Context, cl *kgo.Client, group string, parts Partitions) (map[string]map[int32]string, error) {
+	return fetchStableAs(ctx, cl, group, parts, func(co committedOffset) string { return co.metadata })
+}
+
+// CommittedOffsets reads group's committed offsets of the named partitions,
+// stable ones (see fetchStable). A partition with no committed offset is
+// absent; one whose transactional commit is still pending fails with
+// kerr.UnstableOffsetCommit, which callers retry.
+func CommittedOffsets(ctx context.Context, cl *kgo.Client, group string, parts Partitions) (map[string]map[int32]int64, error) {
+	return fetchStableAs(ctx, cl, group, parts, func(co committedOffset) int64 { return co.offset })
+}
+
+func fetchStableAs[T any](ctx context.Context, cl *kgo.Client, group string, parts Partitions, field func(committedOffset) T) (map[string]map[int32]T, error) {
 	got, err := fetchStable(ctx, cl, group, parts)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[int32]string{}
+	out := map[string]map[int32]T{}
 	for topic, ps := range got {
-		out[topic] = map[int32]string{}
+		out[topic] = map[int32]T{}
 		for p, co := range ps {
-			out[topic][p] = co.metadata
+			out[topic][p] = field(co)
 		}
 	}
 	return out, nil
