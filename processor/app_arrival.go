@@ -13,13 +13,18 @@ import "time"
 // controller that measured from it would see staleness it cannot change.
 // An append time later than the poll (clocks of different machines) is
 // ignored. Outputs without a current input record (wall-clock
-// punctuations) originate now.
+// punctuations) originate now, except the updates a record cache held
+// back: they originate when the oldest record processed since the last
+// flush arrived (app_flush.go), which over- rather than understates them.
 //
 // The event-time based staleness of outputs (txn.oldest, the per-tenant
 // and per-sink metrics the README documents) is unchanged: it answers a
 // different question, how far behind event time the outputs are.
 func (s *session) arrival() time.Time {
 	raw := s.cur.raw
+	if raw == nil && s.held.flushing && !s.held.since.IsZero() {
+		return s.held.since
+	}
 	if raw == nil || s.polled.IsZero() {
 		return s.now()
 	}

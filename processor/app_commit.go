@@ -27,6 +27,9 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	if s.revokedInTxn() {
 		return s.abortForRevoke(ctx)
 	}
+	if redone, err := s.flushTasks(ctx); err != nil || redone {
+		return err
+	}
 	s.markTxnStart()
 	if s.canPipeline() {
 		return s.commitPipelined(ctx, reason)

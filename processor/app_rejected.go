@@ -83,7 +83,7 @@ func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) er
 		return fmt.Errorf("processor: %w: the dead-letter topic %s rejects the record from %s after %d attempts: %w",
 			errFatal, r.Topic, s.curKey(), n, cause)
 	case s.cur.raw == nil:
-		return fmt.Errorf("processor: %w: output to %s of a punctuator rejected after %d attempts: %w", errFatal, r.Topic, n, cause)
+		return fmt.Errorf("processor: %w: output to %s of a punctuator or a record cache flush rejected after %d attempts: %w", errFatal, r.Topic, n, cause)
 	}
 	cause = fmt.Errorf("output to %s rejected after %d attempts: %w", r.Topic, n, cause)
 	ectx := errorContextOf(s.cur.lt.task.ID(), s.cur.raw, cause, n)
@@ -111,7 +111,7 @@ func (s *session) redoPause() time.Duration {
 
 func (s *session) curKey() string {
 	if s.cur.raw == nil {
-		return "a punctuator"
+		return "a punctuator or a record cache flush"
 	}
 	return recordKey{s.cur.raw.Topic, s.cur.raw.Partition, s.cur.raw.Offset}.String()
 }

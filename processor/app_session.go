@@ -39,7 +39,8 @@ type session struct {
 	ckpt      *frontier.CheckpointScheduler
 	ckptRun   checkpointRun // the checkpoint in flight (app_checkpoint.go)
 	now       func() time.Time
-	polled    time.Time // when the batch being processed was polled (app_arrival.go)
+	polled    time.Time   // when the batch being processed was polled (app_arrival.go)
+	held      heldOutputs // what the tasks' record caches hold (app_flush.go)
 
 	tasks   map[topology.TaskID]*liveTask
 	byInput map[changelog.TopicPartition]*liveTask
@@ -429,6 +430,7 @@ func (s *session) resetTasks() error {
 	}
 	s.index()
 	s.watermark, s.windowsClosed = math.MinInt64, 0
+	s.held = heldOutputs{}
 	return nil
 }
 
@@ -678,6 +680,7 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 	key := recordKey{in.Topic, in.Partition, in.Offset}
 	s.cur = current{lt: lt, raw: raw}
 	defer func() { s.cur = current{} }()
+	s.held.observe(s)
 	s.app.poisonMu.Lock()
 	pe, ok := s.app.poison[key]
 	s.app.poisonMu.Unlock()
@@ -887,14 +890,5 @@ func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
 			err = fmt.Errorf("processor: %w: task %s panicked in a wall-clock punctuator at %d: %v\n%s", errFatal, lt.task.ID(), now, p, debug.Stack())
 		}
 	}()
-	if err := lt.task.Punctuate(now); err != nil {
-		if errors.Is(err, errRedo) || errors.Is(err, errFatal) {
-			return err // from Collect: a rejected output
-		}
-		if changelog.IsCorrupt(err) {
-			return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), err)
-		}
-		return fmt.Errorf("processor: %w: %w", errFatal, err)
-	}
-	return nil
+	return taskCallError(lt, lt.task.Punctuate(now))
 }

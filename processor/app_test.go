@@ -29,6 +29,17 @@ func buildCount(app, in, out string) (*topology.Topology, error) {
 	return b.Build()
 }
 
+// buildCachedCount is buildCount with the count's record cache on
+// (topology.WithRecordCache): one output per key per commit.
+func buildCachedCount(app, in, out string) (*topology.Topology, error) {
+	b := topology.NewBuilder(app)
+	b.Stream(in, serde.String(), serde.String()).
+		GroupByKey(topology.Named("counts")).
+		Count(topology.Named("counts"), topology.WithRecordCache(1000)).
+		ToStream().To(out)
+	return b.Build()
+}
+
 func countTopology(t *testing.T, app, in, out string) *topology.Topology {
 	t.Helper()
 	topo, err := buildCount(app, in, out)

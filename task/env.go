@@ -13,10 +13,11 @@ import (
 type env Task
 
 var (
-	_ topology.TaskEnv      = (*env)(nil)
-	_ topology.WindowCloser = (*env)(nil)
-	_ topology.ClockKeeper  = (*env)(nil)
-	_ topology.TenantKeeper = (*env)(nil)
+	_ topology.TaskEnv       = (*env)(nil)
+	_ topology.WindowCloser  = (*env)(nil)
+	_ topology.ClockKeeper   = (*env)(nil)
+	_ topology.TenantKeeper  = (*env)(nil)
+	_ topology.ContextKeeper = (*env)(nil)
 )
 
 func (e *env) task() *Task { return (*Task)(e) }
@@ -118,4 +119,17 @@ func (t *Task) Clocks() Clocks {
 		}
 	}
 	return c
+}
+
+func (e *env) RecordContext() topology.RecordContext {
+	return topology.RecordContext{Meta: e.meta, InputTimestamp: e.inputTS, Tenant: e.tenant, InRecord: e.inRecord}
+}
+
+func (e *env) WithRecordContext(c topology.RecordContext, fn func() error) error {
+	saved := e.RecordContext()
+	e.meta, e.inputTS, e.tenant, e.inRecord = c.Meta, c.InputTimestamp, c.Tenant, c.InRecord
+	defer func() {
+		e.meta, e.inputTS, e.tenant, e.inRecord = saved.Meta, saved.InputTimestamp, saved.Tenant, saved.InRecord
+	}()
+	return fn()
 }

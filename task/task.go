@@ -217,6 +217,20 @@ func (t *Task) Process(rec *topology.InputRecord) error {
 	return t.runDue(topology.StreamTime, t.streamTime)
 }
 
+// Flush forwards the updates the task's operators hold back
+// (topology.WithRecordCache) through the rest of the sub-topology: their
+// outputs reach the Collector before it returns. The runtime calls it
+// before every commit, so a transaction carries what its inputs produced.
+func (t *Task) Flush() error {
+	if t.closed {
+		return ErrClosed
+	}
+	if err := t.inst.Flush(); err != nil {
+		return errorf(t, "%w", err)
+	}
+	return nil
+}
+
 // TakeTenant returns the tenant the source named for the last record
 // Process delivered (topology.WithTenant, or the tenant carried through a
 // repartition topic): the tenant that record's outputs carry, "" for none

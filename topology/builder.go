@@ -86,6 +86,7 @@ func (b *Builder) addNode(kind NodeKind, op string, parents []*node, cfg *opConf
 	b.names[n.name] = n
 	b.nodes = append(b.nodes, n)
 	b.checkTTL(n, cfg)
+	b.checkCache(n, cfg)
 	return n
 }
 

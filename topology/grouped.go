@@ -75,6 +75,7 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 // tombstones (their encoding is never empty) and never have null keys.
 func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []StoreOption, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
 	cfg := tableConfig(newOpConfig(opts))
+	cfg.cacheAllowed = true
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name, ttl := s.b.addTableStore(n, cfg)
 	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
@@ -84,11 +85,12 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 			return nil, err
 		}
 		kv.ttl = ttl.ms
+		next, cache := withRecordCache(env, cfg, cacheKeyOf(s.ks, env.node), next)
 		exp, err := newExpiry(env, kv, ttl, next)
 		if err != nil {
 			return nil, err
 		}
-		return receiverFunc[K, V](func(r Record[K, V]) error {
+		rf := receiverFunc[K, V](func(r Record[K, V]) error {
 			cut := int64(math.MinInt64)
 			if exp != nil {
 				var err error
@@ -125,7 +127,11 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 			}
 			return next.forward(Record[K, change[VA]]{Key: r.Key, Timestamp: ts, Headers: r.Headers,
 				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}})
-		}), nil
+		})
+		if cache != nil {
+			return cachedReceiver[K, V]{rf, cache}, nil
+		}
+		return rf, nil
 	})
 	return Table[K, VA]{b: s.b, n: n, ks: s.ks, vs: aggSerde, store: name, src: &storeGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde, ttl: ttl.ms}}
 }

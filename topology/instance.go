@@ -17,9 +17,10 @@ type Source interface {
 // Instance is one task's instantiation of a sub-topology: typed processor
 // instances wired to each other, to the task's stores and to its sink.
 type Instance struct {
-	sources map[string]Source
-	closers []closer
-	nodes   []string
+	sources  map[string]Source
+	closers  []closer
+	flushers []flusher // in topological order
+	nodes    []string
 }
 
 type initer interface{ init() error }
@@ -68,6 +69,9 @@ func (t *Topology) Instantiate(sub int, env TaskEnv) (*Instance, error) {
 		}
 		if c, ok := made[n].(closer); ok {
 			inst.closers = append(inst.closers, c)
+		}
+		if f, ok := made[n].(flusher); ok {
+			inst.flushers = append(inst.flushers, f)
 		}
 	}
 	return inst, nil

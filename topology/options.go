@@ -138,6 +138,9 @@ type opConfig struct {
 	ttlAllowed    bool          // set by the operators that honour WithTTL
 	versioned     bool          // Versioned: the table keeps history
 	history       time.Duration // Versioned's history
+	cacheKeys     int           // WithRecordCache (cache.go)
+	hasCache      bool
+	cacheAllowed  bool // set by the operators that honour WithRecordCache
 }
 
 func newOpConfig[O option](opts []O) *opConfig {

@@ -32,7 +32,8 @@ func DefaultSystems() []System {
 }
 
 // ExtraSystems can be picked with --systems but are not in a default run:
-// tidemark with two stream threads (processor.WithThreads).
+// tidemark with two stream threads (processor.WithThreads), and with the
+// count's record cache on (topology.WithRecordCache).
 func ExtraSystems() []System {
 	if _, ok := worker("tidemark"); !ok {
 		return nil
@@ -40,6 +41,7 @@ func ExtraSystems() []System {
 	return []System{
 		{Name: "tidemark-adaptive-2t", Kind: "tidemark", Policy: "adaptive", Threads: 2},
 		{Name: "tidemark-100ms-2t", Kind: "tidemark", Policy: "fixed", CommitInterval: 100 * time.Millisecond, Threads: 2},
+		{Name: "tidemark-adaptive-cache", Kind: "tidemark", Policy: "adaptive", RecordCache: benchRecordCache},
 	}
 }
 

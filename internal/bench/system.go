@@ -36,6 +36,10 @@ type System struct {
 	// Pipelined is tidemark's pipelined commits: "on", "off", or "" for
 	// the processor's default (pipeline.go).
 	Pipelined string
+	// RecordCache turns tidemark's record cache on for the count
+	// (topology.WithRecordCache with this many keys per task), so it
+	// emits one update per key per commit like Kafka Streams' default.
+	RecordCache int
 }
 
 // Job is what one system run processes; it is handed to workers as JSON.
@@ -52,6 +56,7 @@ type Job struct {
 	Policy         string        `json:"policy,omitempty"`
 	Threads        int           `json:"threads,omitempty"`
 	Pipelined      string        `json:"pipelined,omitempty"`
+	RecordCache    int           `json:"record_cache,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
 	// WindowOutput is the sweep workload's second output, its window finals

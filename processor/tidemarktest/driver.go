@@ -235,7 +235,7 @@ func (d *Driver) drain() error {
 	for i := 0; i < len(d.queue); i++ {
 		q := d.queue[i]
 		d.loop.input(q.rec, &d.in)
-		if err := q.task.Process(&d.in); err != nil {
+		if err := processAndFlush(q.task, &d.in); err != nil {
 			d.queue, d.loop.recs, d.loop.arena = d.queue[:0], d.loop.recs[:0], d.loop.arena[:0]
 			return err
 		}
@@ -267,10 +267,20 @@ func (d *Driver) pipe(topic string, p int32, key, value []byte, ts0 int64, heade
 	off := ts.offsets[p]
 	ts.offsets[p]++
 	d.in = topology.InputRecord{Topic: topic, Partition: p, Offset: off, Key: key, Value: value, Timestamp: ts0, Headers: headers}
-	if err := t.Process(&d.in); err != nil {
+	if err := processAndFlush(t, &d.in); err != nil {
 		return err
 	}
 	return d.drain()
+}
+
+// processAndFlush processes one record and forwards what record caches
+// (topology.WithRecordCache) hold, as if every input committed: a test
+// sees each update, as with Kafka Streams' TopologyTestDriver.
+func processAndFlush(t *task.Task, in *topology.InputRecord) error {
+	if err := t.Process(in); err != nil {
+		return err
+	}
+	return t.Flush()
 }
 
 // AdvanceWallClock moves the wall clock forward and fires the wall-clock
@@ -279,6 +289,9 @@ func (d *Driver) AdvanceWallClock(by time.Duration) error {
 	d.wall += by.Milliseconds()
 	for _, t := range d.order {
 		if err := t.Punctuate(d.wall); err != nil {
+			return err
+		}
+		if err := t.Flush(); err != nil {
 			return err
 		}
 		if err := d.drain(); err != nil {
