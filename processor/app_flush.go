@@ -52,7 +52,18 @@ func (s *session) flushTask(lt *liveTask) (err error) {
 			err = fmt.Errorf("processor: %w: task %s panicked forwarding held updates: %v\n%s", errFatal, lt.task.ID(), p, debug.Stack())
 		}
 	}()
-	return taskCallError(lt, lt.task.Flush())
+	err = taskCallError(lt, lt.task.Flush())
+	lt.task.TakeHeld() // a cache fed by another's flush forwards in the same call
+	return err
+}
+
+// observeHeld tells the controller about the updates lt's record caches
+// just held back: outputs pending as much as collected ones, though they
+// reach Collect only at the flush (which then does not count them again).
+func (s *session) observeHeld(lt *liveTask) {
+	if n, tenant := lt.task.TakeHeld(); n > 0 {
+		s.ctrl.ObserveOutput(s.now(), tenant, s.arrival(), n)
+	}
 }
 
 // taskCallError classifies the error of a task call made outside a

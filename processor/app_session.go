@@ -698,6 +698,7 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 	perr := lt.task.Process(in)
 	switch {
 	case perr == nil:
+		s.observeHeld(lt)
 		return nil
 	case errors.Is(perr, errReplay), errors.Is(perr, errRedo), errors.Is(perr, errFatal):
 		return perr // from Collect: a rejected output
@@ -825,7 +826,9 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 		s.txn.addTenantOutput(rec.Tenant, inputTime)
 	}
 	s.txn.mu.Unlock()
-	s.ctrl.ObserveOutput(s.now(), rec.Tenant, s.arrival(), 1)
+	if !s.held.flushing { // a held update was observed when held (observeHeld)
+		s.ctrl.ObserveOutput(s.now(), rec.Tenant, s.arrival(), 1)
+	}
 	return s.produceOutput(r, false)
 }
 
@@ -890,5 +893,7 @@ func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
 			err = fmt.Errorf("processor: %w: task %s panicked in a wall-clock punctuator at %d: %v\n%s", errFatal, lt.task.ID(), now, p, debug.Stack())
 		}
 	}()
-	return taskCallError(lt, lt.task.Punctuate(now))
+	err = taskCallError(lt, lt.task.Punctuate(now))
+	s.observeHeld(lt)
+	return err
 }

@@ -83,6 +83,13 @@ func TestRecordCacheForwardsLatestPerKeyAtFlush(t *testing.T) {
 	if got := out.take(); len(got) != 0 {
 		t.Fatalf("forwarded before the flush: %v", counts(got))
 	}
+	// The runtime's controller must count them as pending outputs.
+	if n, _ := tk.TakeHeld(); n != 3 {
+		t.Fatalf("TakeHeld = %d after three held updates, want 3", n)
+	}
+	if n, _ := tk.TakeHeld(); n != 0 {
+		t.Fatalf("TakeHeld = %d a second time, want 0", n)
+	}
 	if err := tk.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -121,12 +121,18 @@ func (t *Task) Clocks() Clocks {
 	return c
 }
 
-func (e *env) RecordContext() topology.RecordContext {
+func (e *env) Hold() topology.RecordContext {
+	e.held++
+	e.heldTenant = e.tenant
+	return e.recordContext()
+}
+
+func (e *env) recordContext() topology.RecordContext {
 	return topology.RecordContext{Meta: e.meta, InputTimestamp: e.inputTS, Tenant: e.tenant, InRecord: e.inRecord}
 }
 
 func (e *env) WithRecordContext(c topology.RecordContext, fn func() error) error {
-	saved := e.RecordContext()
+	saved := e.recordContext()
 	e.meta, e.inputTS, e.tenant, e.inRecord = c.Meta, c.InputTimestamp, c.Tenant, c.InRecord
 	defer func() {
 		e.meta, e.inputTS, e.tenant, e.inRecord = saved.Meta, saved.InputTimestamp, saved.Tenant, saved.InRecord

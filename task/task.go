@@ -108,6 +108,8 @@ type Task struct {
 	inRecord    bool
 	tenant      string // of the record being processed (topology.TenantKeeper)
 	lastTenant  string // the tenant of the last record Process delivered, until TakeTenant
+	held        int    // updates held back since TakeHeld (topology.ContextKeeper)
+	heldTenant  string // the tenant of the last of them
 	punctuating bool
 	streamTime  int64
 	clocks      map[string]func() int64 // operator clocks, by name
@@ -229,6 +231,17 @@ func (t *Task) Flush() error {
 		return errorf(t, "%w", err)
 	}
 	return nil
+}
+
+// TakeHeld returns how many updates the task's record caches
+// (topology.WithRecordCache) held back since the last call, and the tenant
+// of the last of them, then forgets them. They reach the Collector only
+// at Flush; a runtime that schedules commits by pending outputs counts
+// them as pending now.
+func (t *Task) TakeHeld() (n int, tenant string) {
+	n, tenant = t.held, t.heldTenant
+	t.held, t.heldTenant = 0, ""
+	return n, tenant
 }
 
 // TakeTenant returns the tenant the source named for the last record

@@ -61,11 +61,14 @@ type RecordContext struct {
 }
 
 // ContextKeeper is an optional extension of TaskEnv for operators that hold
-// records back (WithRecordCache): it hands out the current record context
-// and runs fn with a saved one in place, restoring the current one after.
-// Without it, operators forward at once.
+// records back (WithRecordCache). Hold is called once per update held
+// back: the environment counts it (the runtime's commit controller must
+// know an output is waiting, though nothing reached the Collector yet) and
+// returns the current record context. WithRecordContext runs fn with a
+// saved context in place and restores the current one after. Without it,
+// operators forward at once.
 type ContextKeeper interface {
-	RecordContext() RecordContext
+	Hold() RecordContext
 	WithRecordContext(c RecordContext, fn func() error) error
 }
 
@@ -130,7 +133,7 @@ func (c *recordCache[K, V]) process(rec Record[K, change[V]]) error {
 	if h, ok := c.held[string(kb)]; ok {
 		// The oldest old value stays: it is what downstream last saw.
 		rec.Value.oldV, rec.Value.hasOld = h.rec.Value.oldV, h.rec.Value.hasOld
-		h.rec, h.ctx = held(rec), c.ck.RecordContext()
+		h.rec, h.ctx = held(rec), c.ck.Hold()
 		return nil
 	}
 	if len(c.held) >= c.max {
@@ -139,7 +142,7 @@ func (c *recordCache[K, V]) process(rec Record[K, change[V]]) error {
 		}
 	}
 	key := string(kb)
-	c.held[key] = &heldChange[K, V]{rec: held(rec), ctx: c.ck.RecordContext()}
+	c.held[key] = &heldChange[K, V]{rec: held(rec), ctx: c.ck.Hold()}
 	c.order = append(c.order, key)
 	return nil
 }
