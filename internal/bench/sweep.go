@@ -82,6 +82,7 @@ func ExtraSweepPolicies() []System {
 		{Name: "tidemark-adaptive-2t", Kind: "tidemark", Policy: "adaptive", Threads: 2},
 		{Name: "tidemark-adaptive-nopipe", Kind: "tidemark", Policy: "adaptive", Pipelined: "off"},
 		{Name: "tidemark-adaptive-cache", Kind: "tidemark", Policy: "adaptive", RecordCache: benchRecordCache},
+		{Name: "tidemark-adaptive-cache-2t", Kind: "tidemark", Policy: "adaptive", RecordCache: benchRecordCache, Threads: 2},
 	}
 }
 

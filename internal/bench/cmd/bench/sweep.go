@@ -51,7 +51,8 @@ visible by the end count with the time until then).
 Policies: tidemark-adaptive, tidemark-fixed-{10,20,50,100,200}ms,
 kstreams-100ms (EOS v2); by name only: tidemark-adaptive-2t (two stream
 threads), tidemark-adaptive-nopipe (pipelined commits off),
-tidemark-adaptive-cache (the count's record cache on). Results: internal/bench/results/<time>-sweep/
+tidemark-adaptive-cache (the count's record cache on), tidemark-adaptive-cache-2t
+(and two stream threads). Results: internal/bench/results/<time>-sweep/
 (sweep.json, sweep.md, sweep-*.svg) and a copy in sweep-latest/. The full run
 takes 14-16 minutes on 2 cores; --quick about 3 (too short to conclude).
 --recheck DIR recomputes the targets of a stored run.
