@@ -70,6 +70,7 @@ type App struct {
 
 	ready    atomic.Bool
 	pub      published     // read by HTTP handlers
+	peers    peerView      // the peer detector's, for GET /peers (app_peers.go)
 	iq       queryRegistry // what queries may read; see app_queryable.go
 	httpAddr atomic.Value  // string: the bound address
 	ui       uiState       // the web view's samples (app_ui.go)
@@ -205,6 +206,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if global != nil {
 		g.Go(func() error { return global.keep(gctx) })
 	}
+	g.Go(func() error {
+		a.runPeerWatch(gctx)
+		return nil
+	})
 	g.Go(func() error {
 		defer func() {
 			if srv != nil {

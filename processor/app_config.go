@@ -138,6 +138,12 @@ type Config struct {
 	// AdvertisedHTTP is the address other instances give clients for keys
 	// this instance owns. Default HTTPAddr.
 	AdvertisedHTTP string
+	// PeerDeadAfter: instances that serve HTTP dial each other's
+	// AdvertisedHTTP, and remove from the group an instance whose every
+	// dial was refused for this long (its process is gone), so its
+	// partitions move now rather than after SessionTimeout (app_peers.go).
+	// At least 100ms. Negative: off. Default DefaultPeerDeadAfter.
+	PeerDeadAfter time.Duration
 	// OnDeserializationError and DeadLetterTopic: see their types.
 	OnDeserializationError OnDeserializationError
 	DeadLetterTopic        string
@@ -402,6 +408,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	if c.AdvertisedHTTP == "" {
 		c.AdvertisedHTTP = c.HTTPAddr
 	}
+	if c.PeerDeadAfter == 0 {
+		c.PeerDeadAfter = DefaultPeerDeadAfter
+	}
 	return c
 }
 
@@ -450,6 +459,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := checkThreads(d.Threads); err != nil {
+		return err
+	}
+	if err := checkPeerDeadAfter(d.PeerDeadAfter); err != nil {
 		return err
 	}
 	if err := d.Security.Validate(); err != nil {

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/txn"
@@ -43,17 +42,9 @@ func (s *session) fenceDeparted(ctx context.Context) error {
 
 // liveInstances are the instance ids of the group's current members.
 func (a *App) liveInstances(ctx context.Context) (map[string]bool, error) {
-	group := a.topo.Application()
-	groups, err := a.adm.DescribeGroups(ctx, group)
+	g, err := a.describeGroup(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", group, err)
-	}
-	g, ok := groups[group]
-	if !ok {
-		return nil, fmt.Errorf("describe group %s: not in the response", group)
-	}
-	if g.Err != nil {
-		return nil, fmt.Errorf("describe group %s: %w", group, g.Err)
+		return nil, err
 	}
 	live := map[string]bool{}
 	for _, m := range g.Members {

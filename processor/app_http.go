@@ -70,6 +70,7 @@ func advertisedAddr(adv, bound string) string {
 //	GET /metrics                                    Prometheus metrics
 //	GET /healthz                                    200 while the process runs
 //	GET /readyz                                     200 once every assigned task is restored
+//	GET /peers                                      the peer failure detector: instances watched, removals (app_peers.go)
 //	GET /frontier[?sink=S&covers=T]                 committed output frontier per sink partition
 //	GET /ui                                         the web view: live charts, frontier, topology (app_ui.go)
 //	GET /stores/{store}/keys/{key}                  a key of a key-value store
@@ -120,6 +121,7 @@ func (a *App) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /frontier", a.serveFrontier)
 	mux.HandleFunc("GET /tasks", a.serveTasks)
+	mux.HandleFunc("GET /peers", a.servePeers)
 	mux.HandleFunc("GET /ui", a.serveUI)
 	mux.HandleFunc("GET /ui/api/series", a.serveUISeries)
 	mux.HandleFunc("GET /ui/api/frontier", a.serveUIFrontier)

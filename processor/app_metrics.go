@@ -27,6 +27,7 @@ type appMetrics struct {
 	taskLag               *prometheus.GaugeVec
 	sessionRestarts       *prometheus.CounterVec
 	fencedTxns            prometheus.Counter
+	peersRemoved          prometheus.Counter
 	stateRebuilds         prometheus.Counter
 	processingErrors      *prometheus.CounterVec
 	productionErrors      *prometheus.CounterVec
@@ -102,6 +103,8 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Times local state was found corrupt while running, moved aside and rebuilt from the changelogs.", ConstLabels: labels}),
 		fencedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_fenced_transactions_total",
 			Help: "Open transactions of departed instances this instance ended (they held back read_committed readers and restores).", ConstLabels: labels}),
+		peersRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_peer_members_removed_total",
+			Help: "Group members of other instances this instance removed because their HTTP port refused connections for PeerDeadAfter (app_peers.go).", ConstLabels: labels}),
 		interval:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_commit_interval_seconds", Help: "Commit interval T chosen by the frontier controller.", ConstLabels: labels}),
 		predicted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_predicted_staleness_seconds", Help: "Staleness S(T) the controller predicts.", ConstLabels: labels}),
 		predictedHist: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_predicted_staleness_hist_seconds",
@@ -138,7 +141,7 @@ func newAppMetrics(app string) *appMetrics {
 	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		m.repartitionPurged, m.repartitionPurgeErrors, m.tenantOutputs, m.tenantStaleness,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {

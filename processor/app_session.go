@@ -217,6 +217,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		sess = txn.NewAtLeastOnceTransactor(s.cl, group)
 	}
 	s.producer = s.cl
+	th.client.Store(s.cl)
 	if a.cfg.wrapTransactor != nil {
 		sess = a.cfg.wrapTransactor(sess)
 	}
@@ -458,6 +459,7 @@ func (s *session) close(state string, attrs []any) {
 	s.app.ha.setActive(s.th.index, nil)
 	s.app.setThreadTasks(s.th, 0)
 	s.app.setReady(s.th, false)
+	s.th.client.Store(nil)
 	if s.gts != nil {
 		s.gts.Close()
 	} else {

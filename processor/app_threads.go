@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark-streams/tidemark/frontier"
@@ -129,6 +130,10 @@ type appThread struct {
 	ready atomic.Bool  // every task assigned to the thread runs
 	tasks atomic.Int64 // tasks running
 	lag   atomic.Int64 // records behind the inputs' end offsets
+	// client is the current session's group client, nil between
+	// sessions: the peer detector forces a rejoin through it
+	// (app_peers.go).
+	client atomic.Pointer[kgo.Client]
 }
 
 func newThreads(n int) []*appThread {

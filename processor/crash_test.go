@@ -129,6 +129,12 @@ func runChild() int {
 	if d, err := time.ParseDuration(env("CHILD_PROBE_INTERVAL")); err == nil {
 		opts = append(opts, processor.WithProbingRebalanceInterval(d))
 	}
+	if addr := env("CHILD_HTTP"); addr != "" {
+		opts = append(opts, processor.WithHTTP(addr))
+	}
+	if d, err := time.ParseDuration(env("CHILD_PEER_DEAD_AFTER")); err == nil {
+		opts = append(opts, processor.WithPeerDeadAfter(d))
+	}
 	if g := env("CHILD_GUARANTEE"); g != "" {
 		guarantee, err := processor.ParseGuarantee(g)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	"gocloud.dev/blob"
@@ -26,6 +27,9 @@ type haConfig struct {
 	// Threads is processor.WithThreads: record loops (group members) in
 	// this process; 0 keeps processor.DefaultThreads.
 	Threads int `yaml:"threads" json:"threads"`
+	// PeerDeadAfter is processor.WithPeerDeadAfter: a Go duration, or
+	// "off"; empty keeps processor.DefaultPeerDeadAfter.
+	PeerDeadAfter string `yaml:"peer_dead_after" json:"peer_dead_after"`
 }
 
 func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
@@ -33,14 +37,19 @@ func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 	fl.Int64Var(&f.AcceptableRecoveryLag, "acceptable-recovery-lag", 0, "changelog records an instance may lag and still take a task at once; more and it warms up first (default 10000)")
 	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
 	fl.IntVar(&f.Threads, "threads", 0, "record loops in this process, each its own group member with its own transactional producer (default 1)")
+	fl.StringVar(&f.PeerDeadAfter, "peer-dead-after", "", "remove an instance from the group once its HTTP port has refused connections this long, so its partitions move before its session times out; \"off\" to wait for the session timeout (default 500ms; needs --http)")
 	fl.IntVar(&f.MaxRecordsPerTaskPass, "max-records-per-task-pass", 0, "records of one task per record-loop pass, so a backlogged task cannot starve the others (default 500; -1: off)")
 }
 
 // applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
-// TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS and TIDEMARK_THREADS.
+// TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS, TIDEMARK_THREADS
+// and TIDEMARK_PEER_DEAD_AFTER.
 func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
 		f.SnapshotStore = v
+	}
+	if v := getenv("TIDEMARK_PEER_DEAD_AFTER"); v != "" {
+		f.PeerDeadAfter = v
 	}
 	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass, "TIDEMARK_THREADS": &f.Threads} {
 		if v := getenv(name); v != "" {
@@ -78,6 +87,9 @@ func (f haConfig) validate() error {
 	if f.MaxRecordsPerTaskPass < processor.UnlimitedRecordsPerTaskPass {
 		return fmt.Errorf("config: max_records_per_task_pass %d: want ≥ 1, 0 for the default or -1 for no limit", f.MaxRecordsPerTaskPass)
 	}
+	if _, err := f.peerDeadAfter(); err != nil {
+		return err
+	}
 	if f.SnapshotStore != "" {
 		u, err := url.Parse(f.SnapshotStore)
 		if err != nil || u.Scheme == "" {
@@ -109,5 +121,26 @@ func (f haConfig) options() []processor.Option {
 	if f.MaxRecordsPerTaskPass != 0 {
 		opts = append(opts, processor.WithMaxRecordsPerTaskPass(f.MaxRecordsPerTaskPass))
 	}
+	if d, _ := f.peerDeadAfter(); d != 0 {
+		opts = append(opts, processor.WithPeerDeadAfter(d))
+	}
 	return opts
+}
+
+// peerDeadAfter parses PeerDeadAfter: "off" is -1, empty 0 (the default).
+func (f haConfig) peerDeadAfter() (time.Duration, error) {
+	switch f.PeerDeadAfter {
+	case "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(f.PeerDeadAfter)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("config: peer_dead_after %q: want a positive duration such as 500ms, or off", f.PeerDeadAfter)
+	}
+	if d < processor.MinPeerDeadAfter {
+		return 0, fmt.Errorf("config: peer_dead_after %s: want at least %s, or off", d, processor.MinPeerDeadAfter)
+	}
+	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -12,12 +13,12 @@ import (
 // the flags, each later source winning.
 func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	snaps := "file://" + t.TempDir()
-	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\n")
+	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\npeer_dead_after: 2s\n")
 	var configPath string
 	f := defaultServiceConfig()
 	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	addServiceFlags(fl, &configPath, &f)
-	if err := fl.Parse([]string{"--standby-replicas", "2"}); err != nil {
+	if err := fl.Parse([]string{"--standby-replicas", "2", "--peer-dead-after", "750ms"}); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"TIDEMARK_MAX_RECORDS_PER_TASK_PASS": "-1", "TIDEMARK_STATE_DIR": t.TempDir()}
@@ -34,6 +35,9 @@ func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := app.Config()
+	if got.PeerDeadAfter != 750*time.Millisecond {
+		t.Fatalf("PeerDeadAfter %s, want the flag's 750ms", got.PeerDeadAfter)
+	}
 	if got.StandbyReplicas != 2 || got.AcceptableRecoveryLag != 500 || got.Snapshots.URL != snaps || got.MaxRecordsPerTaskPass != -1 || got.Threads != 2 {
 		t.Fatalf("standbys %d (want the flag's 2), recovery lag %d (want the file's 500), snapshots %q (want %q), records per pass %d (want the env's -1), threads %d (want 2)",
 			got.StandbyReplicas, got.AcceptableRecoveryLag, got.Snapshots.URL, snaps, got.MaxRecordsPerTaskPass, got.Threads)
@@ -46,6 +50,8 @@ func TestRunConfigHAErrorsNameTheField(t *testing.T) {
 		{file: "acceptable_recovery_lag: -5", want: "acceptable_recovery_lag -5"},
 		{file: "max_records_per_task_pass: -2", want: "max_records_per_task_pass -2"},
 		{file: "threads: -1", want: "threads -1"},
+		{file: "peer_dead_after: soon", want: `peer_dead_after "soon"`},
+		{file: "peer_dead_after: 50ms", want: "peer_dead_after 50ms: want at least 100ms"},
 		{file: "snapshot_store: /no/scheme", want: `snapshot_store "/no/scheme"`},
 		{file: "snapshot_store: s3://bucket", want: "no s3:// driver"},
 		{env: "x", want: `TIDEMARK_STANDBY_REPLICAS="x"`},

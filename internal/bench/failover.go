@@ -66,6 +66,10 @@ type MemberConfig struct {
 	// SessionTimeout and HeartbeatInterval of the group member.
 	SessionTimeout    time.Duration `json:"session_timeout,omitempty"`
 	HeartbeatInterval time.Duration `json:"heartbeat_interval,omitempty"`
+	// HTTP, for tidemark, serves the worker's HTTP endpoints on a free
+	// loopback port, as a deployed instance serves its metrics, which
+	// turns on its peer failure detector (processor/app_peers.go).
+	HTTP bool `json:"http,omitempty"`
 }
 
 // streamsArgs are the Kafka Streams peer's flags for m.
@@ -97,6 +101,10 @@ type FailoverCase struct {
 	// full-restore cases run at two table sizes to show where loading a
 	// snapshot starts to beat replaying the changelog.
 	Keys int `json:"keys,omitempty"`
+	// NoPeerDetector, for tidemark, runs the members without HTTP, so
+	// without the peer failure detector: the takeover then waits for the
+	// session timeout, as Kafka Streams' does.
+	NoPeerDetector bool `json:"no_peer_detector,omitempty"`
 	// CommitInterval, for tidemark, replaces the adaptive commit policy
 	// with a fixed interval (a diagnostic: see the README's failover
 	// notes on the adaptive controller after the load).
@@ -107,13 +115,16 @@ type FailoverCase struct {
 // standby, (b) tidemark with a snapshot store and no local state on the
 // survivor, (c) tidemark restoring the whole changelog, (d) Kafka Streams
 // with num.standby.replicas=1, (e) Kafka Streams restoring the whole
-// changelog. tidemark's cases are included only when a "tidemark" worker is
+// changelog; and tidemark with a standby and without its peer failure
+// detector, which waits for the session timeout as Kafka Streams does.
+// tidemark's cases are included only when a "tidemark" worker is
 // registered.
 func DefaultFailoverCases() []FailoverCase {
 	var out []FailoverCase
 	if _, ok := worker("tidemark"); ok {
 		out = append(out,
 			FailoverCase{Name: "tidemark-standby", Kind: "tidemark", Standby: 1},
+			FailoverCase{Name: "tidemark-standby-nodetect", Kind: "tidemark", Standby: 1, NoPeerDetector: true},
 			FailoverCase{Name: "tidemark-snapshot", Kind: "tidemark", Snapshot: true},
 			FailoverCase{Name: "tidemark-restore", Kind: "tidemark"},
 			// Snapshot vs full replay at a tenth of the size.
@@ -286,7 +297,8 @@ type FailoverResult struct {
 	// LoadSec is how long both instances took to process the table's
 	// records (the group's committed offsets reaching the input's end).
 	LoadSec float64 `json:"load_seconds,omitempty"`
-	// ExpiredSec: kill → the victim no longer a member (session expiry).
+	// ExpiredSec: kill → the victim no longer a member (its session
+	// expired, or tidemark's peer detector removed it).
 	ExpiredSec float64 `json:"expired_seconds,omitempty"`
 	// ReassignedSec: kill → a Stable generation in which the survivor owns
 	// every moved partition.
@@ -416,7 +428,8 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 		return res
 	}
 	defer f.h.cleanup(job)
-	member := MemberConfig{StandbyReplicas: c.Standby, SessionTimeout: f.o.SessionTimeout, HeartbeatInterval: f.o.HeartbeatInterval}
+	member := MemberConfig{StandbyReplicas: c.Standby, SessionTimeout: f.o.SessionTimeout, HeartbeatInterval: f.o.HeartbeatInterval,
+		HTTP: c.Kind == "tidemark" && !c.NoPeerDetector}
 	if c.Snapshot {
 		// One store both instances reach, as a bucket would be.
 		member.SnapshotURL = "file://" + filepath.Join(job.StateDir, "snapshots")
@@ -566,7 +579,7 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	}
 	res.TotalSec = first.Sub(kill).Seconds()
 	res.TakeoverSec = first.Sub(st.reassigned).Seconds()
-	f.progress(fmt.Sprintf("  reassigned after %.2f s (session expired after %.2f s), first new output %.2f s later",
+	f.progress(fmt.Sprintf("  reassigned after %.2f s (victim out of the group after %.2f s), first new output %.2f s later",
 		res.ReassignedSec, res.ExpiredSec, res.TakeoverSec))
 	if !sleepCtx(ctx, f.o.After) {
 		return res

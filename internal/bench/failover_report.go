@@ -20,7 +20,8 @@ func (r *FailoverReport) Markdown(w io.Writer) {
 		"two instances per system, SIGKILL of the owner of partition 0, every case run %d time(s), interleaved. Every member: session timeout %d ms (the broker's "+
 		"group.min.session.timeout.ms), heartbeat %d ms. Standby cases: one standby replica (tidemark WithStandbyReplicas(1), "+
 		"Streams num.standby.replicas=1); snapshot cases: a file:// snapshot store shared by both instances, checkpoints (and so "+
-		"snapshots) at least every %d ms, the kill only once every task has a snapshot taken after the load.\n\n",
+		"snapshots) at least every %d ms, the kill only once every task has a snapshot taken after the load. tidemark's members serve HTTP on loopback, which turns "+
+		"their peer failure detector on (processor.Config.PeerDeadAfter, default 500 ms), except in the -nodetect case.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Machine, r.Duration, r.Keys, r.ValueBytes, r.Partitions, r.Rate, max(r.Repeats, 1),
 		r.SessionTimeoutMs, r.HeartbeatIntervalMs, r.SnapshotIntervalMs)
 	fmt.Fprintln(w, "| case | keys | runs | kill → reassigned s (med) | reassigned → first output s min / med | kill → first output s min / med | restored records (med) | unmoved p99 steady ms min / med | unmoved p99 restore window ms min / med | ratio min / med |")

@@ -16,16 +16,28 @@ import (
 // the real broker with a small table: two tidemark worker processes, the
 // owner of partition 0 SIGKILLed, the survivor restoring the moved
 // partitions from their changelogs. The times must add up and respect the
-// session timeout: the group cannot reassign before the killed member's
-// session has expired.
+// session timeout: without the peer detector the group cannot reassign
+// before the killed member's session has expired.
 func TestFailoverMeasuresTidemark(t *testing.T) {
+	failoverMeasures(t, bench.FailoverCase{Name: "tidemark-restore-nodetect", Kind: "tidemark", NoPeerDetector: true})
+}
+
+// TestFailoverWithPeerDetectorBeatsTheSessionTimeout is the same with the
+// members serving HTTP: the survivor's peer detector removes the killed
+// member from the group, so the partitions move before its session could
+// have expired.
+func TestFailoverWithPeerDetectorBeatsTheSessionTimeout(t *testing.T) {
+	failoverMeasures(t, bench.FailoverCase{Name: "tidemark-restore", Kind: "tidemark"})
+}
+
+func failoverMeasures(t *testing.T, c bench.FailoverCase) {
 	brokers := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const session = 6 * time.Second
 	rep, err := bench.RunFailover(ctx, bench.FailoverOptions{
 		Brokers:        brokers,
-		Cases:          []bench.FailoverCase{{Name: "tidemark-restore", Kind: "tidemark"}},
+		Cases:          []bench.FailoverCase{c},
 		Keys:           20_000,
 		Rate:           500,
 		SessionTimeout: session,
@@ -52,9 +64,15 @@ func TestFailoverMeasuresTidemark(t *testing.T) {
 		t.Errorf("moved partitions %v: want partition 0 and not all four", r.Moved)
 	}
 	// The victim's last heartbeat was at most one heartbeat interval
-	// (session/3) before the kill.
-	if lo := (session - session/3).Seconds(); r.ExpiredSec < lo || r.ReassignedSec < r.ExpiredSec {
-		t.Errorf("expired after %.2f s, reassigned after %.2f s: want expiry ≥ %.1f s and reassignment after it", r.ExpiredSec, r.ReassignedSec, lo)
+	// (session/3) before the kill: its session cannot expire sooner.
+	lo := (session - session/3).Seconds()
+	switch {
+	case r.ReassignedSec < r.ExpiredSec:
+		t.Errorf("reassigned after %.2f s, before the victim left the group (%.2f s)", r.ReassignedSec, r.ExpiredSec)
+	case c.NoPeerDetector && r.ExpiredSec < lo:
+		t.Errorf("victim out of the group after %.2f s without the peer detector: want its session expiry, ≥ %.1f s", r.ExpiredSec, lo)
+	case !c.NoPeerDetector && r.ReassignedSec >= lo:
+		t.Errorf("reassigned after %.2f s with the peer detector: want it before the victim's session could expire (%.1f s)", r.ReassignedSec, lo)
 	}
 	if r.TakeoverSec <= 0 || r.TakeoverSec > 30 {
 		t.Errorf("takeover %.2f s, want in (0, 30]", r.TakeoverSec)
