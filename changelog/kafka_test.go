@@ -30,6 +30,7 @@ type kafkaEnv struct {
 	spec    store.Spec
 	topic   string
 	txnID   string
+	pace    PaceFunc // restores' RestoreOptions.Pace
 }
 
 func newKafkaEnv(t *testing.T, spec store.Spec, partitions int32) *kafkaEnv {
@@ -55,7 +56,7 @@ func (e *kafkaEnv) restoreOpts() RestoreOptions {
 	// A short wait for pending markers: a crashed node's open transaction
 	// holds the LSO until the next producer fences it, and the tests crash
 	// nodes often. Commit markers land within milliseconds.
-	return RestoreOptions{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, PendingTxnWait: 500 * time.Millisecond}
+	return RestoreOptions{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, PendingTxnWait: 500 * time.Millisecond, Pace: e.pace}
 }
 
 // node is one process of the application: a DB, a transactional producer

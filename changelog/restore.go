@@ -79,6 +79,9 @@ type RestoreOptions struct {
 	// something to restore: its start, every fetched batch applied, and
 	// its end once the whole restore is written (see RestoreListener).
 	Listener RestoreListener
+	// Pace, when set, throttles the restore (see PaceFunc): it is called
+	// between batches of applied records.
+	Pace PaceFunc
 }
 
 // RestoreProgress is a snapshot of a running restore.
@@ -596,6 +599,7 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 	stopRelease := releaseTablePagesEvery(dirs, releaseInterval)
 	defer stopRelease()
 	remaining := total
+	pace := newPacer(opts.Pace)
 	lastProgress, lastLog := start, start
 	report := func(force bool) {
 		now := time.Now()
@@ -648,6 +652,7 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("changelog: restore: %w", err)
 		}
+		pace.resume()
 		fs.EachError(func(t string, p int32, err error) {
 			if retry.Transient(err) {
 				// The client retries the fetch (a broker restart, a
@@ -697,6 +702,10 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 						ferr = err
 						return
 					}
+					if err := pace.pace(ctx); err != nil {
+						ferr = err
+						return
+					}
 				}
 				if r.Offset >= s.end {
 					// Committed after the restore began (the task reads it
@@ -729,6 +738,9 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 			return n, fmt.Errorf("changelog: restore: %w", ferr)
 		}
 		report(false)
+		if err := pace.pace(ctx); err != nil {
+			return n, fmt.Errorf("changelog: restore: %w", err)
+		}
 	}
 	for _, tdb := range tdbs {
 		if err := wbs[tdb].Flush(); err != nil {

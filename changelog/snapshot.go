@@ -94,6 +94,9 @@ type SnapshotOptions struct {
 	// Logger receives warnings (a damaged chain skipped, a failed
 	// deletion); default slog.Default().
 	Logger *slog.Logger
+	// Pace, when set, throttles snapshot loads (see PaceFunc): it is
+	// called between the reads Badger's Load makes of a backup.
+	Pace PaceFunc
 }
 
 func (o *SnapshotOptions) ensureDefaults() {

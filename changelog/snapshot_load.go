@@ -233,7 +233,14 @@ func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotM
 	defer r.Close()
 	h := sha256.New()
 	cr := &countReader{r: io.TeeReader(r, h)}
-	if err := loadBackup(tdb, cr); err != nil {
+	var in io.Reader = cr
+	if s.opts.Pace != nil {
+		in = &pacedReader{ctx: ctx, r: cr, p: newPacer(s.opts.Pace)}
+	}
+	if err := loadBackup(tdb, in); err != nil {
+		if ctx.Err() != nil {
+			return cr.n, ctx.Err()
+		}
 		return cr.n, fmt.Errorf("load %s: %w", key, err)
 	}
 	if _, err := io.Copy(io.Discard, cr); err != nil {

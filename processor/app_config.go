@@ -195,6 +195,12 @@ type Config struct {
 	// RestoreListener hears of every task's changelog restores, on the
 	// restoring goroutine (see RestoreListener). Nil: none.
 	RestoreListener RestoreListener
+	// RestoreShare is the most of its time a restore, a standby catching
+	// up or a snapshot load may work while this instance has running
+	// tasks: it sleeps the rest, so the running tasks' records keep the
+	// CPU they need (app_pace.go). In (0, 1]; 1: never throttled.
+	// Default DefaultRestoreShare.
+	RestoreShare float64
 	// StandbyReplicas is how many standby copies of each stateful task
 	// the group keeps on other instances, caught up from the changelogs,
 	// so that a failover restores only the tail (standby.go). Default 0.
@@ -411,6 +417,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	if c.PeerDeadAfter == 0 {
 		c.PeerDeadAfter = DefaultPeerDeadAfter
 	}
+	if c.RestoreShare == 0 {
+		c.RestoreShare = DefaultRestoreShare
+	}
 	return c
 }
 
@@ -463,6 +472,9 @@ func (c *Config) Validate() error {
 	}
 	if err := checkPeerDeadAfter(d.PeerDeadAfter); err != nil {
 		return err
+	}
+	if d.RestoreShare < 0 || d.RestoreShare > 1 {
+		return fmt.Errorf("config: RestoreShare %g must be in (0, 1] (0 takes the default %g)", d.RestoreShare, DefaultRestoreShare)
 	}
 	if err := d.Security.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)

@@ -70,6 +70,9 @@ type MemberConfig struct {
 	// loopback port, as a deployed instance serves its metrics, which
 	// turns on its peer failure detector (processor/app_peers.go).
 	HTTP bool `json:"http,omitempty"`
+	// RestoreShare, for tidemark, is processor.WithRestoreShare (0: the
+	// default pacing).
+	RestoreShare float64 `json:"restore_share,omitempty"`
 }
 
 // streamsArgs are the Kafka Streams peer's flags for m.
@@ -105,6 +108,9 @@ type FailoverCase struct {
 	// without the peer failure detector: the takeover then waits for the
 	// session timeout, as Kafka Streams' does.
 	NoPeerDetector bool `json:"no_peer_detector,omitempty"`
+	// RestoreShare, for tidemark, replaces the default restore pacing
+	// (processor.DefaultRestoreShare); 1 restores unpaced.
+	RestoreShare float64 `json:"restore_share,omitempty"`
 	// CommitInterval, for tidemark, replaces the adaptive commit policy
 	// with a fixed interval (a diagnostic: see the README's failover
 	// notes on the adaptive controller after the load).
@@ -115,8 +121,10 @@ type FailoverCase struct {
 // standby, (b) tidemark with a snapshot store and no local state on the
 // survivor, (c) tidemark restoring the whole changelog, (d) Kafka Streams
 // with num.standby.replicas=1, (e) Kafka Streams restoring the whole
-// changelog; and tidemark with a standby and without its peer failure
-// detector, which waits for the session timeout as Kafka Streams does.
+// changelog; and, for comparison, tidemark with a standby and without its
+// peer failure detector (it waits for the session timeout, as Kafka
+// Streams does) and tidemark's snapshot and full restore unpaced
+// (processor.WithRestoreShare(1)).
 // tidemark's cases are included only when a "tidemark" worker is
 // registered.
 func DefaultFailoverCases() []FailoverCase {
@@ -127,6 +135,8 @@ func DefaultFailoverCases() []FailoverCase {
 			FailoverCase{Name: "tidemark-standby-nodetect", Kind: "tidemark", Standby: 1, NoPeerDetector: true},
 			FailoverCase{Name: "tidemark-snapshot", Kind: "tidemark", Snapshot: true},
 			FailoverCase{Name: "tidemark-restore", Kind: "tidemark"},
+			FailoverCase{Name: "tidemark-restore-unpaced", Kind: "tidemark", RestoreShare: 1},
+			FailoverCase{Name: "tidemark-snapshot-unpaced", Kind: "tidemark", Snapshot: true, RestoreShare: 1},
 			// Snapshot vs full replay at a tenth of the size.
 			FailoverCase{Name: "tidemark-snapshot-100k", Kind: "tidemark", Snapshot: true, Keys: 100_000},
 			FailoverCase{Name: "tidemark-restore-100k", Kind: "tidemark", Keys: 100_000},
@@ -429,7 +439,7 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	}
 	defer f.h.cleanup(job)
 	member := MemberConfig{StandbyReplicas: c.Standby, SessionTimeout: f.o.SessionTimeout, HeartbeatInterval: f.o.HeartbeatInterval,
-		HTTP: c.Kind == "tidemark" && !c.NoPeerDetector}
+		HTTP: c.Kind == "tidemark" && !c.NoPeerDetector, RestoreShare: c.RestoreShare}
 	if c.Snapshot {
 		// One store both instances reach, as a bucket would be.
 		member.SnapshotURL = "file://" + filepath.Join(job.StateDir, "snapshots")

@@ -28,6 +28,9 @@ func tidemarkMemberOptions(m MemberConfig) ([]processor.Option, error) {
 	if m.StandbyReplicas > 0 {
 		opts = append(opts, processor.WithStandbyReplicas(m.StandbyReplicas))
 	}
+	if m.RestoreShare > 0 {
+		opts = append(opts, processor.WithRestoreShare(m.RestoreShare))
+	}
 	if m.HTTP {
 		opts = append(opts, processor.WithHTTP("127.0.0.1:0"))
 	}
