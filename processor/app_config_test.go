@@ -94,6 +94,9 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 			Security: security.Config{SASL: security.SASL{Mechanism: "SCRAM-SHA-1", Username: "u", Password: "p"}}}, `security.sasl.mechanism: "SCRAM-SHA-1" is not one of`},
 		{"a missing CA file is named", processor.Config{Brokers: []string{"b"},
 			Security: security.Config{TLS: security.TLS{Enabled: true, CAFile: "/nonexistent/ca.pem"}}}, "security.tls.ca_file: open /nonexistent/ca.pem: no such file"},
+		{"a restore share above 1 is rejected", processor.Config{Brokers: []string{"b"}, RestoreShare: 1.5}, "RestoreShare 1.5"},
+		{"a negative restore share is rejected", processor.Config{Brokers: []string{"b"}, RestoreShare: -0.1}, "RestoreShare -0.1"},
+		{"a peer timeout under 100ms is rejected", processor.Config{Brokers: []string{"b"}, PeerDeadAfter: 10 * time.Millisecond}, "PeerDeadAfter 10ms"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), "config: "+tt.field) {

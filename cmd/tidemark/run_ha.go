@@ -30,6 +30,9 @@ type haConfig struct {
 	// PeerDeadAfter is processor.WithPeerDeadAfter: a Go duration, or
 	// "off"; empty keeps processor.DefaultPeerDeadAfter.
 	PeerDeadAfter string `yaml:"peer_dead_after" json:"peer_dead_after"`
+	// RestoreShare is processor.WithRestoreShare; 0 keeps
+	// processor.DefaultRestoreShare.
+	RestoreShare float64 `yaml:"restore_share" json:"restore_share"`
 }
 
 func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
@@ -38,18 +41,26 @@ func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
 	fl.IntVar(&f.Threads, "threads", 0, "record loops in this process, each its own group member with its own transactional producer (default 1)")
 	fl.StringVar(&f.PeerDeadAfter, "peer-dead-after", "", "remove an instance from the group once its HTTP port has refused connections this long, so its partitions move before its session times out; \"off\" to wait for the session timeout (default 500ms; needs --http)")
+	fl.Float64Var(&f.RestoreShare, "restore-share", 0, "most of its time a restore, standby catch-up or snapshot load may work while this instance runs tasks, in (0, 1]; 1: unpaced (default 0.5)")
 	fl.IntVar(&f.MaxRecordsPerTaskPass, "max-records-per-task-pass", 0, "records of one task per record-loop pass, so a backlogged task cannot starve the others (default 500; -1: off)")
 }
 
 // applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
 // TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS, TIDEMARK_THREADS
-// and TIDEMARK_PEER_DEAD_AFTER.
+// TIDEMARK_PEER_DEAD_AFTER and TIDEMARK_RESTORE_SHARE.
 func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
 		f.SnapshotStore = v
 	}
 	if v := getenv("TIDEMARK_PEER_DEAD_AFTER"); v != "" {
 		f.PeerDeadAfter = v
+	}
+	if v := getenv("TIDEMARK_RESTORE_SHARE"); v != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("TIDEMARK_RESTORE_SHARE=%q: want a number in (0, 1]", v)
+		}
+		f.RestoreShare = x
 	}
 	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass, "TIDEMARK_THREADS": &f.Threads} {
 		if v := getenv(name); v != "" {
@@ -90,6 +101,9 @@ func (f haConfig) validate() error {
 	if _, err := f.peerDeadAfter(); err != nil {
 		return err
 	}
+	if f.RestoreShare < 0 || f.RestoreShare > 1 {
+		return fmt.Errorf("config: restore_share %g: want a share in (0, 1] (0: the default)", f.RestoreShare)
+	}
 	if f.SnapshotStore != "" {
 		u, err := url.Parse(f.SnapshotStore)
 		if err != nil || u.Scheme == "" {
@@ -120,6 +134,9 @@ func (f haConfig) options() []processor.Option {
 	}
 	if f.MaxRecordsPerTaskPass != 0 {
 		opts = append(opts, processor.WithMaxRecordsPerTaskPass(f.MaxRecordsPerTaskPass))
+	}
+	if f.RestoreShare > 0 {
+		opts = append(opts, processor.WithRestoreShare(f.RestoreShare))
 	}
 	if d, _ := f.peerDeadAfter(); d != 0 {
 		opts = append(opts, processor.WithPeerDeadAfter(d))

@@ -13,7 +13,7 @@ import (
 // the flags, each later source winning.
 func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	snaps := "file://" + t.TempDir()
-	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\npeer_dead_after: 2s\n")
+	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\npeer_dead_after: 2s\nrestore_share: 0.8\n")
 	var configPath string
 	f := defaultServiceConfig()
 	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
@@ -35,8 +35,8 @@ func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := app.Config()
-	if got.PeerDeadAfter != 750*time.Millisecond {
-		t.Fatalf("PeerDeadAfter %s, want the flag's 750ms", got.PeerDeadAfter)
+	if got.PeerDeadAfter != 750*time.Millisecond || got.RestoreShare != 0.8 {
+		t.Fatalf("PeerDeadAfter %s (want the flag's 750ms), RestoreShare %g (want the file's 0.8)", got.PeerDeadAfter, got.RestoreShare)
 	}
 	if got.StandbyReplicas != 2 || got.AcceptableRecoveryLag != 500 || got.Snapshots.URL != snaps || got.MaxRecordsPerTaskPass != -1 || got.Threads != 2 {
 		t.Fatalf("standbys %d (want the flag's 2), recovery lag %d (want the file's 500), snapshots %q (want %q), records per pass %d (want the env's -1), threads %d (want 2)",
@@ -51,6 +51,7 @@ func TestRunConfigHAErrorsNameTheField(t *testing.T) {
 		{file: "max_records_per_task_pass: -2", want: "max_records_per_task_pass -2"},
 		{file: "threads: -1", want: "threads -1"},
 		{file: "peer_dead_after: soon", want: `peer_dead_after "soon"`},
+		{file: "restore_share: 1.5", want: "restore_share 1.5"},
 		{file: "peer_dead_after: 50ms", want: "peer_dead_after 50ms: want at least 100ms"},
 		{file: "snapshot_store: /no/scheme", want: `snapshot_store "/no/scheme"`},
 		{file: "snapshot_store: s3://bucket", want: "no s3:// driver"},
