@@ -183,14 +183,6 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if srv != nil {
-		g.Go(func() error {
-			<-gctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
-	}
 	g.Go(func() error {
 		// Handler may be mounted elsewhere, so /ui's samples are taken
 		// whether or not Run serves HTTP itself: one look a second.
@@ -211,9 +203,15 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return nil
 	})
 	g.Go(func() error {
+		// HTTP stays up until every thread has committed and left the
+		// group: peers read a refused connection as this instance's
+		// death (app_peers.go), and a removal before the leave would
+		// turn a clean shutdown's last commit into an abort.
 		defer func() {
 			if srv != nil {
-				_ = srv.Close()
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(sctx)
 			}
 		}()
 		return a.runThreads(ctx, gctx)

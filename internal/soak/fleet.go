@@ -108,6 +108,11 @@ func (f *Fleet) startLocked(in *Instance) error {
 		"--brokers", strings.Join(f.cfg.Brokers, ","), "--app", f.cfg.App,
 		"--in", f.cfg.In, "--out", f.cfg.Out, "--dlq", f.cfg.DLQ,
 		"--state-dir", in.StateDir, "--instance-id", in.ID,
+		// HTTP on a free port, as a deployed instance serves its metrics:
+		// the instances' peer failure detectors then remove a SIGKILLed
+		// instance from the group within a second, so the faults also
+		// exercise those removals and the rebalances they start.
+		"--http", "127.0.0.1:0",
 	}
 	if f.cfg.SessionTimeout > 0 {
 		args = append(args, "--session-timeout", f.cfg.SessionTimeout.String())
