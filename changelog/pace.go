@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/tidemark-streams/tidemark/internal/retry"
 )
 
 // PaceFunc throttles background state work: restores, standbys catching
@@ -73,14 +75,6 @@ func SleepPacer(share float64, active func() bool) PaceFunc {
 		if !active() {
 			return nil
 		}
-		d := min(time.Duration(float64(busy)*(1-share)/share), time.Second)
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return retry.Sleep(ctx, min(time.Duration(float64(busy)*(1-share)/share), time.Second))
 	}
 }
