@@ -330,6 +330,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	if !changed {
 		return nil
 	}
+	syncStart := time.Now()
 	s.queryAssigned(want)
 	for id, lt := range s.tasks {
 		if !want[id] {
@@ -353,12 +354,15 @@ func (s *session) syncTasks(ctx context.Context) error {
 	// Partitions moved: a member may have left with a transaction open.
 	// End it now rather than when the broker times it out: it holds back
 	// the outputs of every member and the restores below.
+	fenceStart := time.Now()
 	if err := s.fenceDeparted(ctx); err != nil {
 		s.app.log.Warn("could not check for transactions of departed members", "err", err)
 	}
+	fenceTook := time.Since(fenceStart)
 	// Standbys of tasks now active here stop before those open their DBs.
 	s.syncStandbys(ctx, want)
 	var resume map[changelog.TopicPartition]string
+	var metaTook time.Duration
 	for id := range want {
 		if _, ok := s.tasks[id]; ok {
 			continue
@@ -368,7 +372,10 @@ func (s *session) syncTasks(ctx context.Context) error {
 		}
 		if resume == nil {
 			var err error
-			if resume, err = s.committedMetadata(ctx, s.inputsOf(want)); err != nil {
+			metaStart := time.Now()
+			resume, err = s.committedMetadata(ctx, s.inputsOf(want))
+			metaTook = time.Since(metaStart)
+			if err != nil {
 				return fmt.Errorf("processor: resume task clocks: %w", err)
 			}
 		}
@@ -382,7 +389,11 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.app.setReady(s.th, len(s.restoring) == 0)
 	s.app.setThreadTasks(s.th, len(s.tasks))
 	s.app.ha.setActive(s.th.index, s.sortedTaskIDs())
-	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring))
+	// How long the record loop spent on the change, for the other tasks'
+	// sake: fencing a departed member and the committed offsets of the
+	// new tasks are round trips to the brokers.
+	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring),
+		"took", time.Since(syncStart).Round(time.Millisecond), "fence", fenceTook.Round(time.Millisecond), "offsets", metaTook.Round(time.Millisecond))
 	return nil
 }
 
