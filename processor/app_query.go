@@ -413,13 +413,9 @@ func (a *App) queryStore(name string, kind store.Kind) (topology.StoreInfo, int,
 // owner finds the instance that owns partition p from the group's current
 // assignment and the instance info in each member's join metadata.
 func (a *App) owner(ctx context.Context, p int32) (memberInfo, error) {
-	groups, err := a.adm.DescribeGroups(ctx, a.topo.Application())
+	g, err := a.describeGroup(ctx)
 	if err != nil {
-		return memberInfo{}, err
-	}
-	g, ok := groups[a.topo.Application()]
-	if !ok || g.Err != nil {
-		return memberInfo{}, fmt.Errorf("processor: describe group: %v", g.Err)
+		return memberInfo{}, fmt.Errorf("processor: %w", err)
 	}
 	for _, m := range g.Members {
 		asg, ok := m.Assigned.AsConsumer()
@@ -427,14 +423,9 @@ func (a *App) owner(ctx context.Context, p int32) (memberInfo, error) {
 			continue
 		}
 		for _, t := range asg.Topics {
-			for _, part := range t.Partitions {
-				if part != p {
-					continue
-				}
-				if meta, ok := m.Join.AsConsumer(); ok {
-					if info, ok := decodeMemberInfoUserData(meta.UserData); ok {
-						return info, nil
-					}
+			if slices.Contains(t.Partitions, p) {
+				if info, ok := memberInfoOf(m); ok {
+					return info, nil
 				}
 			}
 		}
