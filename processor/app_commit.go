@@ -21,7 +21,7 @@ import (
 func (s *session) commit(ctx context.Context, reason string) error {
 	// A commit asked for while one is in flight (app_pipeline.go) is
 	// chained right after it.
-	if _, err := s.settleFlight(ctx, true); err != nil {
+	if _, err := s.settleFlight(ctx, waitBlocked); err != nil {
 		return err
 	}
 	if s.revokedInTxn() {
@@ -50,14 +50,15 @@ func (s *session) commit(ctx context.Context, reason string) error {
 		s.ckpt.ObserveChangelogWrites(start, lt.state.Pending())
 	}
 	st, err := s.committer.Commit(ctx)
-	return s.committed(reason, start, s.txn, st, err, s.now().Sub(start))
+	return s.committed(reason, start, s.txn, st, err, s.now().Sub(start), 0)
 }
 
 // committed handles the end of a commit that started at start: a
 // committed transaction t is acknowledged, an aborted one rewinds the
 // tasks, a failure that needs a new producer returns errRestartSession.
-// blocked is the record loop's time the commit took (app_pipeline.go).
-func (s *session) committed(reason string, start time.Time, t *txnState, st txn.Stats, err error, blocked time.Duration) error {
+// blocked is the record loop's time the commit took, idle the part of it
+// with nothing to process (app_pipeline.go).
+func (s *session) committed(reason string, start time.Time, t *txnState, st txn.Stats, err error, blocked, idle time.Duration) error {
 	end := s.now()
 	s.app.purge.observe(st) // only a committed attempt's offsets count
 	var prepErr *txn.PrepareError
@@ -65,7 +66,7 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 	case st.Committed:
 		s.app.prunePoison(st.Offsets)
 		s.th.isolate = false
-		s.observeBlocked(end, blocked)
+		s.observeBlocked(end, blocked, idle)
 		phases := [3]time.Duration{st.Prepare, st.End, st.Apply}
 		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
 		s.th.commitWatch.observe(end, s.app.log, reason, phases)
@@ -205,7 +206,7 @@ func (s *session) shutdown() error {
 	defer cancel()
 	err := s.commit(ctx, "shutdown")
 	if err == nil {
-		_, err = s.settleFlight(ctx, true) // the last commit ends before the session does
+		_, err = s.settleFlight(ctx, waitBlocked) // the last commit ends before the session does
 	}
 	if errors.Is(err, errRestartSession) {
 		s.app.log.Warn("final commit failed; the next instance reprocesses from the last commit", "err", err)

@@ -126,6 +126,11 @@ type flight struct {
 	// blocked is the record loop's time spent on this commit: its
 	// prepare, its waits for End, its settling.
 	blocked time.Duration
+	// idle is the part of blocked the loop spent waiting for End with
+	// nothing queued to process: it held back polling, so it delays the
+	// records arriving meanwhile, but it took no processing capacity, so
+	// the controller does not count it in the commit's cost.
+	idle time.Duration
 }
 
 // stagedOutput is an output record of N+1 waiting for N+1 to begin.
@@ -166,7 +171,7 @@ func (s *session) commitPipelined(ctx context.Context, reason string) error {
 	if err != nil {
 		// Not sealed: a failed prepare aborted (PrepareError), or the
 		// machine refused. The blocking path's handling applies.
-		return s.committed(reason, start, s.txn, st, err, s.now().Sub(start))
+		return s.committed(reason, start, s.txn, st, err, s.now().Sub(start), 0)
 	}
 	for _, lt := range s.tasks { // every one prepared: a participant
 		if err := lt.state.Seal(); err != nil {
@@ -189,19 +194,33 @@ func (s *session) commitPipelined(ctx context.Context, reason string) error {
 	return nil
 }
 
-// settleFlight settles transaction N once its End returned; with wait it
-// waits for that (the wait counts as blocked time). It returns whether N
-// aborted (the tasks and inputs rewound, N+1 discarded). With nothing in
-// flight it does nothing.
-func (s *session) settleFlight(ctx context.Context, wait bool) (aborted bool, err error) {
+// settleWait says whether settleFlight waits for End and, if it does,
+// whether the loop had work it could not do meanwhile.
+type settleWait int
+
+const (
+	noWait      settleWait = iota
+	waitBlocked            // the loop has queued records, or must act between transactions
+	waitIdle               // nothing is queued: the wait only holds back polling
+)
+
+// settleFlight settles transaction N once its End returned; unless how is
+// noWait it waits for that (the wait counts as blocked time, and as idle
+// with waitIdle). It returns whether N aborted (the tasks and inputs
+// rewound, N+1 discarded). With nothing in flight it does nothing.
+func (s *session) settleFlight(ctx context.Context, how settleWait) (aborted bool, err error) {
 	f := s.pipe.flight
 	if f == nil {
 		return false, nil
 	}
-	if wait {
+	if how != noWait {
 		t0 := s.now()
 		<-f.done
-		f.blocked += s.now().Sub(t0)
+		d := s.now().Sub(t0)
+		f.blocked += d
+		if how == waitIdle {
+			f.idle += d
+		}
 	} else {
 		select {
 		case <-f.done:
@@ -221,7 +240,7 @@ func (s *session) settleFlight(ctx context.Context, wait bool) (aborted bool, er
 		// live overlays went with the sealed ones in Discard.
 		s.dropStaged()
 		s.txn.reset()
-		err := s.committed(f.reason, f.start, f.txn, st, ferr, f.blocked+s.now().Sub(t0))
+		err := s.committed(f.reason, f.start, f.txn, st, ferr, f.blocked+s.now().Sub(t0), f.idle)
 		return true, err
 	}
 	// N committed: N+1 begins with what it staged, unless the session
@@ -243,7 +262,7 @@ func (s *session) settleFlight(ctx context.Context, wait bool) (aborted bool, er
 			}
 		}
 	}
-	return false, s.committed(f.reason, f.start, f.txn, st, ferr, f.blocked+s.now().Sub(t0))
+	return false, s.committed(f.reason, f.start, f.txn, st, ferr, f.blocked+s.now().Sub(t0), f.idle)
 }
 
 // stageOutput keeps an output record of N+1 until N settles.
@@ -302,8 +321,14 @@ func (s *session) pipelineTurn(ctx context.Context) error {
 	if s.pipe.flight == nil {
 		return nil
 	}
-	wait := !s.runnable() || s.overBudget() || s.assignmentChanged()
-	_, err := s.settleFlight(ctx, wait)
+	how := noWait
+	switch {
+	case s.overBudget() || s.assignmentChanged():
+		how = waitBlocked
+	case !s.runnable():
+		how = waitIdle
+	}
+	_, err := s.settleFlight(ctx, how)
 	return err
 }
 
@@ -321,7 +346,7 @@ func (s *session) drainFlight() {
 	if s.pipe.flight == nil {
 		return
 	}
-	if _, err := s.settleFlight(s.ctx, true); err != nil {
+	if _, err := s.settleFlight(s.ctx, waitBlocked); err != nil {
 		s.app.log.Warn("settle the transaction in flight at the end of the session", "err", err)
 	}
 }
@@ -342,8 +367,9 @@ func newPipeMetrics(labels prometheus.Labels, buckets []float64, register func(p
 }
 
 // observeBlocked reports a settled commit's blocked time to the metric and
-// the controller (its cost: the loop time it took).
-func (s *session) observeBlocked(end time.Time, blocked time.Duration) {
+// its cost, the processing time it took (blocked less idle), to the
+// controller.
+func (s *session) observeBlocked(end time.Time, blocked, idle time.Duration) {
 	s.app.metrics.pipe.blocked.Observe(blocked.Seconds())
-	s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{Cost: max(blocked, time.Nanosecond)})
+	s.ctrl.ObserveCommitFinished(end, frontier.CommitAck{Cost: max(blocked-idle, time.Nanosecond)})
 }

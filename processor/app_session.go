@@ -593,7 +593,7 @@ func (s *session) redo(ctx context.Context, err error) error {
 	// With a transaction in flight the redo waits for it: if it aborted,
 	// everything since the last commit is already rewound; if it
 	// committed, the transaction after it is aborted here.
-	aborted, serr := s.settleFlight(ctx, true)
+	aborted, serr := s.settleFlight(ctx, waitBlocked)
 	if serr != nil {
 		return serr
 	}
