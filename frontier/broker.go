@@ -16,10 +16,7 @@ import "time"
 // p99 model (p99.go) charges it to short intervals, so the controller
 // backs off when latency rises with rate instead of committing faster to
 // chase the latency it causes.
-type rateRegression struct {
-	w, sx, sy, sxx, sxy float64
-	n                   uint64
-}
+type rateRegression struct{ leastSquares }
 
 const (
 	regressionForget = 1.0 / 1024
@@ -36,22 +33,17 @@ const (
 	commitRateBucket = 100 * time.Millisecond
 )
 
-func (r *rateRegression) observe(x, y float64) {
-	k := 1 - regressionForget
-	r.w, r.sx, r.sy, r.sxx, r.sxy = k*r.w+1, k*r.sx+x, k*r.sy+y, k*r.sxx+x*x, k*r.sxy+x*y
-	r.n++
-}
+func (r *rateRegression) observe(x, y float64) { r.add(x, y, regressionForget) }
 
 // slope is β, clamped to [0, maxRateSlope]; 0 until the data can tell.
 func (r *rateRegression) slope() float64 {
 	if r.n < regressionMinSamples || r.w <= 0 {
 		return 0
 	}
-	mx, my := r.sx/r.w, r.sy/r.w
-	vx := r.sxx/r.w - mx*mx
+	_, _, vx, cxy, _ := r.moments()
 	if vx < regressionMinSpread*regressionMinSpread {
 		return 0
 	}
-	b := (r.sxy/r.w - mx*my) / vx
+	b := cxy / vx
 	return min(maxRateSlope, max(0, b))
 }

@@ -13,6 +13,20 @@ import (
 // that comes after a second or more of silence replaces most of them.
 const estimateAge = time.Second
 
+// The adaptive interval may grow at most by a factor of two per
+// intervalDoubling, starting from intervalStart (within [Tmin, Tmax]);
+// it may shrink at once. Without the limit one noisy estimate turned into
+// seconds of staleness on the real broker: a per-record service time that
+// spiked for a bucket (a GC pause, the broker taking both cores), or a
+// process that restarted cold with a backlog, looked like an overload,
+// and the overload interval made the next transactions large and slow,
+// which kept the estimates, and the interval, up. A real overload still
+// reaches its long interval, within seconds.
+const (
+	intervalDoubling = time.Second
+	intervalStart    = 100 * time.Millisecond
+)
+
 // Controller decides the commit cadence of one commit group (one
 // transactional session). Feed it observations in time order and call Tick;
 // it is not safe for concurrent use. Times must not go backwards; a time
@@ -64,15 +78,23 @@ type Controller struct {
 	// p99, and what the outstanding commit started with.
 	commitRate flow
 	rateReg    rateRegression
-	fb         feedback
-	startRate  float64 // commit rate when the outstanding commit started
-	startPred  float64 // P99 predicted when the outstanding commit started, s
-	blocked    float64 // record-loop time the last acked commit took, s
+	// costFit and latFit regress commit cost and latency on the records
+	// a commit carries (fit.go); startRecords is the outstanding
+	// commit's.
+	costFit, latFit sizeFit
+	startRecords    float64
+	fb              feedback
+	startRate       float64 // commit rate when the outstanding commit started
+	startPred       float64 // P99 predicted when the outstanding commit started, s
+	blocked         float64 // record-loop time the last acked commit took, s
 
 	plan        plan
-	replanDue   bool   // an estimate changed since the plan was made
-	planBacklog int64  // backlog the plan was made with
-	decided     Reason // reason of the last commit decision, counted on start
+	slewT       float64   // the last planned adaptive interval, s
+	slewAt      time.Time // when it was planned; zero before the first
+	acks        uint64    // commits acknowledged
+	replanDue   bool      // an estimate changed since the plan was made
+	planBacklog int64     // backlog the plan was made with
+	decided     Reason    // reason of the last commit decision, counted on start
 	commits     [numReasons]uint64
 	aborts      uint64
 }
@@ -80,6 +102,7 @@ type Controller struct {
 // plan is the result of evaluating the model at one Tick.
 type plan struct {
 	model     Model
+	at        Model   // model at the chosen interval (AtInterval)
 	staleness float64 // S(T)
 	p99       float64 // P99(T)
 	optimum   float64 // the relaxed J99 optimum before the feedback correction, s
@@ -234,6 +257,7 @@ func (c *Controller) ObserveCommitStarted(now time.Time) {
 	c.commits[c.decided]++
 	c.commitRate.add(c.now, 1, 0)
 	c.startRate, c.startPred = c.commitRate.rate, c.plan.p99
+	c.startRecords = float64(c.processedSince)
 	c.decided = ReasonInterval
 	for i := range c.tenants {
 		c.inflight[i].merge(c.tenants[i].pending)
@@ -258,14 +282,25 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 		since = c.now.Sub(c.lastFinish).Seconds()
 	}
 	c.lastFinish = c.now
-	c.latency.observeAged(lat, since, estimateAge.Seconds())
 	cost := ack.Cost.Seconds()
 	if ack.Cost <= 0 {
 		cost = lat
 	}
-	c.cost.observeAged(cost, since, estimateAge.Seconds())
 	c.blocked = cost
-	c.rateReg.observe(c.startRate, lat)
+	c.acks++
+	if c.acks > 1 {
+		// A session's first transaction registers every partition with
+		// the coordinator and often carries a restore's or a restart's
+		// backlog: on the real broker it took 0.5 s where the next took
+		// 10 ms. As the first sample it would set L and c outright.
+		c.latency.observeAged(lat, since, estimateAge.Seconds())
+		c.cost.observeAged(cost, since, estimateAge.Seconds())
+		c.rateReg.observe(c.startRate, lat)
+		if c.startRecords > 0 {
+			c.costFit.observe(c.startRecords, cost, since)
+			c.latFit.observe(c.startRecords, lat, since)
+		}
+	}
 	c.replanDue = true
 
 	var all batch
@@ -326,19 +361,30 @@ func (c *Controller) model() Model {
 	if c.cost.n > 0 {
 		cost, costVar = c.cost.mean, c.cost.vr
 	}
+	var perRecord, latPerRecord float64
+	if a, b, resid, ok := c.costFit.fit(); ok {
+		cost, costVar, perRecord = a, resid*resid, b
+	}
+	if a, b, resid, ok := c.latFit.fit(); ok {
+		// mean + highDevs·(mean absolute deviation), as meanDev.high,
+		// with the deviation of a normal residual (0.8σ).
+		l, lh, latPerRecord = a, a+highDevs*0.8*resid, b
+	}
 	return Model{
-		Lambda:        c.arrivals.rate,
-		Service:       c.processed.cost,
-		CommitCost:    cost,
-		CommitCostVar: costVar,
-		Latency:       l,
-		LatencyHigh:   lh,
-		Backlog:       float64(c.persistentBacklog()),
-		Hazard:        c.hazard.rate(),
-		Restore:       c.restore,
-		CommitRate:    c.commitRate.rate,
-		RateSlope:     c.rateReg.slope(),
-		FetchFloor:    c.opts.FetchFloor.Seconds(),
+		Lambda:           c.arrivals.rate,
+		Service:          c.processed.cost,
+		CommitCost:       cost,
+		CommitCostVar:    costVar,
+		CostPerRecord:    perRecord,
+		Latency:          l,
+		LatencyHigh:      lh,
+		LatencyPerRecord: latPerRecord,
+		Backlog:          float64(c.persistentBacklog()),
+		Hazard:           c.hazard.rate(),
+		Restore:          c.restore,
+		CommitRate:       c.commitRate.rate,
+		RateSlope:        c.rateReg.slope(),
+		FetchFloor:       c.opts.FetchFloor.Seconds(),
 	}
 }
 
@@ -371,7 +417,7 @@ func (c *Controller) replan() {
 				c.overSince = c.now
 			}
 			h := c.now.Sub(c.overSince).Seconds()
-			p.interval = min(tmax, max(p.floor, math.Sqrt(2*m.CommitCost*h)))
+			p.interval = c.slew(min(tmax, max(p.floor, math.Sqrt(2*m.CommitCost*h))), tmin, tmax)
 		} else {
 			c.overSince = time.Time{}
 			// Controller v2: minimise the p99 (p99.go), then take the
@@ -380,17 +426,31 @@ func (c *Controller) replan() {
 			// then apply the feedback correction (feedback.go).
 			t := m.Minimise99(p.floor, tmax)
 			p.optimum = m.Relax(t, tmax, c.opts.P99Tolerance, c.target().Seconds())
-			p.interval = max(p.floor, p.optimum*c.fb.factor())
+			// The floor is not slewed: it keeps commits within the
+			// capacity the load leaves.
+			p.interval = max(p.floor, c.slew(p.optimum*c.fb.factor(), tmin, tmax))
 		}
 	}
 	if p.optimum == 0 {
 		p.optimum = p.interval
 	}
 	p.p99 = m.P99(p.interval)
+	p.at = m.AtInterval(p.interval)
 	p.staleness, p.rho = m.Staleness(p.interval), m.Rho(p.interval)
 	p.draining = m.Backlog > 0 && (p.rho >= 1 || m.Backlog*m.Service/(1-p.rho) > p.interval)
 	c.plan = p
 	c.replanDue, c.planBacklog = false, c.persistentBacklog()
+}
+
+// slew limits how fast the adaptive interval grows (intervalDoubling).
+func (c *Controller) slew(t, tmin, tmax float64) float64 {
+	limit := min(tmax, max(tmin, intervalStart.Seconds()))
+	if !c.slewAt.IsZero() {
+		limit = c.slewT * math.Exp2(c.now.Sub(c.slewAt).Seconds()/intervalDoubling.Seconds())
+	}
+	t = min(t, limit)
+	c.slewT, c.slewAt = t, c.now
+	return t
 }
 
 // persistentBacklog is the backlog the last two commit cycles did not
@@ -447,7 +507,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 	d.Wake = due
 	if c.inFlight {
 		d.Reason = ReasonInFlight
-		d.Wake = now.Add(duration(p.model.Latency))
+		d.Wake = now.Add(duration(p.at.Latency))
 		return d
 	}
 	if c.pending == 0 && c.processedSince == 0 {
@@ -493,7 +553,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 		// floor allows. That is how one application serves a
 		// latency-sensitive tenant class without giving every tenant
 		// the commit rate (and broker load) it needs.
-		if dl, ok := c.stalenessDeadline(duration(p.model.Latency), 1, c.opts.FixedInterval); ok {
+		if dl, ok := c.stalenessDeadline(duration(p.at.Latency), 1, c.opts.FixedInterval); ok {
 			at := later(dl, last.Add(duration(p.tenantFloor)))
 			if !now.Before(at) {
 				return commit(ReasonStaleness)
@@ -503,7 +563,7 @@ func (c *Controller) Tick(now time.Time) Decision {
 		return d
 	}
 	floorAt := last.Add(duration(p.floor))
-	if dl, ok := c.stalenessDeadline(duration(p.model.Latency), 0, math.MaxInt64); ok {
+	if dl, ok := c.stalenessDeadline(duration(p.at.Latency), 0, math.MaxInt64); ok {
 		at := later(dl, floorAt)
 		if !now.Before(at) {
 			return commit(ReasonStaleness)
@@ -595,8 +655,10 @@ func (c *Controller) Snapshot() Snapshot {
 		ArrivalRate:           m.Lambda,
 		ServiceTime:           duration(m.Service),
 		CommitCost:            duration(m.CommitCost),
-		CommitLatency:         duration(m.Latency),
-		CommitLatencyHigh:     duration(m.LatencyHigh),
+		CostPerRecord:         duration(m.CostPerRecord),
+		LatencyPerRecord:      duration(m.LatencyPerRecord),
+		CommitLatency:         duration(p.at.Latency),
+		CommitLatencyHigh:     duration(p.at.LatencyHigh),
 		HazardRate:            m.Hazard,
 		Backlog:               c.backlog,
 		Pending:               c.pending,

@@ -258,6 +258,18 @@ func TestTickStateRules(t *testing.T) {
 
 func TestObservedStalenessFromAcks(t *testing.T) {
 	c, _ := NewController(Options{})
+	// A session's first commit is slow (it registers the partitions with
+	// the coordinator): it sets neither latency nor cost.
+	c.ObserveOutput(t0, "", t0, 1)
+	c.ObserveCommitStarted(t0)
+	c.ObserveCommitFinished(t0.Add(500*time.Millisecond), CommitAck{Cost: 400 * time.Millisecond})
+	c.Tick(t0.Add(500 * time.Millisecond))
+	if s := c.Snapshot(); s.CommitLatency != DefaultCommitLatencyPrior || s.CommitCost != DefaultCommitLatencyPrior {
+		t.Fatalf("after the first commit: latency %v cost %v, want the prior %v", s.CommitLatency, s.CommitCost, DefaultCommitLatencyPrior)
+	}
+	c, _ = NewController(Options{})
+	c.ObserveCommitStarted(t0)
+	c.ObserveCommitFinished(t0, CommitAck{})
 	// Outputs from inputs at 0, 5 and 10ms, committed 20ms..30ms.
 	c.ObserveOutput(t0, "", t0, 1)
 	c.ObserveOutput(t0, "", t0.Add(5*time.Millisecond), 2)

@@ -116,15 +116,20 @@ type Snapshot struct {
 	Target         time.Duration
 	TargetFeasible bool
 
-	Utilization       float64 // ρ(T)
-	Load              float64 // λ·s
-	Exposure          float64 // rollback exposure h·(T/2+R)
-	Overloaded        bool
-	Draining          bool    // a backlog beyond the steady queue takes longer than T to drain
-	ArrivalRate       float64 // λ, records/s
-	ServiceTime       time.Duration
-	CommitCost        time.Duration
-	CommitLatency     time.Duration // mean
+	Utilization float64 // ρ(T)
+	Load        float64 // λ·s
+	Exposure    float64 // rollback exposure h·(T/2+R)
+	Overloaded  bool
+	Draining    bool    // a backlog beyond the steady queue takes longer than T to drain
+	ArrivalRate float64 // λ, records/s
+	ServiceTime time.Duration
+	CommitCost  time.Duration // per commit (with a size fit: its fixed part)
+	// CostPerRecord and LatencyPerRecord are the regressed parts of a
+	// commit's cost and latency per record it carries (0 until the sizes
+	// have varied enough to tell).
+	CostPerRecord     time.Duration
+	LatencyPerRecord  time.Duration
+	CommitLatency     time.Duration // mean, at the chosen interval
 	CommitLatencyDev  time.Duration
 	CommitLatencyHigh time.Duration // mean + 4·dev
 	HazardRate        float64       // failures per second

@@ -34,10 +34,19 @@ type Model struct {
 	// FetchFloor is the constant delay between a commit's end and a
 	// read_committed consumer receiving its outputs, s.
 	FetchFloor float64
+
+	// CostPerRecord and LatencyPerRecord are the parts of a commit's cost
+	// and latency that grow with the records it carries (fit.go), s per
+	// record; CommitCost and Latency are then the per-commit parts. A
+	// commit every T carries λ·T records, so its cost adds CostPerRecord
+	// to every record's service time and its latency is
+	// Latency + LatencyPerRecord·λ·T (AtInterval).
+	CostPerRecord, LatencyPerRecord float64
 }
 
-// Load is λ·s, the utilisation from processing alone.
-func (m Model) Load() float64 { return m.Lambda * m.Service }
+// Load is λ·(s + the commit cost per record), the utilisation from
+// processing alone.
+func (m Model) Load() float64 { return m.Lambda * (m.Service + m.CostPerRecord) }
 
 // Rho is ρ(T) = λ·s + c/T.
 func (m Model) Rho(t float64) float64 { return m.Load() + m.CommitCost/t }

@@ -63,9 +63,15 @@ func (m Model) LatencyScale(t float64) float64 {
 	return min(maxLatencyScale, max(minLatencyScale, l/m.Latency))
 }
 
-// AtInterval is m with commit latency and cost as the rate regression
-// predicts them at interval t.
+// AtInterval is m with commit latency as the size fit predicts it for
+// commits every t, and latency and cost as the rate regression predicts
+// them at that rate.
 func (m Model) AtInterval(t float64) Model {
+	if m.LatencyPerRecord > 0 && t > 0 {
+		d := m.LatencyPerRecord * m.Lambda * t
+		m.Latency += d
+		m.LatencyHigh += d
+	}
 	k := m.LatencyScale(t)
 	if k == 1 {
 		return m
@@ -114,8 +120,8 @@ func (m Model) Minimise99(lo, hi float64) float64 {
 	return minimise(m.Objective99, lo, hi)
 }
 
-// Relax returns the longest interval in [t, hi] whose J99 is within a
-// factor 1+tol of J99(t) and whose P99 stays within limit (no limit when
+// Relax returns the longest interval in [t, hi] whose J99 exceeds J99(t)
+// by at most tol times its interval-driven part and whose P99 stays within limit (no limit when
 // limit ≤ 0): the p99 the optimum buys at the margin is not worth the
 // commits it costs the broker, which the staleness model only partly sees
 // (broker CPU taken from the record loop on a shared machine, transaction
@@ -125,10 +131,15 @@ func (m Model) Relax(t, hi, tol, limit float64) float64 {
 	if !(t < hi) || tol <= 0 {
 		return t
 	}
-	bound := m.Objective99(t) * (1 + tol)
-	if math.IsInf(bound, 1) {
+	// The slack is a share of the part of J99 the interval moves, not of
+	// the commit latency's tail and the fetch floor: a slow or erratic
+	// broker (a tail of a second after a bulk load) would otherwise buy
+	// hundreds of milliseconds of interval at every decision.
+	j := m.Objective99(t)
+	if math.IsInf(j, 1) {
 		return t
 	}
+	bound := j + tol*max(0, j-m.AtInterval(t).LatencyHigh-m.FetchFloor)
 	ok := func(x float64) bool {
 		return m.Objective99(x) <= bound && (limit <= 0 || m.P99(x) <= limit)
 	}

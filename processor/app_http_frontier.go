@@ -93,6 +93,15 @@ type controllerJSON struct {
 	ServiceTimeUs  float64 `json:"service_time_us"`
 	CommitCostMs   float64 `json:"commit_cost_ms"`
 	BlockedMs      float64 `json:"blocked_ms"`
+	// The size fit (frontier/fit.go): commit cost and latency per record
+	// a commit carries; commit_cost_ms is then the per-commit part. And
+	// the load λ·(s + cost per record) with the overload and draining
+	// flags the interval rules branch on.
+	CostPerRecordUs    float64 `json:"cost_per_record_us"`
+	LatencyPerRecordUs float64 `json:"latency_per_record_us"`
+	Load               float64 `json:"load"`
+	Overloaded         bool    `json:"overloaded"`
+	Draining           bool    `json:"draining"`
 }
 
 // controllerJSONOf is the /frontier view of a controller snapshot.
@@ -107,6 +116,8 @@ func controllerJSONOf(snap frontier.Snapshot) controllerJSON {
 		PredictedP99Ms: finite(ms(snap.PredictedP99)), ObservedP99Ms: ms(snap.ObservedP99), Correction: snap.Correction,
 		CommitRate: finite(snap.CommitRate), LatencySlopeMs: 1000 * snap.LatencySlope, ServiceTimeUs: 1000 * ms(snap.ServiceTime),
 		CommitCostMs: ms(snap.CommitCost), BlockedMs: ms(snap.Blocked),
+		CostPerRecordUs: 1000 * ms(snap.CostPerRecord), LatencyPerRecordUs: 1000 * ms(snap.LatencyPerRecord),
+		Load: finite(snap.Load), Overloaded: snap.Overloaded, Draining: snap.Draining,
 	}
 }
 
