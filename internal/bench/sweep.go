@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -497,6 +498,9 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 		app, br := cpu.between(from, to)
 		return c, lat, app, br
 	}, s.o.BrokerPID != 0)
+	if err := obs.writeSeries(res.Policy, res.Repeat); err != nil && res.Error == "" {
+		res.Error = err.Error()
+	}
 	for _, ph := range res.Phases {
 		s.progress(fmt.Sprintf("  phase %d (%.0f%%, %.0f/s): p50 %.1f ms, p99 %.1f ms, goodput %.0f/s, close→visible p99 %.1f ms (%d finals), %.1f commits/s",
 			ph.Phase, 100*ph.Load, ph.Rate, ph.P50, ph.P99, ph.Goodput, ph.CloseP99, ph.Finals, ph.CommitsPerSec))
@@ -565,6 +569,9 @@ type sweepObserver struct {
 	// to it is covered by a visible output.
 	maxSeen []int64
 	stopped time.Duration // when the watcher stopped, offset from start
+	// perSec is, with TIDEMARK_BENCH_SERIES set, the staleness histogram
+	// per second of input time (sweep_series.go).
+	perSec map[int]*hdrhistogram.Histogram
 }
 
 type windowFinal struct {
@@ -576,6 +583,9 @@ type windowFinal struct {
 func newSweepObserver(sch sweepSchedule, book *inputBook, closeAt time.Duration) *sweepObserver {
 	o := &sweepObserver{sch: sch, book: book, closeAt: closeAt,
 		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads)), maxSeen: make([]int64, len(book.times))}
+	if os.Getenv(seriesEnv) != "" {
+		o.perSec = make(map[int]*hdrhistogram.Histogram)
+	}
 	for range sch.loads {
 		o.stale = append(o.stale, hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3))
 	}
@@ -632,6 +642,7 @@ func (o *sweepObserver) watch(ctx context.Context, brokers []string, countTopic,
 				o.outputs[ik]++
 				_ = o.stale[ik].RecordValue(max(recvAt-at, 0).Microseconds())
 			}
+			o.observeSecond(int(at.Seconds()), max(recvAt-at, 0).Microseconds())
 		})
 		o.book.mu.Unlock()
 	}
