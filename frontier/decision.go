@@ -117,7 +117,7 @@ type Snapshot struct {
 	TargetFeasible bool
 
 	Utilization float64 // ρ(T)
-	Load        float64 // λ·s
+	Load        float64 // λ·(s + commit cost per record)
 	Exposure    float64 // rollback exposure h·(T/2+R)
 	Overloaded  bool
 	Draining    bool    // a backlog beyond the steady queue takes longer than T to drain

@@ -48,7 +48,7 @@ type Model struct {
 // processing alone.
 func (m Model) Load() float64 { return m.Lambda * (m.Service + m.CostPerRecord) }
 
-// Rho is ρ(T) = λ·s + c/T.
+// Rho is ρ(T) = Load + c/T: λ·(s + per-record commit cost) + c/T.
 func (m Model) Rho(t float64) float64 { return m.Load() + m.CommitCost/t }
 
 // Wait is the queueing delay W(T) between an input's arrival and its

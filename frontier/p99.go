@@ -121,11 +121,11 @@ func (m Model) Minimise99(lo, hi float64) float64 {
 }
 
 // Relax returns the longest interval in [t, hi] whose J99 exceeds J99(t)
-// by at most tol times its interval-driven part and whose P99 stays within limit (no limit when
-// limit ≤ 0): the p99 the optimum buys at the margin is not worth the
-// commits it costs the broker, which the staleness model only partly sees
-// (broker CPU taken from the record loop on a shared machine, transaction
-// markers on every partition, coordinator writes). J99 rises beyond its
+// by at most tol times its interval-driven part and whose P99 stays
+// within limit (no limit when limit ≤ 0): the p99 the optimum buys at the
+// margin is not worth the commits it costs the broker, which the staleness
+// model only partly sees (broker CPU taken from the record loop on a shared
+// machine, transaction markers on every partition, coordinator writes). J99 rises beyond its
 // optimum, so a bisection on log T finds the edge.
 func (m Model) Relax(t, hi, tol, limit float64) float64 {
 	if !(t < hi) || tol <= 0 {
