@@ -75,3 +75,46 @@ func benchWindowStore(b *testing.B) (*TaskState, store.Window) {
 	}
 	return task, s.(store.Window)
 }
+
+// BenchmarkWindowFetchAllClose measures the scan an emit-final tumbling
+// count makes when a window closes: every key's window at one start, in a
+// store where each key also holds the windows still open after it and the
+// tombstones of the windows expired before it (Badger keeps deletes until
+// compaction; a key's windows are adjacent in key order). The cost should
+// not grow with the windows expired.
+func BenchmarkWindowFetchAllClose(b *testing.B) {
+	const keys, open = 1000, 7
+	for _, expired := range []int{0, 60} {
+		b.Run(fmt.Sprintf("expired=%d", expired), func(b *testing.B) {
+			task, w := benchWindowStore(b)
+			val := make([]byte, 16)
+			for s := range expired + open {
+				for k := range keys {
+					if err := w.Put(fmt.Appendf(nil, "sku-%06d", k), int64(s)*1000, val); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if s >= open {
+					if err := w.(interface{ ExpireBefore(int64) error }).ExpireBefore(int64(s-open+1) * 1000); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := task.Apply(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			closing := int64(expired) * 1000 // the oldest window still open
+			got := 0
+			for b.Loop() {
+				got = 0
+				if err := w.FetchAll(closing, closing, func([]byte, int64, []byte) bool { got++; return true }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got != keys {
+				b.Fatalf("FetchAll(%d) yielded %d windows, want %d", closing, got, keys)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/window")
+		})
+	}
+}
