@@ -68,7 +68,7 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 			return nil, err
 		}
 		// [s, s+d] is inclusive: it spans d+1 ms.
-		final, err := openFinalEmitter(env, cursorStore, w.diff+1)
+		final, err := openFinalEmitter(env, cursorStore, w.diff+1, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -66,7 +66,7 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 		if err != nil {
 			return nil, err
 		}
-		final, err := openFinalEmitter(env, cursorStore, w.size)
+		final, err := openFinalEmitter(env, cursorStore, w.size, w.advance)
 		if err != nil {
 			return nil, err
 		}
@@ -175,6 +175,14 @@ type finalEmitter struct {
 	kv     store.KeyValue
 	cursor int64
 	span   int64
+	// advance, when > 0, is the grid of window starts: every window
+	// starts at a non-negative multiple of it (time windows). Between two
+	// grid points no window can close, so the emitter neither scans the
+	// store nor stores its cursor until the close time crosses the next
+	// one. Without it (sliding windows start anywhere) every advance of
+	// the close time is a scan and a cursor write: with a record per
+	// millisecond of stream time, a thousand of each per second.
+	advance int64
 }
 
 var cursorKey = []byte("emit-cursor")
@@ -182,7 +190,7 @@ var cursorKey = []byte("emit-cursor")
 // openFinalEmitter opens the emitter of an EmitFinal window aggregation
 // from its cursor store, or returns nil when the aggregation emits every
 // update (no cursor store).
-func openFinalEmitter(env *opEnv, cursorStore string, span int64) (*finalEmitter, error) {
+func openFinalEmitter(env *opEnv, cursorStore string, span, advance int64) (*finalEmitter, error) {
 	if cursorStore == "" {
 		return nil, nil
 	}
@@ -194,6 +202,7 @@ func openFinalEmitter(env *opEnv, cursorStore string, span int64) (*finalEmitter
 	if err != nil {
 		return nil, errorf(env.node, "%w", err)
 	}
+	f.advance = advance
 	return f, nil
 }
 
@@ -226,6 +235,12 @@ func (f *finalEmitter) emit(st store.Window, closeTime int64, fn func(key []byte
 		lo = f.cursor - f.span + 1
 	}
 	hi := closeTime - f.span
+	if !f.mayStartIn(lo, hi) {
+		// Nothing can have closed. The stored cursor stays behind: a
+		// restarted task scans from it, over starts where no window is.
+		f.cursor = closeTime
+		return nil
+	}
 	var closed []closedWindow
 	if hi >= lo {
 		err := st.FetchAll(lo, hi, func(k []byte, start int64, v []byte) bool {
@@ -252,6 +267,23 @@ func (f *finalEmitter) emit(st store.Window, closeTime int64, fn func(key []byte
 		return fmt.Errorf("store emit cursor: %w", err)
 	}
 	return nil
+}
+
+// mayStartIn reports whether a window can start in [lo, hi]: always on a
+// non-empty range without a grid, else when a grid point lies in it.
+func (f *finalEmitter) mayStartIn(lo, hi int64) bool {
+	if hi < lo {
+		return false
+	}
+	if f.advance <= 0 || lo == math.MinInt64 {
+		return true
+	}
+	if hi < 0 {
+		return false
+	}
+	lo = max(lo, 0)
+	first := lo + (f.advance-lo%f.advance)%f.advance
+	return first <= hi
 }
 
 // forward emits through next the final result of every window of st that
