@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
+	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -432,13 +433,18 @@ func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) error {
 // records, tasks in ID order. It returns the records processed.
 func (s *session) processPass(ctx context.Context) (int, error) {
 	total := 0
+	expedite := s.ctrl.Options().Policy != frontier.PolicyFixed
+	finals := false // a record closed windows: end the pass for their commit
 	for _, id := range s.sortedTaskIDs() {
+		if finals {
+			break
+		}
 		lt, q := s.tasks[id], s.fair.tasks[id]
 		if q == nil || q.queued == 0 {
 			continue
 		}
 		k := 0
-		for s.fair.perPass < 1 || k < s.fair.perPass {
+		for (s.fair.perPass < 1 || k < s.fair.perPass) && !finals {
 			if s.yieldPass() {
 				break // app_pipeline.go: the transaction in flight first
 			}
@@ -454,10 +460,18 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 			}
 			in := topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
+			closed := lt.task.WindowsClosed()
 			if err := s.processOne(ctx, lt, &in, r); err != nil {
 				return total + k, err
 			}
 			s.charge(lt, p)
+			// Window finals are committed at once (the controller's
+			// window_final decision), but only after the pass: the rest
+			// of it would hold them back, and when every partition's
+			// windows close together, that is every other partition's
+			// close. With a transaction in flight they wait for its
+			// ack anyway, and yieldPass ends the pass for that.
+			finals = expedite && s.pipe.flight == nil && lt.task.WindowsClosed() != closed
 		}
 		total += k
 		s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))

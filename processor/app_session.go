@@ -872,7 +872,7 @@ func (s *session) observeWatermark(now time.Time) {
 		if w := lt.task.Watermark(); w != math.MinInt64 && w < wm {
 			wm = w
 		}
-		closed += lt.task.Metrics().WindowsClosed
+		closed += lt.task.WindowsClosed()
 	}
 	closes := int(max(0, closed-s.windowsClosed))
 	s.windowsClosed = closed

@@ -302,6 +302,10 @@ func (t *Task) InputStreamTime(topic string) int64 {
 // Metrics returns a snapshot of the task's counters.
 func (t *Task) Metrics() Metrics { return t.metrics.clone() }
 
+// WindowsClosed is Metrics().WindowsClosed without the copy: the record
+// loop reads it after every record.
+func (t *Task) WindowsClosed() int64 { return t.metrics.WindowsClosed }
+
 // DroppedBy yields the task's dropped-record counts by operator and reason
 // as they stand, without the copy Metrics makes: the service exports them
 // on every iteration of its record loop. Do not call the task while
