@@ -493,6 +493,8 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 		res.Error = err.Error()
 	}
 	commits := [][]commitSample{p.events.commitSamples(), p2.events.commitSamples()}
+	p.events.closeMoments(obs.closes)
+	p2.events.closeMoments(obs.closes)
 	res.Phases = obs.phases(start, func(from, to time.Time) (float64, float64, time.Duration, time.Duration) {
 		c, lat := commitsBetween(commits, from, to)
 		app, br := cpu.between(from, to)
@@ -502,8 +504,8 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 		res.Error = err.Error()
 	}
 	for _, ph := range res.Phases {
-		s.progress(fmt.Sprintf("  phase %d (%.0f%%, %.0f/s): p50 %.1f ms, p99 %.1f ms, goodput %.0f/s, close→visible p99 %.1f ms (%d finals), %.1f commits/s",
-			ph.Phase, 100*ph.Load, ph.Rate, ph.P50, ph.P99, ph.Goodput, ph.CloseP99, ph.Finals, ph.CommitsPerSec))
+		s.progress(fmt.Sprintf("  phase %d (%.0f%%, %.0f/s): p50 %.1f ms, p99 %.1f ms, goodput %.0f/s, close→visible p99 %.1f ms (in app %.1f ms; %d finals), %.1f commits/s",
+			ph.Phase, 100*ph.Load, ph.Rate, ph.P50, ph.P99, ph.Goodput, ph.CloseP99, ph.AppCloseP99, ph.Finals, ph.CommitsPerSec))
 	}
 	return res
 }
@@ -572,6 +574,9 @@ type sweepObserver struct {
 	// perSec is, with TIDEMARK_BENCH_SERIES set, the staleness histogram
 	// per second of input time (sweep_series.go).
 	perSec map[int]*hdrhistogram.Histogram
+	// closes are the tidemark workers' window closes (sweep_close.go),
+	// filled in before phases.
+	closes appCloses
 }
 
 type windowFinal struct {
@@ -581,7 +586,7 @@ type windowFinal struct {
 }
 
 func newSweepObserver(sch sweepSchedule, book *inputBook, closeAt time.Duration) *sweepObserver {
-	o := &sweepObserver{sch: sch, book: book, closeAt: closeAt,
+	o := &sweepObserver{sch: sch, book: book, closeAt: closeAt, closes: appCloses{},
 		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads)), maxSeen: make([]int64, len(book.times))}
 	if os.Getenv(seriesEnv) != "" {
 		o.perSec = make(map[int]*hdrhistogram.Histogram)
@@ -685,9 +690,11 @@ func (o *sweepObserver) phases(start time.Time, usage func(from, to time.Time) (
 	o.book.mu.Lock()
 	defer o.book.mu.Unlock()
 	closeHist := make([]*hdrhistogram.Histogram, len(o.sch.loads))
+	appHist := make([]*hdrhistogram.Histogram, len(o.sch.loads))
 	finals := make([]int64, len(o.sch.loads))
 	for i := range closeHist {
 		closeHist[i] = hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+		appHist[i] = hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
 	}
 	for _, f := range o.finals {
 		at, ok := o.book.closedAt(f.part, f.endMs)
@@ -697,6 +704,10 @@ func (o *sweepObserver) phases(start time.Time, usage func(from, to time.Time) (
 		if k := o.sch.phaseOf(at); k >= 0 && k < len(finals) {
 			finals[k]++
 			_ = closeHist[k].RecordValue(max(f.recvOffset-at, 0).Microseconds())
+			recv := o.book.start.Add(f.recvOffset)
+			if c, ok := o.closes.at(windowClose{f.part, f.endMs}, recv); ok {
+				_ = appHist[k].RecordValue(max(recv.Sub(c), 0).Microseconds())
+			}
 		}
 	}
 	inputs := make([]int64, len(o.sch.loads))
@@ -731,6 +742,9 @@ func (o *sweepObserver) phases(start time.Time, usage func(from, to time.Time) (
 		}
 		if finals[k] > 0 {
 			ph.CloseP50, ph.CloseP99 = msq(closeHist[k], 50), msq(closeHist[k], 99)
+		}
+		if appHist[k].TotalCount() > 0 {
+			ph.AppCloseP50, ph.AppCloseP99 = msq(appHist[k], 50), msq(appHist[k], 99)
 		}
 		if inputs[k] > 0 {
 			ph.AppCPUPerRecordUs = float64(app.Microseconds()) / float64(inputs[k])

@@ -31,12 +31,12 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 	case "count":
 		countTo(in, job, job.Output)
 	case "windowed":
-		windowedCountTo(in, job, job.Output)
+		windowedCountTo(in, job, job.Output, nil)
 	case "sweep":
 		// bench sweep: both stateful workloads on the one input, so one
 		// run per policy measures both under the same load.
 		countTo(in, job, job.Output)
-		windowedCountTo(in, job, job.WindowOutput)
+		windowedCountTo(in, job, job.WindowOutput, newCloseReporter(job.Partitions))
 	case "latest":
 		// Failover's table: the latest value of every key (~100 B each).
 		in.GroupByKey(topology.Named("latest")).Reduce(func(_, v string) string { return v }, topology.Named("latest")).
@@ -71,12 +71,17 @@ func countTo(in topology.Stream[string, string], job Job, out string) {
 }
 
 // windowedCountTo is the windowed workload: per key, the final count of
-// each tumbling window (job.WindowSize, job.Grace) as "<key>@<start ms>".
-func windowedCountTo(in topology.Stream[string, string], job Job, out string) {
+// each tumbling window (job.WindowSize, job.Grace) as "<key>@<start ms>";
+// with closes, each window close's moment is reported (sweep_close.go).
+func windowedCountTo(in topology.Stream[string, string], job Job, out string, closes *closeReporter) {
+	closeAfter := (job.WindowSize + job.Grace).Milliseconds()
 	topology.WindowedBy(in.GroupByKey(topology.Named("window-input")),
 		topology.TumblingWindows(job.WindowSize, job.Grace)).
 		Count(topology.Named("window-counts"), topology.EmitFinal()).ToStream().
 		Map(func(w topology.Windowed[string], n int64) (string, string) {
+			if closes != nil {
+				closes.final(w.Key, w.Start+closeAfter)
+			}
 			return w.Key + "@" + strconv.FormatInt(w.Start, 10), strconv.FormatInt(n, 10)
 		}).
 		WithSerdes(serde.String(), serde.String()).To(out)
