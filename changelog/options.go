@@ -17,7 +17,8 @@ type Options struct {
 	// MemoryBudget in bytes bounds Badger's caches: the index cache (1/8)
 	// is shared out among the open task DBs, and re-shared as tasks come
 	// and go (there is no block cache: badgerOptions says why), and the
-	// key-value stores' read caches share another quarter (readcache.go).
+	// key-value and window stores' read caches share another quarter
+	// (readcache.go).
 	// Each open task DB also has two memtables of 1/32 of the budget (at
 	// least 4 MiB, at most 64 MiB) and tables of half a memtable, which
 	// are not shared: with the default

@@ -6,7 +6,7 @@ import (
 	"github.com/tidemark-streams/tidemark/store"
 )
 
-// The committed-value cache of a task's key-value stores.
+// The committed-value cache of a task's key-value and window stores.
 //
 // A key-value Get that misses the overlay reads Badger: a memtable skiplist
 // walk and, for keys flushed to tables, a bloom probe and a block seek per
@@ -25,8 +25,12 @@ import (
 // at exactly ts+1 for the cache to stay. Any other writer (a restore, a
 // standby's tail, a rebuild, another transaction) moves the timestamp past
 // that, or resets the snapshot outside ApplyAt, and the cache is dropped.
-// Window and session stores are not cached: their expiry deletes keys that
-// are not in the overlay.
+// Window stores' point reads (Fetch, every record of a window
+// aggregation) use it too. Their expiry deletes keys the overlay never
+// held, so the cache may keep an expired window's value; a read of it never
+// reaches the cache (Fetch returns nothing below the expiry cut first), and
+// the entry ages out with its generation. Range reads (FetchAll,
+// FetchRange) and session stores read Badger.
 //
 // Two generations bound it: lookups promote from the old generation to the
 // current one, and when the current one holds half the limit it becomes the
@@ -96,8 +100,8 @@ func (t *TaskState) cacheLimit() int {
 	return int(t.db.opts.MemoryBudget / 4 / int64(n))
 }
 
-// getKV is get for a key-value store: overlay, then the cache, then Badger
-// (whose answer enters the cache).
+// getKV is get for a key-value store or a window store's point read:
+// overlay, then the cache, then Badger (whose answer enters the cache).
 func (t *TaskState) getKV(key []byte) ([]byte, bool, error) {
 	if v, ok, found := t.overlayGet(key); found {
 		return v, ok, nil
@@ -146,7 +150,7 @@ func (t *TaskState) writeThrough(readTs uint64, wrote bool) {
 		return // no commit, no new timestamp
 	}
 	t.applied().Ascend(func(e *entry) bool {
-		if e.st.spec.Kind != store.KindKeyValue {
+		if k := e.st.spec.Kind; k != store.KindKeyValue && k != store.KindWindow {
 			return true
 		}
 		c.put(e.key, cachedValue{v: e.value, ok: !e.del})

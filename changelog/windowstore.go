@@ -49,7 +49,7 @@ func (s *windowStore) Fetch(key []byte, start int64) ([]byte, bool, error) {
 	if start < s.st.cutOf() {
 		return nil, false, nil
 	}
-	v, ok, err := s.t.get(s.t.key(s.st, s.suffix(key, start)))
+	v, ok, err := s.t.getKV(s.t.key(s.st, s.suffix(key, start))) // cached: readcache.go
 	if err != nil {
 		return nil, false, s.t.wrap(s.st, "fetch", err)
 	}
