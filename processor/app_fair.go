@@ -433,7 +433,6 @@ func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) error {
 // records, tasks in ID order. It returns the records processed.
 func (s *session) processPass(ctx context.Context) (int, error) {
 	total := 0
-	expedite := s.ctrl.Options().Policy != frontier.PolicyFixed
 	finals := false // a record closed windows: end the pass for their commit
 	for _, id := range s.sortedTaskIDs() {
 		if finals {
@@ -471,7 +470,7 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 			// windows close together, that is every other partition's
 			// close. With a transaction in flight they wait for its
 			// ack anyway, and yieldPass ends the pass for that.
-			finals = expedite && s.pipe.flight == nil && lt.task.WindowsClosed() != closed
+			finals = lt.task.WindowsClosed() != closed && s.pipe.flight == nil && s.expeditesFinals()
 		}
 		total += k
 		s.app.metrics.taskRecordsIn.WithLabelValues(id.String()).Add(float64(k))
@@ -480,6 +479,12 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 		s.stall.progressed(s.now())
 	}
 	return total, nil
+}
+
+// expeditesFinals reports whether the controller commits window finals at
+// once (every policy but the fixed one).
+func (s *session) expeditesFinals() bool {
+	return s.ctrl != nil && s.ctrl.Options().Policy != frontier.PolicyFixed
 }
 
 // observeQueues exports the queues and the lag they are part of, and feeds
