@@ -268,7 +268,7 @@ func (s *windowStore) scanAll(fromStart, toStart int64, fn func(key []byte, star
 // second, whose deletes Badger keeps as tombstones until compaction. An
 // iterator's Next steps over every one of them. With 60 expired windows
 // per key, closing a tumbling window of 1000 keys took 12.7 ms by
-// iterator against 1.4 ms by Gets (BenchmarkWindowFetchAllClose); without
+// iterator against 1.5 ms by Gets (BenchmarkWindowFetchAllClose); without
 // tombstones the Gets cost 20% more.
 const getsUpTo = 64
 
