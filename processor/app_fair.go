@@ -35,10 +35,11 @@ import (
 // offsets (an abort: a redo, a rebalance mid-transaction; a new session)
 // the queues are discarded, and a revoked partition's queue is dropped, since
 // the consumer fetches those records again from there. A task whose queue
-// grows past a bound has its partitions' fetching paused (kgo
-// PauseFetchPartitions; the client drops what it buffered for them and
-// fetches it again on resume) until the queue has drained to half of it,
-// so memory stays bounded by tasks × bound plus one poll.
+// grows past a bound (queueBound records or queueByteBound bytes) has its
+// partitions' fetching paused (kgo PauseFetchPartitions; the client drops
+// what it buffered for them and fetches it again on resume) until the queue
+// has drained to half of it, so memory stays bounded by tasks × bound plus
+// one poll.
 //
 // Admission control (app_admit.go) holds partitions in the same queues.
 
@@ -75,14 +76,40 @@ func checkMaxRecordsPerTaskPass(n int) error {
 }
 
 // queueBound is the queued records of one task above which its partitions'
-// fetching is paused: four passes' worth, and at least one poll, so that
-// steady consumption never pauses. 0: no bound (fairness off; a pass
-// empties every queue).
+// fetching is paused: four passes' worth, and at least four polls. 0: no
+// bound (fairness off; a pass empties every queue).
+//
+// The bound must hold more than one fetch of the task's partitions, or a
+// backlogged task pauses at every fetch. A fetch brings up to
+// FetchMaxPartitionBytes (1 MiB) per partition, tens of thousands of small
+// records. Each pause drops what the client buffered for the partition, so
+// it is fetched twice. A resume then waits for the fetch in flight, and when
+// that fetch holds only caught-up partitions the broker keeps it FetchMaxWait.
+// With a bound of one poll (10,000 records), a backlogged count application
+// spent a third of its time waiting for polls and ran at half speed
+// (`bench sweep`'s count calibration: 152-162k against 296-328k records/s
+// with this bound and a 100 ms FetchMaxWait).
 func queueBound(perPass, pollRecords int) int {
 	if perPass < 1 {
 		return 0
 	}
-	return max(4*perPass, pollRecords)
+	return max(4*perPass, 4*pollRecords)
+}
+
+// queueByteBound is the queued key, value and header bytes of one task
+// above which its partitions' fetching is paused, whatever the record
+// count: with large records queueBound alone would let a task queue
+// gigabytes. 16 MiB is several fetches of a partition even for records that
+// compress well.
+const queueByteBound = 16 << 20
+
+// recordBytes is r's key, value and header bytes.
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // partQueue is one input partition's fetched records not yet processed, in
@@ -134,8 +161,10 @@ type taskQueue struct {
 	id     topology.TaskID
 	parts  []*partQueue // in the order the partitions were first fetched
 	queued int
-	// full: the queue passed the bound and the task's fetching is paused
-	// until it drains to half of it.
+	// bytes are the queued records' recordBytes.
+	bytes int
+	// full: the queue passed a bound (records or bytes) and the task's
+	// fetching is paused until it drains to half of both.
 	full bool
 }
 
@@ -168,6 +197,7 @@ func (q *taskQueue) pop(p *partQueue) *kgo.Record {
 		p.recs = nil // let the poll's backing array go
 	}
 	q.queued--
+	q.bytes -= recordBytes(r)
 	return r
 }
 
@@ -228,6 +258,9 @@ func (f *fairQueues) enqueue(id topology.TaskID, tp changelog.TopicPartition, re
 	}
 	p.behind = behind
 	q.queued += len(recs)
+	for _, r := range recs {
+		q.bytes += recordBytes(r)
+	}
 }
 
 // queued is the records queued over all tasks.
@@ -275,7 +308,7 @@ func (f *fairQueues) discard() {
 			clear(p.recs)
 			p.recs, p.polls = nil, nil
 		}
-		q.queued, q.full = 0, false
+		q.queued, q.bytes, q.full = 0, 0, false
 	}
 }
 
@@ -317,6 +350,9 @@ func (f *fairQueues) dropRevoked() {
 			if i := slices.Index(q.parts, p); i >= 0 {
 				q.parts = slices.Delete(q.parts, i, i+1)
 				q.queued -= len(p.recs)
+				for _, r := range p.recs {
+					q.bytes -= recordBytes(r)
+				}
 				if len(q.parts) == 0 {
 					delete(f.tasks, id)
 				}
@@ -524,9 +560,9 @@ func (s *session) applyPauses() {
 	want := map[changelog.TopicPartition]string{}
 	for id, q := range f.tasks {
 		if f.bound > 0 {
-			if q.queued > f.bound {
+			if q.queued > f.bound || q.bytes > queueByteBound {
 				q.full = true
-			} else if q.queued <= f.bound/2 {
+			} else if q.queued <= f.bound/2 && q.bytes <= queueByteBound/2 {
 				q.full = false
 			}
 		}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -252,6 +253,60 @@ func TestFairBoundPausesFetchingUntilDrained(t *testing.T) {
 	}
 }
 
+// TestFairByteBoundPausesLargeRecords: a task queuing few but large records
+// is paused once their bytes pass queueByteBound, far below the record
+// bound, and resumed once they drained to half of it.
+func TestFairByteBoundPausesLargeRecords(t *testing.T) {
+	r := newFairRig(t, 1, 1, 1, frontier.Options{}) // record bound 4
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	r.s.fair.bound = 1000 // the record count stays far below it
+	paused := func() string { return fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]) }
+	big := bytes.Repeat([]byte("v"), queueByteBound/3+1)
+	var recs []*kgo.Record
+	for o := range 3 {
+		recs = append(recs, &kgo.Record{Topic: "in", Offset: int64(o), Key: []byte("a"), Value: big, Timestamp: time.UnixMilli(int64(o))})
+	}
+	r.s.fair.enqueue(topology.TaskID{}, changelog.TopicPartition{Topic: "in"}, recs, 0, time.Time{})
+	r.s.applyPauses()
+	if paused() != "[0]" {
+		t.Fatalf("3 records of a third of the byte bound each: paused %s, want [0]", paused())
+	}
+	r.pass(t) // two records' bytes left: above half the byte bound
+	r.s.applyPauses()
+	if paused() != "[0]" {
+		t.Fatalf("2 large records queued: paused %s, want [0]", paused())
+	}
+	r.pass(t)
+	r.s.applyPauses()
+	if paused() != "[]" || r.s.fair.tasks[topology.TaskID{}].bytes != len(big)+1 {
+		t.Fatalf("1 large record queued: paused %s, bytes %d; want none, %d", paused(), r.s.fair.tasks[topology.TaskID{}].bytes, len(big)+1)
+	}
+}
+
+// TestFairDefaultBoundHoldsAFetch: with the default pass and poll sizes, a
+// task queues a fetch's worth of small records (1 MiB per partition, about
+// 16,000 records of 60 bytes) without pausing, so a backlogged input is not
+// paused, dropped and fetched again at every fetch.
+func TestFairDefaultBoundHoldsAFetch(t *testing.T) {
+	r := newFairRig(t, DefaultMaxRecordsPerTaskPass, 10_000, 1, frontier.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.s.cl = cl
+	r.feed(0, "a", 0, 2*16_000)
+	r.s.applyPauses()
+	if got := fmt.Sprint(cl.PauseFetchPartitions(nil)["in"]); got != "[]" {
+		t.Fatalf("two fetches of small records queued: paused %s, want none (bound %d)", got, r.s.fair.bound)
+	}
+}
+
 // TestAdmissionHoldsATenantsPartitionAtItsRate: a tenant with Rate 10 and
 // Burst 2 gets its burst plus one record on credit, then one record per
 // 100ms; its partition's records wait in offset order, while the other
@@ -325,7 +380,7 @@ func metricValue(m prometheus.Metric) float64 {
 // and refetch the partition's records over and over): what arrives
 // meanwhile queues, and the queue's bound pauses the partition once full.
 func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
-	r := newFairRig(t, 5, 20, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
+	r := newFairRig(t, 5, 5, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}}) // bound 20
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
 		t.Fatal(err)

@@ -267,12 +267,8 @@ func (s *session) settleFlight(ctx context.Context, how settleWait) (aborted boo
 
 // stageOutput keeps an output record of N+1 until N settles.
 func (s *session) stageOutput(r *kgo.Record, deadLetter bool) {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
 	s.pipe.staged = append(s.pipe.staged, stagedOutput{r: r, deadLetter: deadLetter})
-	s.pipe.stagedBytes += n
+	s.pipe.stagedBytes += recordBytes(r)
 }
 
 // dropStaged forgets N+1's staged records: N+1 is being rewound.
