@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -325,7 +326,20 @@ func (h *harness) cleanup(job Job) {
 			}
 		}
 	}
-	_, _ = h.adm.DeleteTopics(ctx, topics...)
+	// The input and output names share the prefix too. The broker
+	// refuses every topic named twice in one DeleteTopics request
+	// (INVALID_REQUEST), so without this each run left its input and
+	// output behind: hundreds of partitions and gigabytes over a sweep,
+	// which slowed the broker for the runs after.
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
+	resp, err := h.adm.DeleteTopics(ctx, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && h.progress != nil {
+		h.progress("  cleanup: delete topics: " + err.Error())
+	}
 	_ = os.RemoveAll(job.StateDir)
 }
 

@@ -290,15 +290,6 @@ func (s *sweeper) sweepJob(ctx context.Context, w string, sys System) (Job, erro
 	return job, nil
 }
 
-func (s *sweeper) cleanup(job Job) {
-	if job.WindowOutput != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, _ = s.adm.DeleteTopics(ctx, job.WindowOutput)
-		cancel()
-	}
-	s.h.cleanup(job)
-}
-
 // produceBatch writes n inputs as fast as the broker takes them, with
 // skewed event times, and returns when all are acknowledged.
 func (s *sweeper) produceBatch(ctx context.Context, job Job, n int, seed uint64) error {
@@ -352,7 +343,7 @@ func (s *sweeper) calibrate(ctx context.Context, sys System, w string, records i
 		res.Error = err.Error()
 		return res
 	}
-	defer s.cleanup(job)
+	defer s.h.cleanup(job) // the window output too: it shares the application id's prefix
 	p, err := sys.start(ctx, s.o.Env, job)
 	if err != nil {
 		res.Error = err.Error()
@@ -419,7 +410,7 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 		res.Error = err.Error()
 		return res
 	}
-	defer s.cleanup(job)
+	defer s.h.cleanup(job) // the window output too: it shares the application id's prefix
 	p, err := sys.start(ctx, s.o.Env, job)
 	if err != nil {
 		res.Error = err.Error()

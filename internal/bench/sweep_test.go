@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/bench"
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -23,6 +27,7 @@ func TestSweepQuickMeasuresEveryPhase(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	before := benchTopics(ctx, t, brokers)
 	policies := bench.DefaultSweepPolicies()
 	rep, err := bench.RunSweep(ctx, bench.SweepOptions{
 		Brokers:      brokers,
@@ -123,4 +128,49 @@ func TestSweepQuickMeasuresEveryPhase(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 2 || len(back.Targets) != len(rep.Targets) {
 		t.Errorf("sweep.json does not round-trip: %v", err)
 	}
+	checkTopicsDeleted(ctx, t, brokers, before)
+}
+
+// benchTopics are the broker's topics that a benchmark run creates.
+func benchTopics(ctx context.Context, t *testing.T, brokers []string) map[string]bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	listed, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, name := range listed.Names() {
+		if strings.HasPrefix(name, "bench-") {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// checkTopicsDeleted fails unless every benchmark topic created since
+// before is gone within 20 s: a run that leaves its inputs and outputs
+// behind fills the broker with partitions and data that slow every run
+// after it.
+func checkTopicsDeleted(ctx context.Context, t *testing.T, brokers []string, before map[string]bool) {
+	t.Helper()
+	var left []string
+	for range 40 {
+		left = left[:0]
+		for name := range benchTopics(ctx, t, brokers) {
+			if !before[name] {
+				left = append(left, name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	slices.Sort(left)
+	t.Errorf("topics the sweep created are still there: %v", left)
 }
