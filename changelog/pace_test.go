@@ -71,3 +71,34 @@ func (s *slowReader) Read(b []byte) (int, error) {
 	time.Sleep(s.d)
 	return s.r.Read(b[:min(len(b), 100)])
 }
+
+// Workers that share one SleepPacer share its budget: two at once each
+// sleep about twice as long as one alone, so that together they work at
+// most share of the time.
+func TestSleepPacerDividesTheShareAmongWorkers(t *testing.T) {
+	const share, stretch, rounds = 0.5, 10 * time.Millisecond, 20
+	b := &paceBudget{share: share}
+	start := time.Unix(0, 0)
+	wake := [2]time.Time{start, start}
+	var work time.Duration
+	for range rounds {
+		for w := range 2 { // both work one stretch from when they woke
+			end := wake[w].Add(stretch)
+			d := b.spend(end, stretch)
+			wake[w] = end.Add(d)
+			work += stretch
+		}
+	}
+	last := wake[0]
+	if wake[1].After(last) {
+		last = wake[1]
+	}
+	wall := last.Sub(time.Unix(0, 0))
+	if got := float64(work) / float64(wall); got > share*1.1 {
+		t.Fatalf("two workers did %v of work in %v of wall time (%.2f), want at most share %.2f", work, wall, got, share)
+	}
+	alone := &paceBudget{share: share}
+	if d := alone.spend(time.Unix(1, 0), stretch); d != stretch {
+		t.Fatalf("one worker alone slept %v after %v at share %.1f, want %v", d, stretch, share, stretch)
+	}
+}

@@ -234,10 +234,12 @@ func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotM
 	h := sha256.New()
 	cr := &countReader{r: io.TeeReader(r, h)}
 	var in io.Reader = cr
+	pending := loadPendingWrites
 	if s.opts.Pace != nil {
 		in = &pacedReader{ctx: ctx, r: cr, p: newPacer(s.opts.Pace)}
+		pending = loadPendingWritesPaced
 	}
-	if err := loadBackup(tdb, in); err != nil {
+	if err := loadBackup(tdb, in, pending); err != nil {
 		if ctx.Err() != nil {
 			return cr.n, ctx.Err()
 		}
@@ -255,14 +257,23 @@ func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotM
 	return cr.n, nil
 }
 
+// Badger's Load hands batches of what it read to the DB's write goroutine,
+// up to this many at a time. A paced load keeps only a couple in flight:
+// its reader's pace then sets the pace of the writes too, which with 16
+// ran on unpaced behind it.
+const (
+	loadPendingWrites      = 16
+	loadPendingWritesPaced = 2
+)
+
 // loadBackup is Badger's Load with a panic (damaged input) as an error.
-func loadBackup(tdb *taskDB, r io.Reader) (err error) {
+func loadBackup(tdb *taskDB, r io.Reader, pending int) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("badger panicked loading a backup: %v", p)
 		}
 	}()
-	return tdb.bdb.Load(r, 16)
+	return tdb.bdb.Load(r, pending)
 }
 
 type countReader struct {

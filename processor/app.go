@@ -83,6 +83,10 @@ type App struct {
 	globalMetrics *globalMetrics
 
 	ha haRuntime // active tasks and standbys (standby.go)
+
+	// pace throttles every restore, standby and snapshot load of the App
+	// together, from one budget (app_pace.go).
+	pace changelog.PaceFunc
 }
 
 // NewApp validates the configuration for topo. Nothing touches the network
@@ -114,6 +118,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
 	a.threads = newThreads(cfg.Threads)
+	a.pace = changelog.SleepPacer(cfg.RestoreShare, a.hasRunningTasks)
 	a.thm = newThreadMetrics(a.metrics.reg, topo.Application())
 	a.purge = newPurger(a)
 	a.ha.registerMetrics(a.metrics.reg, topo.Application())

@@ -15,8 +15,10 @@ import (
 // full restore of a 1M-key table raised the other partitions' p99
 // staleness 2-10x for as long as it ran. So while the instance has running
 // tasks, restores, standbys catching up and snapshot loads work at most
-// Config.RestoreShare of the time (changelog.SleepPacer), and at full
-// speed when nothing else runs (a cold start, a lone instance).
+// Config.RestoreShare of the time (changelog.SleepPacer), all of them
+// together from one budget (two moved partitions restoring at once get
+// half of it each), and at full speed when nothing else runs (a cold
+// start, a lone instance).
 
 // WithRestoreShare sets Config.RestoreShare.
 func WithRestoreShare(share float64) Option { return func(c *Config) { c.RestoreShare = share } }
@@ -25,10 +27,9 @@ func WithRestoreShare(share float64) Option { return func(c *Config) { c.Restore
 // running tasks works half of the time.
 const DefaultRestoreShare = 0.5
 
-// restorePace is the App's pacing of background state work.
-func (a *App) restorePace() changelog.PaceFunc {
-	return changelog.SleepPacer(a.cfg.RestoreShare, a.hasRunningTasks)
-}
+// restorePace is the App's pacing of background state work, one for all
+// of it.
+func (a *App) restorePace() changelog.PaceFunc { return a.pace }
 
 // hasRunningTasks reports whether a thread of the App runs a task.
 func (a *App) hasRunningTasks() bool {
