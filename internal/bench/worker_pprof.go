@@ -3,16 +3,20 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
 	"time"
 )
 
 // servePprof serves net/http/pprof on TIDEMARK_BENCH_PPROF (host:port)
 // while ctx lives, so a worker under a benchmark can be profiled and traced
 // (go tool pprof / go tool trace) at the load that matters. Unset: nothing.
+// Several workers at once (the failover cases' two instances) take the
+// port and the next free ones after it, in the order they start.
 func servePprof(ctx context.Context) error {
 	addr := os.Getenv("TIDEMARK_BENCH_PPROF")
 	if addr == "" {
@@ -22,7 +26,7 @@ func servePprof(ctx context.Context) error {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenFrom(addr)
 	if err != nil {
 		return err
 	}
@@ -37,4 +41,25 @@ func servePprof(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// listenFrom listens on addr or, if its port is taken, on one of the next
+// seven ports.
+func listenFrom(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("pprof port %q: %w", port, err)
+	}
+	for i := range 8 {
+		ln, lerr := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p+i)))
+		if lerr == nil {
+			return ln, nil
+		}
+		err = lerr
+	}
+	return nil, err
 }
