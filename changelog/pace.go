@@ -86,8 +86,8 @@ func (w *pacedWriter) Write(b []byte) (int, error) {
 // time (of one core), and otherwise it does not wait. share ≥ 1: never
 // waits.
 //
-// One SleepPacer shared by several workers (every restore, standby and
-// snapshot load of an App) divides the share among them: it keeps one
+// One SleepPacer shared by several workers (every restore, standby,
+// snapshot load and snapshot write of an App) divides the share among them: it keeps one
 // budget of work time that grows by share per second of wall time, every
 // call spends the stretch it reports, and a call that leaves the budget in
 // debt sleeps until share has paid it back. One worker alone sleeps

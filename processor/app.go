@@ -84,8 +84,8 @@ type App struct {
 
 	ha haRuntime // active tasks and standbys (standby.go)
 
-	// pace throttles every restore, standby and snapshot load of the App
-	// together, from one budget (app_pace.go).
+	// pace throttles every restore, standby, snapshot load and snapshot
+	// write of the App together, from one budget (app_pace.go).
 	pace changelog.PaceFunc
 }
 

@@ -195,10 +195,11 @@ type Config struct {
 	// RestoreListener hears of every task's changelog restores, on the
 	// restoring goroutine (see RestoreListener). Nil: none.
 	RestoreListener RestoreListener
-	// RestoreShare is the most of its time a restore, a standby catching
-	// up or a snapshot load may work while this instance has running
-	// tasks: it sleeps the rest, so the running tasks' records keep the
-	// CPU they need (app_pace.go). In (0, 1]; 1: never throttled.
+	// RestoreShare is the most of one core's time that restores, standbys
+	// catching up, snapshot loads and snapshot writes, all together, may
+	// take while this instance has running tasks: they sleep the rest, so
+	// the running tasks' records keep the CPU they need (app_pace.go).
+	// In (0, 1]; 1: never throttled.
 	// Default DefaultRestoreShare.
 	RestoreShare float64
 	// StandbyReplicas is how many standby copies of each stateful task
