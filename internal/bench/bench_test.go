@@ -44,7 +44,7 @@ func TestHarnessMeasuresRawSystems(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	t.Log("\n" + md.String())
+	logReport(t, md.String())
 	for _, r := range rep.Results {
 		if r.Error != "" {
 			t.Fatalf("%s %s %s: %s", r.Phase, r.System, r.Workload, r.Error)
@@ -71,5 +71,15 @@ func TestHarnessMeasuresRawSystems(t *testing.T) {
 		if _, err := os.Stat(dir + "/" + f); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
+	}
+}
+
+// logReport logs a rendered report with -v only. A failing run prints its
+// progress lines anyway; the report on top of them is long enough that a
+// CI log cut to its head and tail loses the failure messages after it.
+func logReport(t *testing.T, md string) {
+	t.Helper()
+	if testing.Verbose() {
+		t.Log("\n" + md)
 	}
 }

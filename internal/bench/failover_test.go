@@ -52,7 +52,7 @@ func failoverMeasures(t *testing.T, c bench.FailoverCase) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	t.Log("\n" + md.String())
+	logReport(t, md.String())
 	if len(rep.Results) != 1 {
 		t.Fatalf("%d results, want 1", len(rep.Results))
 	}
@@ -131,7 +131,7 @@ func TestFailoverStandbyAndSnapshot(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	t.Log("\n" + md.String())
+	logReport(t, md.String())
 	for _, r := range rep.Results {
 		if r.Error != "" {
 			t.Errorf("%s: %s", r.Case, r.Error)

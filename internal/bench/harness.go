@@ -2,16 +2,19 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -313,34 +316,67 @@ func firstOutputAfter(ctx context.Context, brokers []string, topic string, t tim
 func (h *harness) cleanup(job Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topics := []string{job.Input, job.Output}
-	if job.Table != "" {
-		topics = append(topics, job.Table)
-	}
-	// Internal topics of the systems (changelogs, repartitions) share the
-	// app id prefix.
-	if listed, err := h.adm.ListTopics(ctx); err == nil {
-		for _, t := range listed.Names() {
-			if len(t) > len(job.AppID) && t[:len(job.AppID)] == job.AppID {
-				topics = append(topics, t)
-			}
-		}
-	}
-	// The input and output names share the prefix too. The broker
-	// refuses every topic named twice in one DeleteTopics request
-	// (INVALID_REQUEST), so without this each run left its input and
-	// output behind: hundreds of partitions and gigabytes over a sweep,
-	// which slowed the broker for the runs after.
-	slices.Sort(topics)
-	topics = slices.Compact(topics)
-	resp, err := h.adm.DeleteTopics(ctx, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil && h.progress != nil {
-		h.progress("  cleanup: delete topics: " + err.Error())
+	if err := deleteJobTopics(ctx, h.adm, job); err != nil && h.progress != nil {
+		h.progress("  cleanup: " + err.Error())
 	}
 	_ = os.RemoveAll(job.StateDir)
+}
+
+// deleteJobTopics deletes the job's topics (its input, outputs and table
+// and the systems' internal topics, which share the application id
+// prefix) and waits until the broker no longer lists any of them. A run
+// that leaves its topics behind fills the broker with partitions and data
+// that slow every run after it, so a failed listing or a deletion the
+// broker has not applied yet is retried until ctx ends, not ignored.
+func deleteJobTopics(ctx context.Context, adm *kadm.Client, job Job) error {
+	owned := func(t string) bool {
+		return t == job.Input || t == job.Output || (job.Table != "" && t == job.Table) ||
+			strings.HasPrefix(t, job.AppID+"-")
+	}
+	var left []string
+	var lastErr error
+	for {
+		listed, err := adm.ListTopics(ctx)
+		if err != nil {
+			lastErr = fmt.Errorf("list topics: %w", err)
+		} else {
+			left = left[:0]
+			for _, t := range listed.Names() {
+				if owned(t) {
+					left = append(left, t)
+				}
+			}
+			if len(left) == 0 {
+				return nil
+			}
+			// Sorted and unique: the broker refuses every topic named
+			// twice in one DeleteTopics request (INVALID_REQUEST).
+			slices.Sort(left)
+			left = slices.Compact(left)
+			resp, err := adm.DeleteTopics(ctx, left...)
+			if err == nil {
+				err = deleteErrors(resp)
+			}
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete topics %v: %w", left, errors.Join(lastErr, ctx.Err()))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// deleteErrors is resp's errors but UNKNOWN_TOPIC_OR_PARTITION: a topic
+// already gone is what the caller wants.
+func deleteErrors(resp kadm.DeleteTopicResponses) error {
+	var errs []error
+	for _, r := range resp.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Topic, r.Err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // waitTopics waits until the broker's metadata serves every topic with its

@@ -42,7 +42,7 @@ func TestSweepQuickMeasuresEveryPhase(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	t.Log("\n" + md.String())
+	logReport(t, md.String())
 	if rep.Seed == 0 || rep.Capacity <= 0 || len(rep.Loads) != 5 {
 		t.Fatalf("report header %+v", rep)
 	}

@@ -29,7 +29,7 @@ func TestTenantBurstMeasuresEveryTenantBothModes(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	t.Log("\n" + md.String())
+	logReport(t, md.String())
 	if len(rep.Runs) != 2 || rep.Runs[0].Mode != "off" || rep.Runs[1].Mode != "on" {
 		t.Fatalf("runs %+v, want off then on", rep.Runs)
 	}
