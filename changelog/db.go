@@ -42,8 +42,11 @@ type DB struct {
 	legacy bool
 
 	openMu sync.Mutex // serializes opening and closing task DBs
-	mu     sync.Mutex
-	tasks  map[string]*taskDB // the open task DBs
+	// loading is held by the one snapshot load that runs at a time; see
+	// LoadSnapshot.
+	loading chan struct{}
+	mu      sync.Mutex
+	tasks   map[string]*taskDB // the open task DBs
 	// knownTasks is how many task DBs the directory held at OpenDB: the
 	// tasks a restarted process will likely open, which share the caches
 	// (badgerOptions): a DB opened first gets no cache it must give back.
@@ -91,7 +94,7 @@ func OpenDB(dir string, opts Options) (*DB, error) {
 }
 
 func openDB(dir string, opts Options) (*DB, error) {
-	db := &DB{dir: dir, opts: opts, log: opts.Logger, tasks: map[string]*taskDB{}}
+	db := &DB{dir: dir, opts: opts, log: opts.Logger, tasks: map[string]*taskDB{}, loading: make(chan struct{}, 1)}
 	db.epoch.Store(uint64(time.Now().UnixNano()))
 	var err error
 	if opts.ReadOnly {

@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -30,17 +31,24 @@ type snapHarness struct {
 	model map[string]string
 	in    int64 // the input offset the next commit reflects
 	ss    *SnapshotStore
+	// partition is the task's input partition.
+	partition int32
 }
 
 const snapTask = "0_3"
 
 func newSnapHarness(t *testing.T, ss *SnapshotStore, opts Options) *snapHarness {
+	return newTaskSnapHarness(t, ss, openTestDB(t, opts), snapTask, 3)
+}
+
+// newTaskSnapHarness is a snapHarness of task id (of partition p) in db.
+func newTaskSnapHarness(t *testing.T, ss *SnapshotStore, db *DB, id string, p int32) *snapHarness {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	h := &snapHarness{t: t, r: rand.New(rand.NewPCG(seed, 7)), db: openTestDB(t, opts), p: &fakeProducer{},
-		model: map[string]string{}, ss: ss}
-	h.task = h.db.NewTaskState(TaskStateConfig{ID: snapTask, AppID: "app", Partition: 3, Producer: h.p})
-	s, err := h.task.Open(store.Spec{Name: "counts", Kind: store.KindKeyValue, Logged: true}, 3)
+	h := &snapHarness{t: t, r: rand.New(rand.NewPCG(seed, 7)), db: db, p: &fakeProducer{},
+		model: map[string]string{}, ss: ss, partition: p}
+	h.task = h.db.NewTaskState(TaskStateConfig{ID: id, AppID: "app", Partition: p, Producer: h.p})
+	s, err := h.task.Open(store.Spec{Name: "counts", Kind: store.KindKeyValue, Logged: true}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +83,7 @@ func (h *snapHarness) write(n int, model map[string]string) {
 func (h *snapHarness) commit() {
 	h.write(1+h.r.IntN(60), h.model)
 	h.in += 10
-	h.task.StagePosition(InputPosition{"in": {3: h.in}})
+	h.task.StagePosition(InputPosition{"in": {h.partition: h.in}})
 	offs, err := h.task.Flush(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
@@ -382,5 +390,92 @@ func TestSnapshotWriteAndLoadArePaced(t *testing.T) {
 	}
 	if !maps.Equal(got, h.model) {
 		t.Fatalf("paced load holds %d keys, want the committed %d", len(got), len(h.model))
+	}
+}
+
+// TestSnapshotLoadsRunOneAtATime starts the loads of two tasks into one
+// state directory together: the second waits for the first (LoadSnapshot
+// says why) instead of reading beside it, a load waiting its turn gives
+// up when its context ends, and both tasks end up with their state.
+func TestSnapshotLoadsRunOneAtATime(t *testing.T) {
+	var armed atomic.Bool // once the snapshots are written
+	var calls atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	ss := memStore(t, SnapshotOptions{Pace: func(ctx context.Context, _ time.Duration) error {
+		if armed.Load() && calls.Add(1) == 1 {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}})
+	src := openTestDB(t, Options{})
+	value := strings.Repeat("v", 200)
+	harnesses := []*snapHarness{newTaskSnapHarness(t, ss, src, "0_1", 1), newTaskSnapHarness(t, ss, src, "0_2", 2)}
+	for _, h := range harnesses {
+		for i := range 30_000 {
+			k := fmt.Sprintf("%s-%06d", h.task.cfg.ID, i)
+			if err := h.kv.Put([]byte(k), []byte(value)); err != nil {
+				t.Fatal(err)
+			}
+			h.model[k] = value
+		}
+		h.commit()
+	}
+	if res, err := src.WriteSnapshots(context.Background(), ss); err != nil || len(res) != 2 {
+		t.Fatalf("WriteSnapshots = %+v, %v; want both tasks", res, err)
+	}
+	armed.Store(true)
+
+	dst := openTestDB(t, Options{})
+	type result struct {
+		res SnapshotLoad
+		err error
+	}
+	load := func(ctx context.Context, id string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			res, err := dst.LoadSnapshot(ctx, ss, id, nil)
+			ch <- result{res, err}
+		}()
+		return ch
+	}
+	first := load(context.Background(), "0_1")
+	<-entered // the first load is reading, held in its first pause
+	second := load(context.Background(), "0_2")
+	ctx, cancel := context.WithCancel(context.Background())
+	third := load(ctx, "0_9")
+	// A load that runs makes its temporary DB next to the task's
+	// directory at once; the second must not while the first is held.
+	for range 30 {
+		if m, _ := filepath.Glob(filepath.Join(dst.dir, tasksDir, "0_2"+snapshotTempMark+"*")); len(m) > 0 {
+			t.Fatalf("the second load started (%s) while the first was paused: the loads overlap", m[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if r := <-third; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a load waiting its turn, cancelled: %+v, %v; want context.Canceled", r.res, r.err)
+	}
+	close(release)
+	for i, ch := range []chan result{first, second} {
+		r := <-ch
+		if r.err != nil || !r.res.Loaded {
+			t.Fatalf("load %d: %+v, %v", i, r.res, r.err)
+		}
+	}
+	for _, h := range harnesses {
+		task := dst.NewTaskState(TaskStateConfig{ID: h.task.cfg.ID, AppID: "app", Partition: h.partition, Producer: &fakeProducer{}})
+		s, err := task.Open(store.Spec{Name: "counts", Kind: store.KindKeyValue, Logged: true}, h.partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := contents(t, s.(store.KeyValue)); !maps.Equal(got, h.model) {
+			t.Errorf("task %s holds %d keys after the load, want %d", h.task.cfg.ID, len(got), len(h.model))
+		}
+		_ = task.Close()
 	}
 }
