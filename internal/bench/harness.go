@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Result is one measurement.
@@ -316,7 +317,7 @@ func firstOutputAfter(ctx context.Context, brokers []string, topic string, t tim
 func (h *harness) cleanup(job Job) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := deleteJobTopics(ctx, h.adm, job); err != nil && h.progress != nil {
+	if err := deleteJobTopics(ctx, h.cl, job); err != nil && h.progress != nil {
 		h.progress("  cleanup: " + err.Error())
 	}
 	_ = os.RemoveAll(job.StateDir)
@@ -324,31 +325,41 @@ func (h *harness) cleanup(job Job) {
 
 // deleteJobTopics deletes the job's topics (its input, outputs and table
 // and the systems' internal topics, which share the application id
-// prefix) and waits until the broker no longer lists any of them. A run
-// that leaves its topics behind fills the broker with partitions and data
-// that slow every run after it, so a failed listing or a deletion the
-// broker has not applied yet is retried until ctx ends, not ignored.
-func deleteJobTopics(ctx context.Context, adm *kadm.Client, job Job) error {
+// prefix) and waits until the broker no longer lists any of them, in two
+// listings half a second apart (a topic created moments before may not be
+// listed yet). A run that leaves its topics behind fills the broker with
+// partitions and data that slow every run after it, so a failed listing or
+// a deletion the broker has not applied yet is retried until ctx ends, not
+// ignored.
+func deleteJobTopics(ctx context.Context, cl *kgo.Client, job Job) error {
+	adm := kadm.NewClient(cl)
 	owned := func(t string) bool {
 		return t == job.Input || t == job.Output || (job.Table != "" && t == job.Table) ||
 			strings.HasPrefix(t, job.AppID+"-")
 	}
 	var left []string
 	var lastErr error
-	for {
-		listed, err := adm.ListTopics(ctx)
+	for clean := 0; ; {
+		listed, err := brokerTopics(ctx, cl)
 		if err != nil {
 			lastErr = fmt.Errorf("list topics: %w", err)
 		} else {
 			left = left[:0]
-			for _, t := range listed.Names() {
+			for _, t := range listed {
 				if owned(t) {
 					left = append(left, t)
 				}
 			}
 			if len(left) == 0 {
-				return nil
+				if clean++; clean == 2 {
+					return nil
+				}
+				if !sleepCtx(ctx, 500*time.Millisecond) {
+					return nil // none listed when last asked
+				}
+				continue
 			}
+			clean = 0
 			// Sorted and unique: the broker refuses every topic named
 			// twice in one DeleteTopics request (INVALID_REQUEST).
 			slices.Sort(left)
@@ -365,6 +376,26 @@ func deleteJobTopics(ctx context.Context, adm *kadm.Client, job Job) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// brokerTopics lists the broker's topics as it knows them now. Not
+// kadm's ListTopics: that answers from the client's metadata cache, which
+// keeps a topic the client produced to for a while after its deletion (so
+// a job's input seemed to outlive every delete), and may not have a topic
+// another client created moments ago.
+func brokerTopics(ctx context.Context, cl *kgo.Client) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest() // Topics nil: all of them
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			names = append(names, *t.Topic)
+		}
+	}
+	return names, nil
 }
 
 // deleteErrors is resp's errors but UNKNOWN_TOPIC_OR_PARTITION: a topic
