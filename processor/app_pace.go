@@ -1,9 +1,5 @@
 package processor
 
-import (
-	"github.com/tidemark-streams/tidemark/changelog"
-)
-
 // Restore pacing.
 //
 // A task that moves here restores its changelogs (or loads a snapshot)
@@ -26,10 +22,6 @@ func WithRestoreShare(share float64) Option { return func(c *Config) { c.Restore
 // DefaultRestoreShare is Config.RestoreShare's default: a restore beside
 // running tasks works half of the time.
 const DefaultRestoreShare = 0.5
-
-// restorePace is the App's pacing of background state work, one for all
-// of it.
-func (a *App) restorePace() changelog.PaceFunc { return a.pace }
 
 // hasRunningTasks reports whether a thread of the App runs a task.
 func (a *App) hasRunningTasks() bool {

@@ -91,7 +91,7 @@ func (a *App) openSnapshots(ctx context.Context) error {
 		return nil
 	}
 	s, err := changelog.OpenSnapshotStore(ctx, c.URL, a.topo.Application(), changelog.SnapshotOptions{
-		ChainLength: c.ChainLength, Retention: c.Retention, Logger: a.log, Pace: a.restorePace()})
+		ChainLength: c.ChainLength, Retention: c.Retention, Logger: a.log, Pace: a.pace})
 	if err != nil {
 		return fmt.Errorf("processor: %w", err)
 	}

@@ -205,7 +205,7 @@ func (s *session) restoreOptions(id topology.TaskID, resume resumePoint) changel
 		ClientOpts: a.clientOpts(),
 		MinOffsets: floors,
 		Unblock:    s.fenceDeparted,
-		Pace:       a.restorePace(),
+		Pace:       a.pace,
 		Progress: func(p changelog.RestoreProgress) {
 			a.metrics.restoreRemaining.WithLabelValues(id.String()).Set(float64(p.Remaining))
 		},

@@ -484,7 +484,7 @@ func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, s
 			// Read to what is stable now: the active owner's open
 			// transaction is read by the tail, once it commits.
 			PendingTxnWait: -1,
-			Pace:           a.restorePace(),
+			Pace:           a.pace,
 			Progress: func(p changelog.RestoreProgress) {
 				if p.Done {
 					setLag(p.Total) // what the restore had to read: an upper bound until the tail measures

@@ -370,10 +370,8 @@ func deleteJobTopics(ctx context.Context, cl *kgo.Client, job Job) error {
 			}
 			lastErr = err
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, 250*time.Millisecond) {
 			return fmt.Errorf("delete topics %v: %w", left, errors.Join(lastErr, ctx.Err()))
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
