@@ -54,6 +54,8 @@
 //	<dir>/STATE          the directory's record: layout format (2) and owner, JSON
 //	<dir>/tasks/<task>/  the Badger DB of task <task> ("<sub-topology>_<partition>")
 //	<dir>/tasks/<task>.corrupt-<time>/   a damaged task DB, moved aside
+//	<dir>/tasks/<task>.rebuild-*/        sorted runs of a restore into an empty task DB (rebuild.go)
+//	<dir>/tasks/<task>.snapshot-*/       a snapshot being loaded
 //
 // A task DB is open while its TaskState is (and while a Snapshot or a tool
 // reads it); the directories of tasks this process no longer runs stay on

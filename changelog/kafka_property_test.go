@@ -20,7 +20,18 @@ import (
 // corrupted directories. The model: what the last commit left, plus the
 // uncommitted writes that only the live task sees.
 func TestKafkaPropertyCommitAbortCrashRestore(t *testing.T) {
+	testPropertyCommitAbortCrashRestore(t, Options{})
+}
+
+// The same with every restore into an empty task DB a sorted rebuild
+// (rebuild.go) that spills its runs to files every few keys.
+func TestKafkaPropertyCommitAbortCrashRestoreRebuild(t *testing.T) {
+	testPropertyCommitAbortCrashRestore(t, Options{restoreModeOffsets: 1, rebuildRunBytes: 300})
+}
+
+func testPropertyCommitAbortCrashRestore(t *testing.T, opts Options) {
 	e := newKafkaEnv(t, store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
+	e.opts = opts
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TIDEMARK_CHANGELOG_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -107,6 +118,9 @@ func TestKafkaPropertyCommitAbortCrashRestore(t *testing.T) {
 	n.stop()
 	fresh := e.start(t.TempDir())
 	equalMaps(t, "final fresh restore", contents(t, fresh.kv), committed)
+	if want := btoi(opts.restoreModeOffsets > 0 && fresh.res.Records > 0); fresh.task.tdb.rebuilds != want {
+		t.Fatalf("the final restore of %d records made %d sorted rebuilds, want %d", fresh.res.Records, fresh.task.tdb.rebuilds, want)
+	}
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -124,8 +138,18 @@ func mapsEqual(a, b map[string]string) bool {
 // Window stores restore with their time index: restored windows are
 // fetchable, and expiry keeps working after the restore.
 func TestKafkaWindowStoreRestoresWithItsIndex(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{{"written", Options{}}, {"rebuilt", Options{restoreModeOffsets: 1, rebuildRunBytes: 400}}} {
+		t.Run(c.name, func(t *testing.T) { testWindowStoreRestoresWithItsIndex(t, c.opts) })
+	}
+}
+
+func testWindowStoreRestoresWithItsIndex(t *testing.T, opts Options) {
 	wspec := store.Spec{Name: "per-minute", Kind: store.KindWindow, Logged: true, WindowSize: 60_000, Retention: 600_000}
 	e := newKafkaEnv(t, wspec, 1)
+	e.opts = opts
 	n := e.start(t.TempDir())
 	w := n.task.stores[wspec.Name]
 	win := &windowStore{t: n.task, st: w}
@@ -149,6 +173,9 @@ func TestKafkaWindowStoreRestoresWithItsIndex(t *testing.T) {
 	}
 	if len(got) != 19 || got["sku1@0"] != "sku1@0" || got["sku2@0"] != "" {
 		t.Fatalf("restored %d windows: %q", len(got), got)
+	}
+	if want := btoi(opts.restoreModeOffsets > 0); fresh.task.tdb.rebuilds != want {
+		t.Fatalf("%d sorted rebuilds, want %d", fresh.task.tdb.rebuilds, want)
 	}
 	fw := &windowStore{t: fresh.task, st: fresh.task.stores[wspec.Name]}
 	if err := fw.ExpireBefore(5 * 60_000); err != nil {

@@ -31,6 +31,7 @@ type kafkaEnv struct {
 	topic   string
 	txnID   string
 	pace    PaceFunc // restores' RestoreOptions.Pace
+	opts    Options  // the nodes' DB options; Logger defaults to quietLog
 }
 
 func newKafkaEnv(t *testing.T, spec store.Spec, partitions int32) *kafkaEnv {
@@ -76,7 +77,11 @@ func (e *kafkaEnv) start(dir string) *node {
 	e.t.Helper()
 	n := &node{e: e, dir: dir}
 	var err error
-	if n.db, err = OpenDB(dir, Options{Logger: quietLog}); err != nil {
+	opts := e.opts
+	if opts.Logger == nil {
+		opts.Logger = quietLog
+	}
+	if n.db, err = OpenDB(dir, opts); err != nil {
 		e.t.Fatal(err)
 	}
 	n.prod, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID(e.txnID),

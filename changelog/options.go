@@ -69,6 +69,11 @@ type Options struct {
 	levelZeroTables, restoreLevelZeroTables int
 	// restoreModeOffsets, when > 0, replaces restoreModeMinOffsets.
 	restoreModeOffsets int64
+	// noRebuild turns sorted rebuilds (rebuild.go) off, so that tests
+	// see restore mode's level-0 tables; rebuildRunBytes, when > 0,
+	// replaces rebuildRunBytes so that tests spill several runs.
+	noRebuild       bool
+	rebuildRunBytes int64
 	// valueLogFileSize, when > 0, replaces the value log file size: tests
 	// use it to get several value log files from a few MB of values.
 	valueLogFileSize int64

@@ -83,7 +83,7 @@ func (t *TaskState) Position() (pos InputPosition, found bool, err error) {
 
 // applyPosition restores a position record: it becomes the store's
 // recorded position, as if Apply had written it.
-func (s *restoreState) applyPosition(wb *badger.WriteBatch, r *kgo.Record) error {
+func (s *restoreState) applyPosition(wb restoreSink, r *kgo.Record) error {
 	if _, err := decodePosition(r.Value); err != nil {
 		return fmt.Errorf("%w: input position record: %v", errBadKey, err)
 	}

@@ -136,7 +136,7 @@ type restoreState struct {
 // consumer keeps control records, so a trailing commit or abort marker
 // moves the position too. A task DB that takes more than
 // restoreModeMinOffsets offsets is written in restore mode
-// (restoremode.go).
+// (restoremode.go), or, when it holds no data yet, sorted (rebuild.go).
 //
 // Restore is idempotent: a crash part-way leaves the old offsets in Badger
 // and the next restore replays from there. Nothing may read the targets
@@ -245,7 +245,11 @@ func (db *DB) restore(ctx context.Context, targets []taskTarget, opts RestoreOpt
 				inMode = append(inMode, tdb)
 			}
 		}
-		n, err := db.consume(ctx, tdbs, byTP, assign, total, start, opts, &res)
+		rebuilds, err := db.rebuildable(inMode)
+		if err != nil {
+			return res, err
+		}
+		n, err := db.consume(ctx, tdbs, rebuilds, byTP, assign, total, start, opts, &res)
 		res.Records = n
 		if err != nil {
 			return res, err
@@ -576,8 +580,8 @@ const (
 
 // consume reads the assigned partitions up to their end offsets into
 // Badger.
-func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartition]*restoreState, assign map[string]map[int32]kgo.Offset,
-	total int64, start time.Time, opts RestoreOptions, res *RestoreResult) (int64, error) {
+func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]bool, byTP map[TopicPartition]*restoreState,
+	assign map[string]map[int32]kgo.Offset, total int64, start time.Time, opts RestoreOptions, res *RestoreResult) (int64, error) {
 	partBytes, fetchBytes := int32(2<<20), int32(4<<20)
 	if opts.Pace != nil {
 		partBytes, fetchBytes = restorePacedPartitionBytes, restorePacedFetchBytes
@@ -595,13 +599,22 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 		return 0, fmt.Errorf("changelog: restore: new consumer: %w", err)
 	}
 	defer cl.Close()
-	wbs := map[*taskDB]*badger.WriteBatch{}
+	sinks := map[*taskDB]restoreSink{}
 	dirs := make([]string, 0, len(tdbs))
 	for _, tdb := range tdbs {
+		dirs = append(dirs, tdb.dir)
+		if rebuilds[tdb] {
+			rb, err := newRebuild(tdb, db.opts.rebuildRunBytes)
+			if err != nil {
+				return 0, err
+			}
+			defer rb.cancel()
+			sinks[tdb] = rb
+			continue
+		}
 		wb := tdb.bdb.NewWriteBatch()
 		defer wb.Cancel()
-		wbs[tdb] = wb
-		dirs = append(dirs, tdb.dir)
+		sinks[tdb] = wb
 	}
 
 	var n, written int64
@@ -733,7 +746,7 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 				}
 				if !r.Attrs.IsControl() {
 					written += int64(len(r.Key) + len(s.dprefix) + len(r.Value))
-					if err := s.apply(wbs[s.tdb], r, &sl); err != nil {
+					if err := s.apply(sinks[s.tdb], r, &sl); err != nil {
 						ferr = fmt.Errorf("store %q partition %d offset %d: %w", s.Store, s.Partition, r.Offset, err)
 						return
 					}
@@ -757,8 +770,15 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, byTP map[TopicPartiti
 		}
 	}
 	for _, tdb := range tdbs {
-		if err := wbs[tdb].Flush(); err != nil {
-			return n, fmt.Errorf("changelog: restore: write task DB %s: %w", tdb.id, err)
+		switch w := sinks[tdb].(type) {
+		case *badger.WriteBatch:
+			if err := w.Flush(); err != nil {
+				return n, fmt.Errorf("changelog: restore: write task DB %s: %w", tdb.id, err)
+			}
+		case *rebuild:
+			if err := w.finish(ctx, pace); err != nil {
+				return n, fmt.Errorf("changelog: restore: %w", err)
+			}
 		}
 	}
 	db.written.Add(written)
@@ -792,7 +812,7 @@ func releaseTablePagesEvery(dirs []string, d time.Duration) (stop func()) {
 }
 
 // apply writes one changelog record into the store partition.
-func (s *restoreState) apply(wb *badger.WriteBatch, r *kgo.Record, sl *slab) error {
+func (s *restoreState) apply(wb restoreSink, r *kgo.Record, sl *slab) error {
 	if len(r.Key) < 1 {
 		return fmt.Errorf("%w: empty changelog key", errBadKey)
 	}

@@ -152,7 +152,7 @@ func TestKafkaRestoreWritesInRestoreMode(t *testing.T) {
 
 	var hooked int
 	opts := Options{Logger: quietLog, MemoryBudget: 16 << 20, levelZeroTables: 2, restoreLevelZeroTables: 30,
-		restoreModeOffsets: 1000, restoreHook: func(tdb *taskDB) {
+		restoreModeOffsets: 1000, noRebuild: true, restoreHook: func(tdb *taskDB) {
 			hooked++
 			waitFor(t, "the restore's memtables in level 0", func() bool { return levelTables(tdb)[0] >= 5 })
 			time.Sleep(300 * time.Millisecond) // compactors look every 50ms

@@ -42,6 +42,7 @@ type taskDB struct {
 	idleClose bool // close once the last reader is done
 	opens     int  // Badger opens, for tests
 	restores  int  // restore-mode opens, for tests
+	rebuilds  int  // sorted rebuilds (rebuild.go), for tests
 
 	snap *snapState // the snapshot chain being written; see snapshot.go
 }
