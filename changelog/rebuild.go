@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+	"unsafe"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
@@ -46,7 +47,7 @@ import (
 const rebuildRunBytes = 16 << 20
 
 // rebuildEntryBytes is what an entry costs beside its key and value.
-const rebuildEntryBytes = 56
+const rebuildEntryBytes = int64(unsafe.Sizeof(runEntry{}))
 
 // rebuildWriteBytes is how much the merge hands StreamWriter at once.
 const rebuildWriteBytes = 1 << 20
@@ -61,9 +62,11 @@ type restoreSink interface {
 	Delete(key []byte) error
 }
 
+// runEntry is a write of a run, its key and value in the run's arena. It
+// holds no pointers, so the garbage collector does not scan a run.
 type runEntry struct {
-	key, value []byte
-	del        bool
+	chunk, off, klen, vlen uint32
+	del                    bool
 }
 
 // rebuild is the restoreSink of a task DB written by a sorted rebuild.
@@ -129,11 +132,12 @@ func newRebuild(tdb *taskDB, runBytes int64) (*rebuild, error) {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			v, err := item.ValueCopy(nil)
-			if err != nil {
+			if err := item.Value(func(v []byte) error {
+				rb.add(item.Key(), v, false)
+				return nil
+			}); err != nil {
 				return err
 			}
-			rb.add(item.KeyCopy(nil), v, false)
 		}
 		return nil
 	})
@@ -173,24 +177,28 @@ func (rb *rebuild) Set(key, value []byte) error {
 func (rb *rebuild) Delete(key []byte) error { return rb.put(key, nil, true) }
 
 func (rb *rebuild) put(key, value []byte, del bool) error {
-	rb.add(rb.arena.copy(key), rb.arena.copy(value), del)
+	rb.add(key, value, del)
 	if rb.runSize >= rb.limit {
 		return rb.spill()
 	}
 	return nil
 }
 
+// add copies key and value into the run.
 func (rb *rebuild) add(key, value []byte, del bool) {
-	rb.run = append(rb.run, runEntry{key: key, value: value, del: del})
-	rb.runSize += int64(len(key) + len(value) + rebuildEntryBytes)
+	e := rb.arena.put(key, value)
+	e.del = del
+	rb.run = append(rb.run, e)
+	rb.runSize += int64(len(key)+len(value)) + rebuildEntryBytes
 }
 
 // sortRun sorts the run by key and keeps only the last write of each key.
-func sortRun(run []runEntry) []runEntry {
-	slices.SortStableFunc(run, func(a, b runEntry) int { return bytes.Compare(a.key, b.key) })
-	out := run[:0]
-	for _, e := range run {
-		if len(out) > 0 && bytes.Equal(out[len(out)-1].key, e.key) {
+func (rb *rebuild) sortRun() []runEntry {
+	a := &rb.arena
+	slices.SortStableFunc(rb.run, func(x, y runEntry) int { return bytes.Compare(a.key(x), a.key(y)) })
+	out := rb.run[:0]
+	for _, e := range rb.run {
+		if len(out) > 0 && bytes.Equal(a.key(out[len(out)-1]), a.key(e)) {
 			out[len(out)-1] = e
 			continue
 		}
@@ -201,7 +209,7 @@ func sortRun(run []runEntry) []runEntry {
 
 // spill writes the current run, sorted, to a file and starts a new one.
 func (rb *rebuild) spill() (err error) {
-	run := sortRun(rb.run)
+	run := rb.sortRun()
 	if rb.dir == "" {
 		if rb.dir, err = os.MkdirTemp(filepath.Join(rb.tdb.db.dir, tasksDir), rb.tdb.id+rebuildTempMark); err != nil {
 			return fmt.Errorf("changelog: rebuild task DB %s: %w", rb.tdb.id, err)
@@ -220,15 +228,15 @@ func (rb *rebuild) spill() (err error) {
 	w := bufio.NewWriterSize(f, 256<<10)
 	var hdr [2*binary.MaxVarintLen64 + 1]byte
 	for _, e := range run {
-		n := binary.PutUvarint(hdr[:], uint64(len(e.key)))
+		n := binary.PutUvarint(hdr[:], uint64(e.klen))
 		hdr[n] = btob(e.del)
 		n++
-		n += binary.PutUvarint(hdr[n:], uint64(len(e.value)))
+		n += binary.PutUvarint(hdr[n:], uint64(e.vlen))
 		if _, err := w.Write(hdr[:n]); err != nil {
 			return fmt.Errorf("changelog: rebuild task DB %s: write %s: %w", rb.tdb.id, name, err)
 		}
-		w.Write(e.key)
-		w.Write(e.value)
+		w.Write(rb.arena.key(e))
+		w.Write(rb.arena.value(e))
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("changelog: rebuild task DB %s: write %s: %w", rb.tdb.id, name, err)
@@ -267,7 +275,7 @@ func (rb *rebuild) finish(ctx context.Context, p *pacer) (err error) {
 	written := 0
 	var src runSource
 	if len(rb.files) == 0 {
-		src = &sliceSource{run: sortRun(rb.run)}
+		src = &sliceSource{run: rb.sortRun(), a: &rb.arena}
 	} else {
 		if len(rb.run) > 0 {
 			if err := rb.spill(); err != nil {
@@ -339,6 +347,7 @@ type runSource interface {
 
 type sliceSource struct {
 	run []runEntry
+	a   *arena
 	i   int
 }
 
@@ -348,7 +357,7 @@ func (s *sliceSource) next() ([]byte, []byte, bool, bool, error) {
 	}
 	e := s.run[s.i]
 	s.i++
-	return e.key, e.value, e.del, true, nil
+	return s.a.key(e), s.a.value(e), e.del, true, nil
 }
 
 // runReader reads one spilled run; its key and value are valid until the
@@ -487,7 +496,8 @@ func (h *runHeap) Pop() any {
 	return rr
 }
 
-// arena hands out copies of a run's keys and values from reused chunks.
+// arena keeps a run's keys and values, each key followed by its value,
+// in chunks it reuses from run to run.
 type arena struct {
 	chunks [][]byte
 	cur    int
@@ -495,28 +505,36 @@ type arena struct {
 
 const arenaChunk = 1 << 20
 
-func (a *arena) copy(b []byte) []byte {
-	if len(b) > arenaChunk/4 {
-		return bytes.Clone(b)
-	}
+// put copies key and value into the arena and returns where they are.
+func (a *arena) put(key, value []byte) runEntry {
+	n := len(key) + len(value)
 	if len(a.chunks) == 0 {
 		a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
 	}
-	c := a.chunks[a.cur]
-	if cap(c)-len(c) < len(b) {
+	if c := a.chunks[a.cur]; cap(c)-len(c) < n {
 		a.cur++
-		if a.cur == len(a.chunks) {
-			a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
+		if a.cur == len(a.chunks) || cap(a.chunks[a.cur]) < n {
+			// A pair larger than a chunk gets a chunk of its own size.
+			a.chunks = slices.Insert(a.chunks, a.cur, make([]byte, 0, max(n, arenaChunk)))
 		}
-		c = a.chunks[a.cur]
 	}
-	i := len(c)
-	c = append(c, b...)
-	a.chunks[a.cur] = c
-	return c[i:len(c):len(c)]
+	c := a.chunks[a.cur]
+	e := runEntry{chunk: uint32(a.cur), off: uint32(len(c)), klen: uint32(len(key)), vlen: uint32(len(value))}
+	c = append(c, key...)
+	a.chunks[a.cur] = append(c, value...)
+	return e
 }
 
-// reset makes every chunk free again; what it handed out must be dropped.
+func (a *arena) key(e runEntry) []byte {
+	return a.chunks[e.chunk][e.off : e.off+e.klen : e.off+e.klen]
+}
+
+func (a *arena) value(e runEntry) []byte {
+	o := e.off + e.klen
+	return a.chunks[e.chunk][o : o+e.vlen : o+e.vlen]
+}
+
+// reset makes every chunk free again, for the next run.
 func (a *arena) reset() {
 	for i := range a.chunks {
 		a.chunks[i] = a.chunks[i][:0]

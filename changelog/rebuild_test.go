@@ -61,6 +61,10 @@ func TestRebuildMatchesWritesInOrder(t *testing.T) {
 			for i := range 20_000 {
 				k := string(withNS(nsData, []byte(fmt.Sprintf("key-%05d", r.IntN(3000)))))
 				switch x := r.IntN(10); {
+				case i%7000 == 0: // larger than an arena chunk
+					v := fmt.Sprintf("v%d-%s", i, make([]byte, arenaChunk+r.IntN(100)))
+					want[k] = v
+					err = rb.Set([]byte(k), []byte(v))
 				case x < 2:
 					delete(want, k)
 					err = rb.Delete([]byte(k))
