@@ -1,8 +1,11 @@
 package changelog
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +15,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dgraph-io/badger/v4/pb"
+	"google.golang.org/protobuf/proto"
 )
 
 // SnapshotLoad is what LoadSnapshot did for a task.
@@ -193,8 +199,14 @@ func (db *DB) loadChain(ctx context.Context, s *SnapshotStore, task, chain strin
 		return 0, 0, last, &localError{fmt.Errorf("changelog: load snapshot of task %s: open %s: %w", task, tmp, err)}
 	}
 	tdb.bdb = bdb
+	rb, err := newRebuild(tdb, db.opts.rebuildRunBytes)
+	if err != nil {
+		_ = bdb.Close()
+		return 0, 0, last, &localError{err}
+	}
+	defer rb.cancel()
 	for i, m := range ms {
-		nb, lerr := s.loadObject(ctx, tdb, m)
+		nb, lerr := s.loadObject(ctx, rb, m)
 		if lerr != nil {
 			_ = bdb.Close()
 			return 0, 0, last, lerr
@@ -204,6 +216,13 @@ func (db *DB) loadChain(ctx context.Context, s *SnapshotStore, task, chain strin
 		if progress != nil {
 			progress(m, i+1, len(ms))
 		}
+	}
+	if err := rb.finish(ctx, newPacer(s.opts.Pace)); err != nil {
+		_ = bdb.Close()
+		if ctx.Err() != nil {
+			return 0, 0, last, ctx.Err()
+		}
+		return 0, 0, last, &localError{fmt.Errorf("changelog: load snapshot of task %s: %w", task, err)}
 	}
 	last = ms[len(ms)-1]
 	// Finish a staged Apply the backup caught between its steps, as a
@@ -236,10 +255,10 @@ func (db *DB) loadChain(ctx context.Context, s *SnapshotStore, task, chain strin
 	return n, bytes, last, nil
 }
 
-// loadObject loads one backup into tdb, checking its size and checksum as
-// it goes (a mismatch is found at the end, with the DB already written:
-// the caller discards the DB).
-func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotManifest) (n int64, err error) {
+// loadObject reads one backup into the rebuild of the load's DB, checking
+// its size and checksum as it goes (a mismatch is found at the end, with
+// the backup already read: the caller discards the rebuild).
+func (s *SnapshotStore) loadObject(ctx context.Context, rb *rebuild, m SnapshotManifest) (n int64, err error) {
 	key := s.objectKey(m.Task, m.Chain, m.Seq, "backup")
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
@@ -249,12 +268,10 @@ func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotM
 	h := sha256.New()
 	cr := &countReader{r: io.TeeReader(r, h)}
 	var in io.Reader = cr
-	pending := loadPendingWrites
 	if s.opts.Pace != nil {
 		in = &pacedReader{ctx: ctx, r: cr, p: newPacer(s.opts.Pace)}
-		pending = loadPendingWritesPaced
 	}
-	if err := loadBackup(tdb, in, pending); err != nil {
+	if err := readBackup(in, rb); err != nil {
 		if ctx.Err() != nil {
 			return cr.n, ctx.Err()
 		}
@@ -272,24 +289,65 @@ func (s *SnapshotStore) loadObject(ctx context.Context, tdb *taskDB, m SnapshotM
 	return cr.n, nil
 }
 
-// Badger's Load hands batches of what it read to the DB's write goroutine,
-// up to this many at a time. A paced load keeps only a couple in flight:
-// its reader's pace then sets the pace of the writes too, which with 16
-// ran on unpaced behind it.
-const (
-	loadPendingWrites      = 16
-	loadPendingWritesPaced = 2
-)
+// A snapshot loads like a rebuild (rebuild.go): Badger's Load would
+// write every key through the memtables and level 0 and compact them, on
+// the DB's own goroutines, which a paced reader does not slow down. A
+// trace of a failover with two 500k-key loads had Badger's write
+// goroutine on ~0.9 of a core for ~0.3 s per load, beside compactions.
 
-// loadBackup is Badger's Load with a panic (damaged input) as an error.
-func loadBackup(tdb *taskDB, r io.Reader, pending int) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("badger panicked loading a backup: %v", p)
+// maxBackupFrame bounds one frame of a backup: Badger's stream sends
+// batches of a few MB; anything far larger is damage.
+const maxBackupFrame = 1 << 30
+
+// readBackup reads a Badger backup (frames of a little-endian uint64 size
+// and a KVList) into rb. A backup lists each key's versions newest first,
+// the newest a delete marker if the key was deleted; only the newest
+// counts, and a later backup of the chain overrides an earlier one.
+func readBackup(r io.Reader, rb *rebuild) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf, last []byte
+	list := &pb.KVList{}
+	now := uint64(time.Now().Unix())
+	for {
+		var sz uint64
+		if err := binary.Read(br, binary.LittleEndian, &sz); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("backup frame size: %w", noEOF(err))
 		}
-	}()
-	return tdb.bdb.Load(r, pending)
+		if sz > maxBackupFrame {
+			return fmt.Errorf("backup frame of %d bytes", sz)
+		}
+		buf = slices.Grow(buf[:0], int(sz))[:sz]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("backup frame: %w", noEOF(err))
+		}
+		list.Reset()
+		if err := proto.Unmarshal(buf, list); err != nil {
+			return fmt.Errorf("backup frame: %w", err)
+		}
+		for _, kv := range list.Kv {
+			if kv.StreamDone || (last != nil && bytes.Equal(kv.Key, last)) {
+				continue // an older version
+			}
+			last = append(last[:0], kv.Key...)
+			deleted := len(kv.Meta) > 0 && kv.Meta[0]&badgerBitDelete != 0
+			if deleted || (kv.ExpiresAt != 0 && kv.ExpiresAt <= now) {
+				if err := rb.Delete(kv.Key); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := rb.Set(kv.Key, kv.Value); err != nil {
+				return err
+			}
+		}
+	}
 }
+
+// badgerBitDelete is Badger's meta bit of a delete marker (value.go's
+// bitDelete), as its backups carry it.
+const badgerBitDelete = 1 << 0
 
 type countReader struct {
 	r io.Reader
