@@ -49,7 +49,7 @@ func (p *pacer) pace(ctx context.Context) error {
 	return err
 }
 
-// pacedReader paces whoever reads through it (Badger's Load of a snapshot
+// pacedReader paces whoever reads through it (the load of a snapshot
 // object): the time between reads is the reader's work.
 type pacedReader struct {
 	ctx context.Context

@@ -95,7 +95,7 @@ type SnapshotOptions struct {
 	// deletion); default slog.Default().
 	Logger *slog.Logger
 	// Pace, when set, throttles snapshot loads and writes (see
-	// PaceFunc): it is called between the reads Badger's Load makes of a
+	// PaceFunc): it is called between the reads a load makes of a
 	// backup and between the writes of a backup. A snapshot is work the
 	// record loop never waits for, but on a small machine an unpaced one
 	// takes the cores from it: on 2 cores, the first snapshots of two
