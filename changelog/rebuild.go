@@ -3,6 +3,7 @@ package changelog
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -125,7 +126,7 @@ func (db *DB) rebuildable(inMode []*taskDB) (map[*taskDB]bool, error) {
 // (in restore mode) and which holds no data: its meta keys become the
 // start of the first run.
 func newRebuild(tdb *taskDB, runBytes int64) (*rebuild, error) {
-	rb := &rebuild{tdb: tdb, limit: cmpOr(runBytes, rebuildRunBytes)}
+	rb := &rebuild{tdb: tdb, limit: cmp.Or(runBytes, rebuildRunBytes)}
 	removeRebuildTemps(tdb.db.dir, tdb.id, tdb.db.log)
 	err := tdb.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
@@ -145,13 +146,6 @@ func newRebuild(tdb *taskDB, runBytes int64) (*rebuild, error) {
 		return nil, fmt.Errorf("changelog: rebuild task DB %s: read its meta keys: %w", tdb.id, err)
 	}
 	return rb, nil
-}
-
-func cmpOr(v, def int64) int64 {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // removeRebuildTemps deletes the run files of rebuilds a crash
@@ -335,7 +329,7 @@ func (rb *rebuild) finish(ctx context.Context, p *pacer) (err error) {
 		return fmt.Errorf("changelog: rebuild task DB %s: flush: %w", rb.tdb.id, err)
 	}
 	rb.tdb.rebuilds++
-	rb.tdb.db.log.Info("restore wrote the task DB sorted", "task", rb.tdb.id, "keys", written, "runs", runs,
+	rb.tdb.db.log.Info("task DB written sorted", "task", rb.tdb.id, "keys", written, "runs", runs,
 		"duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }
