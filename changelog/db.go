@@ -82,6 +82,9 @@ var ErrCorrupt = errors.New("changelog: local state is corrupt")
 // are deleted, and every store rebuilds from its changelog. Read-only, it
 // is read as it is.
 func OpenDB(dir string, opts Options) (*DB, error) {
+	if opts.RestoreModeMinOffsets < 0 {
+		return nil, fmt.Errorf("changelog: open %s: RestoreModeMinOffsets %d is negative", dir, opts.RestoreModeMinOffsets)
+	}
 	opts.ensureDefaults()
 	db, err := openDB(dir, opts)
 	if err == nil || opts.KeepCorrupt || opts.ReadOnly || !errors.Is(err, ErrCorrupt) {

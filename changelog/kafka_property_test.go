@@ -26,7 +26,7 @@ func TestKafkaPropertyCommitAbortCrashRestore(t *testing.T) {
 // The same with every restore into an empty task DB a sorted rebuild
 // (rebuild.go) that spills its runs to files every few keys.
 func TestKafkaPropertyCommitAbortCrashRestoreRebuild(t *testing.T) {
-	testPropertyCommitAbortCrashRestore(t, Options{restoreModeOffsets: 1, rebuildRunBytes: 300})
+	testPropertyCommitAbortCrashRestore(t, Options{RestoreModeMinOffsets: 1, rebuildRunBytes: 300})
 }
 
 func testPropertyCommitAbortCrashRestore(t *testing.T, opts Options) {
@@ -118,7 +118,7 @@ func testPropertyCommitAbortCrashRestore(t *testing.T, opts Options) {
 	n.stop()
 	fresh := e.start(t.TempDir())
 	equalMaps(t, "final fresh restore", contents(t, fresh.kv), committed)
-	if want := btoi(opts.restoreModeOffsets > 0 && fresh.res.Records > 0); fresh.task.tdb.rebuilds != want {
+	if want := btoi(opts.RestoreModeMinOffsets > 0 && fresh.res.Records > 0); fresh.task.tdb.rebuilds != want {
 		t.Fatalf("the final restore of %d records made %d sorted rebuilds, want %d", fresh.res.Records, fresh.task.tdb.rebuilds, want)
 	}
 }
@@ -141,7 +141,7 @@ func TestKafkaWindowStoreRestoresWithItsIndex(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts Options
-	}{{"written", Options{}}, {"rebuilt", Options{restoreModeOffsets: 1, rebuildRunBytes: 400}}} {
+	}{{"written", Options{}}, {"rebuilt", Options{RestoreModeMinOffsets: 1, rebuildRunBytes: 400}}} {
 		t.Run(c.name, func(t *testing.T) { testWindowStoreRestoresWithItsIndex(t, c.opts) })
 	}
 }
@@ -174,7 +174,7 @@ func testWindowStoreRestoresWithItsIndex(t *testing.T, opts Options) {
 	if len(got) != 19 || got["sku1@0"] != "sku1@0" || got["sku2@0"] != "" {
 		t.Fatalf("restored %d windows: %q", len(got), got)
 	}
-	if want := btoi(opts.restoreModeOffsets > 0); fresh.task.tdb.rebuilds != want {
+	if want := btoi(opts.RestoreModeMinOffsets > 0); fresh.task.tdb.rebuilds != want {
 		t.Fatalf("%d sorted rebuilds, want %d", fresh.task.tdb.rebuilds, want)
 	}
 	fw := &windowStore{t: fresh.task, st: fresh.task.stores[wspec.Name]}

@@ -59,6 +59,14 @@ type Options struct {
 	// OpenDB's check does not, except damage done in memory to a table
 	// being written. Off by default.
 	VerifyChecksums bool
+	// RestoreModeMinOffsets is the smallest restore (changelog offsets to
+	// read into one task DB) that defers level-0 compaction
+	// (restoremode.go) and, into a task DB that holds no data, is sorted
+	// and written with Badger's StreamWriter (rebuild.go); smaller
+	// restores are written record by record. Default 100,000: below it
+	// the sorted path saves little and costs a task DB reopen. The fault
+	// campaign lowers it so that its small states take the sorted path.
+	RestoreModeMinOffsets int64
 
 	// applyTxnLimit, when > 0, forces the staged Apply path for overlays
 	// with more entries: tests use it to exercise that path on small data.
@@ -67,8 +75,6 @@ type Options struct {
 	// level-0 compaction triggers of restoremode.go: tests use them to see
 	// the difference with a few MB of writes.
 	levelZeroTables, restoreLevelZeroTables int
-	// restoreModeOffsets, when > 0, replaces restoreModeMinOffsets.
-	restoreModeOffsets int64
 	// noRebuild turns sorted rebuilds (rebuild.go) off, so that tests
 	// see restore mode's level-0 tables; rebuildRunBytes, when > 0,
 	// replaces rebuildRunBytes so that tests spill several runs.

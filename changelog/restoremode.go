@@ -47,7 +47,9 @@ const (
 	restoreModeMinOffsets = 100_000
 )
 
-func (o Options) restoreModeMin() int64 { return cmp.Or(o.restoreModeOffsets, restoreModeMinOffsets) }
+func (o Options) restoreModeMin() int64 {
+	return cmp.Or(o.RestoreModeMinOffsets, restoreModeMinOffsets)
+}
 
 // enterRestoreMode reopens tdb with the restore trigger, unless other
 // users share it or snapshots keep reading it: then the restore goes on in

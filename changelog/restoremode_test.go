@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestKafkaRestoreWritesInRestoreMode(t *testing.T) {
 
 	var hooked int
 	opts := Options{Logger: quietLog, MemoryBudget: 16 << 20, levelZeroTables: 2, restoreLevelZeroTables: 30,
-		restoreModeOffsets: 1000, noRebuild: true, restoreHook: func(tdb *taskDB) {
+		RestoreModeMinOffsets: 1000, noRebuild: true, restoreHook: func(tdb *taskDB) {
 			hooked++
 			waitFor(t, "the restore's memtables in level 0", func() bool { return levelTables(tdb)[0] >= 5 })
 			time.Sleep(300 * time.Millisecond) // compactors look every 50ms
@@ -201,5 +202,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s after 30s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOpenDBRefusesANegativeRestoreModeMin: a negative threshold is a
+// mistake, not "always": OpenDB says so instead of sorting every restore.
+func TestOpenDBRefusesANegativeRestoreModeMin(t *testing.T) {
+	_, err := OpenDB(t.TempDir(), Options{Logger: quietLog, RestoreModeMinOffsets: -1})
+	if err == nil || !strings.Contains(err.Error(), "RestoreModeMinOffsets -1 is negative") {
+		t.Fatalf("OpenDB with RestoreModeMinOffsets -1: err %v, want it refused", err)
+	}
+	if got := (Options{RestoreModeMinOffsets: 1000}).restoreModeMin(); got != 1000 {
+		t.Fatalf("restoreModeMin with 1000 set: %d", got)
+	}
+	if got := (Options{}).restoreModeMin(); got != restoreModeMinOffsets {
+		t.Fatalf("restoreModeMin by default: %d, want %d", got, restoreModeMinOffsets)
 	}
 }

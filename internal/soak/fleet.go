@@ -33,6 +33,11 @@ type ServiceConfig struct {
 	// Threads is passed to --threads when set (stream threads per
 	// instance).
 	Threads int
+	// RestoreModeMinOffsets is passed to --restore-mode-min-offsets when
+	// set: the campaign's states are far below the default, and lowering
+	// it sends the restores of wiped and moved tasks through the sorted
+	// rebuild (changelog/rebuild.go).
+	RestoreModeMinOffsets int64
 }
 
 // Fleet runs instances of the service as child processes and supervises
@@ -122,6 +127,9 @@ func (f *Fleet) startLocked(in *Instance) error {
 	}
 	if f.cfg.Threads > 0 {
 		args = append(args, "--threads", strconv.Itoa(f.cfg.Threads))
+	}
+	if f.cfg.RestoreModeMinOffsets > 0 {
+		args = append(args, "--restore-mode-min-offsets", strconv.FormatInt(f.cfg.RestoreModeMinOffsets, 10))
 	}
 	cmd := exec.Command(f.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -301,7 +309,11 @@ type FleetStats struct {
 	// (its first line; crashes whose errors differ only in numbers count
 	// under the first one's text).
 	CrashReasons map[string]int
-	Logs         []string
+	// SortedRestores counts the restores the instances wrote as sorted
+	// rebuilds (their "task DB written sorted" log lines), so a campaign
+	// shows that the faults exercised that path too.
+	SortedRestores int
+	Logs           []string
 }
 
 func (f *Fleet) Stats() FleetStats {
@@ -323,6 +335,7 @@ func (f *Fleet) Stats() FleetStats {
 	for _, in := range f.instances {
 		s.Starts += in.starts
 		s.Logs = append(s.Logs, in.LogPath)
+		s.SortedRestores += countLines(in.LogPath, sortedRestoreLog)
 	}
 	sort.Strings(s.Logs)
 	return s
@@ -383,6 +396,28 @@ func lastError(path string) string {
 		return line
 	}
 	return ""
+}
+
+// sortedRestoreLog is what changelog logs when it wrote a task DB as a
+// sorted rebuild (changelog/rebuild.go).
+const sortedRestoreLog = "task DB written sorted"
+
+// countLines counts the lines of path that contain word.
+func countLines(path, word string) int {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer fh.Close()
+	n := 0
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), word) {
+			n++
+		}
+	}
+	return n
 }
 
 // grepLines returns up to n lines of path that contain any of words,

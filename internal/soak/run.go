@@ -52,12 +52,22 @@ type Options struct {
 	Guarantee string
 	// Threads is each service instance's stream threads; 0: its default.
 	Threads int
+	// RestoreModeMinOffsets is the service's
+	// changelog.Options.RestoreModeMinOffsets. Default 1000, so that the
+	// restores of wiped and moved tasks, a few thousand changelog records
+	// here, take the sorted-rebuild path a large state takes; negative:
+	// the service's own default (100,000: every restore here is written
+	// record by record).
+	RestoreModeMinOffsets int64
 	// DeleteTopics deletes the scenario's topics (its own and the
 	// service's internal ones) after a pass: for a shared broker.
 	DeleteTopics bool
 	// Logf receives progress lines. Default: stderr.
 	Logf func(format string, args ...any)
 }
+
+// defaultRestoreModeMinOffsets is Options.RestoreModeMinOffsets' default.
+const defaultRestoreModeMinOffsets = 1000
 
 func (o *Options) ensureDefaults() {
 	if o.Scale <= 0 {
@@ -77,6 +87,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 6 * time.Second
+	}
+	if o.RestoreModeMinOffsets == 0 {
+		o.RestoreModeMinOffsets = defaultRestoreModeMinOffsets
 	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -277,6 +290,9 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if o.Threads > 0 {
 		replay += fmt.Sprintf(" --threads %d", o.Threads)
 	}
+	if o.RestoreModeMinOffsets != defaultRestoreModeMinOffsets {
+		replay += fmt.Sprintf(" --restore-mode-min-offsets %d", o.RestoreModeMinOffsets)
+	}
 	r.Logf("scenario %s: seed %d (campaign seed %d; replay: %s)", sc.Name, seed, o.Seed, replay)
 
 	var suffix [3]byte
@@ -292,7 +308,8 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 		return res, err
 	}
 
-	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee, Threads: o.Threads}, r.Logf)
+	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee, Threads: o.Threads,
+		RestoreModeMinOffsets: max(o.RestoreModeMinOffsets, 0)}, r.Logf)
 	defer r.Fleet.KillAll()
 
 	w, err := NewWatcher(b.Bootstrap(), in, out, dlq, r.start)
@@ -608,8 +625,8 @@ func (r Result) Details() string {
 	if r.CaughtUpAfter >= 0 {
 		catch = r.CaughtUpAfter.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d starts, %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
-		r.Fleet.Kills, r.Fleet.Terms, r.Fleet.Starts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d starts (%d sorted restores), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
+		r.Fleet.Kills, r.Fleet.Terms, r.Fleet.Starts, r.Fleet.SortedRestores, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
 	}
@@ -681,6 +698,7 @@ func RandomSeed() uint64 {
 type Total struct {
 	Lost, Duplicated, Decreases, Repeats, Gaps int
 	Kills, BrokerKills, BrokerPauses, Crashes  int
+	SortedRestores                             int
 }
 
 func Totals(results []Result) Total {
@@ -695,6 +713,7 @@ func Totals(results []Result) Total {
 		t.BrokerKills += r.BrokerKills
 		t.BrokerPauses += r.BrokerPauses
 		t.Crashes += len(r.Fleet.Crashes)
+		t.SortedRestores += r.Fleet.SortedRestores
 	}
 	return t
 }

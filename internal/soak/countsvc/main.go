@@ -56,6 +56,7 @@ func run() int {
 		guarantee  = flag.String("guarantee", env("COUNTSVC_GUARANTEE", "exactly_once"), "exactly_once or at_least_once (COUNTSVC_GUARANTEE)")
 		logLevel   = flag.String("log-level", env("COUNTSVC_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTSVC_LOG_LEVEL)")
 		threads    = flag.Int("threads", 0, "stream threads (processor.WithThreads); 0: tidemark's default")
+		sortedMin  = flag.Int64("restore-mode-min-offsets", 0, "changelog.Options.RestoreModeMinOffsets: the smallest restore into one task DB that is sorted (into an empty DB) or defers compaction; 0: tidemark's default")
 		pipelined  = flag.String("pipelined", env("COUNTSVC_PIPELINED", ""), "pipelined commits: on, off, or empty for tidemark's default (COUNTSVC_PIPELINED; the soak harness passes its environment on)")
 	)
 	flag.Parse()
@@ -113,6 +114,10 @@ func run() int {
 	default:
 		log.Error("--pipelined: want on, off or empty", "got", *pipelined)
 		return 2
+	}
+	if *sortedMin > 0 {
+		n := *sortedMin
+		opts = append(opts, func(c *processor.Config) { c.State.RestoreModeMinOffsets = n })
 	}
 	if *session > 0 {
 		d := *session

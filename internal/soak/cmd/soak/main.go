@@ -44,6 +44,7 @@ func run() int {
 		guarantee = flag.String("guarantee", "", "the service's guarantee; at_least_once is a negative control that must FAIL")
 		dir       = flag.String("dir", "", "work directory (default: a new temporary directory)")
 		threads   = flag.Int("threads", 0, "stream threads per service instance (processor.WithThreads); 0: tidemark's default")
+		sortedMin = flag.Int64("restore-mode-min-offsets", 1000, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -80,6 +81,9 @@ func run() int {
 	if *scale != 1 {
 		replay += fmt.Sprintf(" --duration %g", *scale)
 	}
+	if *sortedMin != 1000 {
+		replay += fmt.Sprintf(" --restore-mode-min-offsets %d", *sortedMin)
+	}
 	if *guarantee != "" {
 		replay += " --guarantee " + *guarantee
 	}
@@ -110,7 +114,7 @@ func run() int {
 	for _, sc := range run {
 		res, err := soak.RunScenario(ctx, sc, br, soak.Options{
 			Seed: *seed, Short: *short, Scale: *scale, Rate: *rate, Keys: *keys, PoisonFraction: *poison,
-			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, Logf: logf,
+			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, RestoreModeMinOffsets: *sortedMin, Logf: logf,
 		})
 		if err != nil {
 			logf("soak: scenario %s could not run: %v", sc.Name, err)
@@ -131,8 +135,8 @@ func run() int {
 	fmt.Printf("soak campaign seed %d (replay: %s)\n", *seed, replay)
 	fmt.Print(soak.Summary(results))
 	total := soak.Totals(results)
-	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes\n",
-		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes)
+	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes; %d sorted restores\n",
+		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores)
 	if failed {
 		fmt.Printf("FAIL; work directory kept: %s (service logs per instance, broker log %s)\n", work, br.LogFile())
 		return 1
