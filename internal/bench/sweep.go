@@ -44,6 +44,7 @@ type SweepOptions struct {
 	Phase, Warmup, Drain time.Duration
 	KillPhase            int     // 0-based; default 2 (the 90% phase)
 	KillFrac             float64 // default 0.6
+	NoKill               bool    // no SIGKILL at all (experiments on a phase's steady state)
 	CountRecords         int     // count calibration, default 2M (quick 100k)
 	SweepRecords         int     // sweep-workload calibration, default 500k (quick 100k)
 	WarmRecords          int     // before each calibration, default 200k (quick 20k)
@@ -170,7 +171,7 @@ func RunSweep(ctx context.Context, o SweepOptions, progress func(string)) (*Swee
 	rep := &SweepReport{Started: time.Now(), Machine: machine(), Seed: o.Seed, Loads: o.Loads, PhaseSec: o.Phase.Seconds(),
 		WarmupSec: o.Warmup.Seconds(), Keys: o.Keys, Zipf: sweepZipf, Partitions: o.Partitions, SkewMs: o.Skew.Milliseconds(),
 		WindowMs: o.WindowSize.Milliseconds(), GraceMs: o.Grace.Milliseconds(), KillPhase: o.KillPhase + 1, KillFrac: o.KillFrac,
-		Repeats: o.Repeats, BrokerPID: o.BrokerPID, Quick: o.Quick}
+		NoKill: o.NoKill, Repeats: o.Repeats, BrokerPID: o.BrokerPID, Quick: o.Quick}
 	progress(fmt.Sprintf("sweep: seed %d, broker pid %d, loads %v of capacity, phases of %s", o.Seed, o.BrokerPID, o.Loads, o.Phase))
 	finish := func(err error) (*SweepReport, error) {
 		rep.Duration = time.Since(rep.Started).Round(time.Second).String()
@@ -398,8 +399,13 @@ func (s *sweeper) calibrate(ctx context.Context, sys System, w string, records i
 func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity float64) (res SweepRun) {
 	sch := s.o.schedule(capacity)
 	res = SweepRun{Policy: sys.Name, Repeat: repeat + 1}
-	s.progress(fmt.Sprintf("run: %s (repeat %d), %.0f s of input, SIGKILL %.0f%% into phase %d", sys.Name, repeat+1,
-		sch.end().Seconds(), 100*sch.killFrac, sch.killPhase+1))
+	kill := fmt.Sprintf("SIGKILL %.0f%% into phase %d", 100*sch.killFrac, sch.killPhase+1)
+	if s.o.NoKill {
+		kill = "no SIGKILL"
+	}
+	settle, busy := s.settleBroker(ctx)
+	res.SettleSec = settle.Seconds()
+	s.progress(fmt.Sprintf("run: %s (repeat %d), %.0f s of input, %s; %s", sys.Name, repeat+1, sch.end().Seconds(), kill, settleText(settle, busy)))
 	defer func() {
 		if res.Error != "" {
 			s.progress("  error: " + firstLine(res.Error))
@@ -443,28 +449,17 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 	go func() { driven <- s.drive(dctx, job, sch, ks, book) }()
 
 	// The SIGKILL and restart, at the same offset for every policy.
-	if !sleepCtx(ctx, time.Until(start.Add(sch.killAt()))) {
-		return res
+	p2 := p
+	if !s.o.NoKill {
+		if !sleepCtx(ctx, time.Until(start.Add(sch.killAt()))) {
+			return res
+		}
+		procs[0] = nil // killAndRestart owns it now
+		if p2 = s.killAndRestart(ctx, sys, job, start, p, cpu, &res); p2 == nil {
+			return res
+		}
+		procs = append(procs, p2)
 	}
-	if err := p.exitedEarly(); err != nil {
-		res.Error = err.Error()
-		return res
-	}
-	cpu.sample()
-	kill := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-	procs[0] = nil
-	res.KillAtSec = kill.Sub(start).Seconds()
-	p2, err := sys.start(ctx, s.o.Env, job)
-	if err != nil {
-		res.Error = fmt.Sprintf("restart after SIGKILL: %v", err)
-		return res
-	}
-	procs = append(procs, p2)
-	cpu.switchTo(p2.cmd.Process.Pid)
-	res.RestartSec = time.Since(kill).Seconds()
-	s.progress(fmt.Sprintf("  SIGKILLed at %.1f s, restarted (ready) %.2f s later", res.KillAtSec, res.RestartSec))
 
 	if !sleepCtx(ctx, time.Until(start.Add(sch.end()))) {
 		return res
@@ -483,9 +478,12 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 	} else if err := errors.Join(derr, werr); err != nil {
 		res.Error = err.Error()
 	}
-	commits := [][]commitSample{p.events.commitSamples(), p2.events.commitSamples()}
+	commits := [][]commitSample{p.events.commitSamples()}
 	p.events.closeMoments(obs.closes)
-	p2.events.closeMoments(obs.closes)
+	if p2 != p {
+		commits = append(commits, p2.events.commitSamples())
+		p2.events.closeMoments(obs.closes)
+	}
 	res.Phases = obs.phases(start, func(from, to time.Time) (float64, float64, time.Duration, time.Duration) {
 		c, lat := commitsBetween(commits, from, to)
 		app, br := cpu.between(from, to)
@@ -499,6 +497,31 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 			ph.Phase, 100*ph.Load, ph.Rate, ph.P50, ph.P99, ph.Goodput, ph.CloseP99, ph.AppCloseP99, ph.Finals, ph.CommitsPerSec))
 	}
 	return res
+}
+
+// killAndRestart SIGKILLs p (a run started at start) and starts the policy
+// again: the restarted process, or nil when the run ends there (res.Error
+// says why).
+func (s *sweeper) killAndRestart(ctx context.Context, sys System, job Job, start time.Time, p *process, cpu *cpuSampler, res *SweepRun) *process {
+	if err := p.exitedEarly(); err != nil {
+		res.Error = err.Error()
+		p.stop()
+		return nil
+	}
+	cpu.sample()
+	kill := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	res.KillAtSec = kill.Sub(start).Seconds()
+	p2, err := sys.start(ctx, s.o.Env, job)
+	if err != nil {
+		res.Error = fmt.Sprintf("restart after SIGKILL: %v", err)
+		return nil
+	}
+	cpu.switchTo(p2.cmd.Process.Pid)
+	res.RestartSec = time.Since(kill).Seconds()
+	s.progress(fmt.Sprintf("  SIGKILLed at %.1f s, restarted (ready) %.2f s later", res.KillAtSec, res.RestartSec))
+	return p2
 }
 
 // drive produces the schedule's input: per 5 ms tick, as many records as

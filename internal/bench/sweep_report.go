@@ -60,12 +60,15 @@ type SweepPhase struct {
 
 // SweepRun is one policy's continuous run through every phase.
 type SweepRun struct {
-	Policy     string       `json:"policy"`
-	Repeat     int          `json:"repeat"`
-	KillAtSec  float64      `json:"kill_at_seconds"`       // offset of the SIGKILL from the drive's start
-	RestartSec float64      `json:"restart_ready_seconds"` // SIGKILL → the new worker ready
-	Phases     []SweepPhase `json:"phases"`
-	Error      string       `json:"error,omitempty"`
+	Policy     string  `json:"policy"`
+	Repeat     int     `json:"repeat"`
+	KillAtSec  float64 `json:"kill_at_seconds"`       // offset of the SIGKILL from the drive's start
+	RestartSec float64 `json:"restart_ready_seconds"` // SIGKILL → the new worker ready
+	// SettleSec is how long the run waited for the broker to go quiet
+	// before it started (sweep_settle.go).
+	SettleSec float64      `json:"broker_settle_seconds"`
+	Phases    []SweepPhase `json:"phases"`
+	Error     string       `json:"error,omitempty"`
 }
 
 // TargetCheck is one of the issue's targets, computed from the runs.
@@ -94,6 +97,7 @@ type SweepReport struct {
 	GraceMs      int64              `json:"grace_ms"`
 	KillPhase    int                `json:"kill_phase"`
 	KillFrac     float64            `json:"kill_fraction"`
+	NoKill       bool               `json:"no_kill,omitempty"`
 	Repeats      int                `json:"repeats"`
 	BrokerPID    int                `json:"broker_pid"`
 	Quick        bool               `json:"quick"`
@@ -424,13 +428,21 @@ func (r *SweepReport) WriteFiles(dir string) error {
 	return nil
 }
 
+// killText says where the runs were SIGKILLed, if they were.
+func (r *SweepReport) killText() string {
+	if r.NoKill {
+		return "no SIGKILL"
+	}
+	return fmt.Sprintf("SIGKILL + restart %.0f%% into phase %d", 100*r.KillFrac, r.KillPhase)
+}
+
 // Markdown renders the calibration, the per-phase table (medians over
 // repeats), the runs and the target checks.
 func (r *SweepReport) Markdown(w io.Writer) {
 	fmt.Fprintf(w, "Freshness sweep, run %s on %s, took %s. Seed %d; %d keys (Zipf %.1f) in %d partitions; event time skewed back by up to %d ms; "+
-		"windows %d ms tumbling, %d ms grace; phases of %.0f s after a %.0f s warm-up; SIGKILL + restart %.0f%% into phase %d; %d repeat(s), policy order rotated per repeat.",
+		"windows %d ms tumbling, %d ms grace; phases of %.0f s after a %.0f s warm-up; %s; %d repeat(s), policy order rotated per repeat.",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Machine, r.Duration, r.Seed, r.Keys, r.Zipf, r.Partitions, r.SkewMs,
-		r.WindowMs, r.GraceMs, r.PhaseSec, r.WarmupSec, 100*r.KillFrac, r.KillPhase, r.Repeats)
+		r.WindowMs, r.GraceMs, r.PhaseSec, r.WarmupSec, r.killText(), r.Repeats)
 	if r.Quick {
 		fmt.Fprint(w, " **Quick mode: too short for conclusions.**")
 	}
@@ -470,10 +482,10 @@ func (r *SweepReport) Markdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| run | policy | repeat | SIGKILL at s | restart → ready s | error |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| run | policy | repeat | waited for the broker s | SIGKILL at s | restart → ready s | error |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---|")
 	for i, run := range r.Runs {
-		fmt.Fprintf(w, "| %d | %s | %d | %.1f | %.2f | %s |\n", i+1, run.Policy, run.Repeat, run.KillAtSec, run.RestartSec, oneLine(run.Error))
+		fmt.Fprintf(w, "| %d | %s | %d | %.1f | %.1f | %.2f | %s |\n", i+1, run.Policy, run.Repeat, run.SettleSec, run.KillAtSec, run.RestartSec, oneLine(run.Error))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Targets of issue #12 (computed from the medians above):")

@@ -172,8 +172,11 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 // workerLogLevel is WARN unless TIDEMARK_BENCH_LOG=info (to see restore and
 // startup timings of the workers).
 func workerLogLevel() slog.Level {
-	if os.Getenv("TIDEMARK_BENCH_LOG") == "info" {
+	switch os.Getenv("TIDEMARK_BENCH_LOG") {
+	case "info":
 		return slog.LevelInfo
+	case "debug": // the Kafka client's own info lines too
+		return slog.LevelDebug
 	}
 	return slog.LevelWarn
 }

@@ -127,6 +127,8 @@ directory it writes into.`,
 	f.DurationVar(&o.Phase, "phase", 0, "length of each load phase (default 20s, quick 2s)")
 	f.DurationVar(&o.Warmup, "warmup", 0, "unmeasured lead-in at the first phase's load (default 5s, quick 2s)")
 	f.Float64SliceVar(&o.Loads, "loads", nil, "load phases as fractions of the calibrated capacity (default [0.1,0.5,0.9,0.5,0.1])")
+	f.BoolVar(&o.NoKill, "no-kill", false, "no SIGKILL + restart in the runs (experiments on steady phases)")
+	f.BoolVar(&o.SkipCount, "skip-max-throughput", false, "leave out the count and raw-txn max-throughput calibrations (experiments on the phases only)")
 	f.Float64Var(&o.Capacity, "capacity", 0, "the load base in records/s, instead of calibrating the sweep workload")
 	f.IntVar(&o.CountRecords, "count-records", 0, "records of each count max-throughput calibration (default 2000000, quick 50000)")
 	f.IntVar(&o.SweepRecords, "sweep-records", 0, "records of each sweep-workload calibration (default 500000, quick 50000)")
