@@ -308,7 +308,9 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 			return
 		}
 		rig.waitNextWork()
-		sess.Load().onRevoked(context.Background(), nil, nil)
+		// A partition the session does not own: the revocation is what
+		// counts, and the rig's one partition stays assigned.
+		sess.Load().onRevoked(context.Background(), nil, map[string][]int32{rig.in: {7}})
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
@@ -320,6 +322,37 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 	}
 	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got < 1 {
 		t.Fatalf("aborts after the revocation = %v, want N+1 aborted", got)
+	}
+}
+
+// TestEmptyRevocationAbortsNothing: a cooperative rebalance that takes no
+// partition from this member (another member left, its partitions move
+// here) ends the group session with an empty revocation. The transactions
+// of the partitions that stay must commit: aborting them made the survivor
+// of a failover redo its own work just as the moved partitions arrived.
+func TestEmptyRevocationAbortsNothing(t *testing.T) {
+	const n = 1000
+	var rig *pipeRig
+	var sess atomic.Pointer[session]
+	var fired atomic.Bool
+	hook := func(pt txn.Point) {
+		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		rig.waitNextWork()
+		sess.Load().onRevoked(context.Background(), nil, map[string][]int32{})
+		sess.Load().onRevoked(context.Background(), nil, nil)
+	}
+	var stop func()
+	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
+		c.sessionHook = func(s *session) { sess.Store(s) }
+	})
+	rig.finish(t, n, stop)
+	if !fired.Load() {
+		t.Fatal("no commit reached BeforeEnd with records processed")
+	}
+	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got != 0 {
+		t.Fatalf("aborts after empty revocations = %v, want none", got)
 	}
 }
 

@@ -102,15 +102,19 @@ type restoringTask struct {
 	err    error
 }
 
-// startRestore opens task id and restores its stores on a new goroutine.
-// ctx is the App's: its cancellation ends the restore too.
-func (s *session) startRestore(ctx context.Context, id topology.TaskID, resume resumePoint) {
+// startRestore opens task id and restores its stores on a new goroutine,
+// once prep (the assignment change's fence and offsets) is done. ctx is
+// the App's: its cancellation ends the restore too.
+func (s *session) startRestore(ctx context.Context, id topology.TaskID, prep *taskPrep) {
 	rctx, cancel := context.WithCancel(ctx)
 	rt := &restoringTask{out: &heldOutput{s: s}, cancel: cancel, done: make(chan struct{})}
 	s.restoring[id] = rt
 	go func() {
 		defer close(rt.done)
-		rt.lt, rt.res, rt.err = s.openTask(rctx, id, resume, rt.out)
+		if rt.err = prep.wait(rctx); rt.err != nil {
+			return
+		}
+		rt.lt, rt.res, rt.err = s.openTask(rctx, id, s.resumeState(prep.resume, id), rt.out)
 	}()
 }
 

@@ -82,6 +82,9 @@ type session struct {
 	// (app_orphans.go).
 	rejoin      rejoinCounter
 	orphansStop func()
+	// prep runs the fences and offset reads of assignment changes
+	// (app_taskprep.go).
+	prep prepRunner
 }
 
 // txnState is what the open transaction has produced.
@@ -290,6 +293,16 @@ func (s *session) onAssigned(_ context.Context, cl *kgo.Client, added map[string
 }
 
 func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if !anyPartition(lost) {
+		// A cooperative rebalance that takes nothing from this member
+		// (another member left or joined) ends its group session with
+		// an empty revocation. Counted as one, it aborted the open
+		// transaction of every task that stayed, and the survivor of a
+		// failover redid ~100 ms of work on the partitions it kept just
+		// as the moved ones arrived. kgo's own session lets such a
+		// transaction commit too (under the new generation).
+		return
+	}
 	s.fair.revoke(lost)
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
@@ -321,6 +334,16 @@ func (s *session) wantedTasks() (map[topology.TaskID]bool, bool) {
 		}
 	}
 	return want, true
+}
+
+// anyPartition reports whether m names at least one partition.
+func anyPartition(m map[string][]int32) bool {
+	for _, ps := range m {
+		if len(ps) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *session) takeRevoked() bool {
@@ -361,36 +384,31 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.app.setReady(s.th, false)
 	// Partitions moved: a member may have left with a transaction open.
 	// End it now rather than when the broker times it out: it holds back
-	// the outputs of every member and the restores below.
-	fenceStart := time.Now()
-	if err := s.fenceDeparted(ctx); err != nil {
-		s.app.log.Warn("could not check for transactions of departed members", "err", err)
-	}
-	fenceTook := time.Since(fenceStart)
-	// Standbys of tasks now active here stop before those open their DBs.
-	s.syncStandbys(ctx, want)
-	var resume map[changelog.TopicPartition]string
-	var metaTook time.Duration
+	// the outputs of every member and the restores below. With the new
+	// tasks' committed metadata, off the loop (app_taskprep.go).
+	var added []topology.TaskID
 	for id := range want {
-		if _, ok := s.tasks[id]; ok {
-			continue
+		_, running := s.tasks[id]
+		_, restoring := s.restoring[id]
+		if !running && !restoring {
+			added = append(added, id)
 		}
-		if _, ok := s.restoring[id]; ok {
-			continue
-		}
-		if resume == nil {
-			var err error
-			metaStart := time.Now()
-			resume, err = s.committedMetadata(ctx, s.inputsOf(want))
-			metaTook = time.Since(metaStart)
-			if err != nil {
-				return fmt.Errorf("processor: resume task clocks: %w", err)
-			}
-		}
+	}
+	parts := txn.Partitions{}
+	if len(added) > 0 {
+		parts = s.inputsOf(want)
+	}
+	prep := s.prepareTasks(ctx, parts)
+	// Standbys of tasks now active here stop before those open their DBs.
+	standbyStart := time.Now()
+	s.syncStandbys(ctx, want)
+	standbyTook := time.Since(standbyStart)
+	for _, id := range added {
 		s.taskState(id, taskAssigned)
-		// Opened and restored on its own goroutine; the loop promotes it
-		// to running once done (promoteRestored).
-		s.startRestore(ctx, id, s.resumeState(resume, id))
+		// Opened and restored on its own goroutine once prep is done;
+		// the loop promotes it to running once restored
+		// (promoteRestored).
+		s.startRestore(ctx, id, prep)
 	}
 	s.index()
 	s.resumeRunning()
@@ -401,7 +419,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	// sake: fencing a departed member and the committed offsets of the
 	// new tasks are round trips to the brokers.
 	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring),
-		"took", time.Since(syncStart).Round(time.Millisecond), "fence", fenceTook.Round(time.Millisecond), "offsets", metaTook.Round(time.Millisecond))
+		"took", time.Since(syncStart).Round(time.Millisecond), "standbys", standbyTook.Round(time.Millisecond))
 	return nil
 }
 
@@ -467,6 +485,7 @@ func (s *session) close(state string, attrs []any) {
 	s.exportDropped(s.th.droppedRecords(), s.now())
 	s.flushDropped(s.th.droppedRecords(), s.now())
 	s.stopRestores(state, attrs)
+	s.stopPreps()
 	s.stopStandbys()
 	for _, id := range s.sortedTaskIDs() {
 		if err := s.tasks[id].close(); err != nil {

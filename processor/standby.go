@@ -237,7 +237,10 @@ func (a *App) haConfig() haConfig {
 type standbySet struct {
 	want  standbyAssignment // under session.assignMu
 	tasks map[topology.TaskID]*standbyTask
-	probe context.CancelFunc // the prober, while warm-ups exist
+	// stopping are the done channels of standbys stopped but perhaps
+	// still closing their state (stopStandby).
+	stopping []chan struct{}
+	probe    context.CancelFunc // the prober, while warm-ups exist
 	// epoch counts the distinct standby assignments synced (synced is
 	// the last); the prober forces at most one early rebalance per epoch.
 	epoch  atomic.Int64
@@ -390,33 +393,58 @@ func (s *session) startStandby(ctx context.Context, id topology.TaskID, warmup b
 		}
 		defer release()
 		s.runStandby(sctx, st)
+		// Its lag gauge goes with it, unless a newer standby of the
+		// task was started meanwhile (it waits for the lease, so it has
+		// not set the gauge yet).
+		s.app.ha.mu.Lock()
+		if _, again := s.app.ha.standby[id]; !again {
+			s.app.ha.lagGauge.DeleteLabelValues(id.String())
+		}
+		s.app.ha.mu.Unlock()
 	}()
 }
 
-// stopStandby cancels a standby and waits until its goroutine closed the
-// task DB.
+// stopStandby cancels a standby and forgets it without waiting for its
+// goroutine: closing its task state took up to ~270 ms on the test
+// broker, and when the task becomes active here the record loop (every
+// other task) waited that long. Whatever opens the task's state next, its
+// active task or a new standby, takes the task's lease (taskLeases), which
+// the goroutine gives back only once the state is closed. The session's
+// close waits for it (stopStandbys).
 func (s *session) stopStandby(st *standbyTask) {
 	st.cancel()
-	<-st.done
 	delete(s.standby.tasks, st.id)
+	s.standby.stopping = slices.DeleteFunc(s.standby.stopping, closed)
+	s.standby.stopping = append(s.standby.stopping, st.done)
 	s.app.ha.mu.Lock()
 	if s.app.ha.standby[st.id] == st {
 		delete(s.app.ha.standby, st.id)
 	}
 	s.app.ha.mu.Unlock()
-	s.app.ha.lagGauge.DeleteLabelValues(st.id.String())
 	s.app.ha.setStandbyGauge()
 }
 
-// stopStandbys stops every standby and the prober (the session's close).
+// closed reports whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopStandbys stops every standby and the prober (the session's close),
+// and waits for every standby goroutine, stopped now or before.
 func (s *session) stopStandbys() {
 	s.syncProbe(nil, false)
 	for _, st := range s.standby.tasks {
-		st.cancel() // all at once, then wait for each
-	}
-	for _, st := range s.standby.tasks {
 		s.stopStandby(st)
 	}
+	for _, done := range s.standby.stopping {
+		<-done
+	}
+	s.standby.stopping = nil
 }
 
 // runStandby keeps task st.id's local state caught up with its changelogs
