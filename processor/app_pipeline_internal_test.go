@@ -293,13 +293,13 @@ func TestPipelineBudgetBoundsStaging(t *testing.T) {
 	}
 }
 
-// TestRevocationDuringPipelinedEndAbortsTheNext revokes (as the client's
-// group callback does) while transaction N ends and the loop has processed
-// records of N+1. kgo's session forgets a revocation when End returns, so
-// N+1 must be aborted by the session's own fence (app_revoke_fence.go), and
-// every output is still committed exactly once.
-func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
-	const n = 1000
+// revokeDuringEnd runs n records through a pipe rig and, once, while
+// transaction N ends and the loop has processed records of N+1, calls the
+// session's revocation callback with each of revs (as the client's group
+// callback does). It returns the revoked-cause aborts, after checking that
+// every output was committed exactly once.
+func revokeDuringEnd(t *testing.T, n int, revs ...map[string][]int32) float64 {
+	t.Helper()
 	var rig *pipeRig
 	var sess atomic.Pointer[session]
 	var fired atomic.Bool
@@ -308,9 +308,9 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 			return
 		}
 		rig.waitNextWork()
-		// A partition the session does not own: the revocation is what
-		// counts, and the rig's one partition stays assigned.
-		sess.Load().onRevoked(context.Background(), nil, map[string][]int32{rig.in: {7}})
+		for _, rev := range revs {
+			sess.Load().onRevoked(context.Background(), nil, rev)
+		}
 	}
 	var stop func()
 	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
@@ -320,7 +320,17 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 	if !fired.Load() {
 		t.Fatal("no commit reached BeforeEnd with records processed")
 	}
-	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got < 1 {
+	return gathered(t, rig.app, "tidemark_aborts_total", abortRevoked)
+}
+
+// TestRevocationDuringPipelinedEndAbortsTheNext revokes while transaction
+// N ends and the loop has processed records of N+1. kgo's session forgets
+// a revocation when End returns, so N+1 must be aborted by the session's
+// own fence (app_revoke_fence.go), and every output is still committed
+// exactly once. The revoked partition is one the session does not own:
+// the revocation is what counts, and the rig's one partition stays.
+func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
+	if got := revokeDuringEnd(t, 1000, map[string][]int32{"other-topic": {7}}); got < 1 {
 		t.Fatalf("aborts after the revocation = %v, want N+1 aborted", got)
 	}
 }
@@ -331,27 +341,7 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 // of the partitions that stay must commit: aborting them made the survivor
 // of a failover redo its own work just as the moved partitions arrived.
 func TestEmptyRevocationAbortsNothing(t *testing.T) {
-	const n = 1000
-	var rig *pipeRig
-	var sess atomic.Pointer[session]
-	var fired atomic.Bool
-	hook := func(pt txn.Point) {
-		if pt != txn.BeforeEnd || rig == nil || rig.processed.Load() == 0 || !fired.CompareAndSwap(false, true) {
-			return
-		}
-		rig.waitNextWork()
-		sess.Load().onRevoked(context.Background(), nil, map[string][]int32{})
-		sess.Load().onRevoked(context.Background(), nil, nil)
-	}
-	var stop func()
-	rig, stop = newPipeRig(t, n, WithFaultHook(hook), func(c *Config) {
-		c.sessionHook = func(s *session) { sess.Store(s) }
-	})
-	rig.finish(t, n, stop)
-	if !fired.Load() {
-		t.Fatal("no commit reached BeforeEnd with records processed")
-	}
-	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got != 0 {
+	if got := revokeDuringEnd(t, 1000, map[string][]int32{}, nil); got != 0 {
 		t.Fatalf("aborts after empty revocations = %v, want none", got)
 	}
 }
