@@ -434,8 +434,8 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.app.setThreadTasks(s.th, len(s.tasks))
 	s.app.ha.setActive(s.th.index, s.sortedTaskIDs())
 	// How long the record loop spent on the change, for the other tasks'
-	// sake: fencing a departed member and the committed offsets of the
-	// new tasks are round trips to the brokers.
+	// sake (the fence and the new tasks' offsets run on prep's goroutine
+	// and log at debug as "tasks prepared").
 	s.app.log.Info("tasks assigned", "tasks", len(s.tasks)+len(s.restoring), "restoring", len(s.restoring),
 		"took", time.Since(syncStart).Round(time.Millisecond), "standbys", standbyTook.Round(time.Millisecond))
 	return nil
