@@ -355,20 +355,13 @@ func closed(c chan struct{}) bool {
 
 // tailLines returns the last n lines of a file.
 func tailLines(path string, n int) string {
-	fh, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer fh.Close()
 	var lines []string
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
+	eachLine(path, func(line string) {
+		lines = append(lines, line)
 		if len(lines) > n {
 			lines = lines[1:]
 		}
-	}
+	})
 	return strings.Join(lines, "\n")
 }
 
@@ -404,42 +397,42 @@ const sortedRestoreLog = "task DB written sorted"
 
 // countLines counts the lines of path that contain word.
 func countLines(path, word string) int {
+	n := 0
+	eachLine(path, func(line string) {
+		if strings.Contains(line, word) {
+			n++
+		}
+	})
+	return n
+}
+
+// eachLine calls fn with every line of path (nothing if it cannot be
+// read).
+func eachLine(path string, fn func(string)) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return 0
+		return
 	}
 	defer fh.Close()
-	n := 0
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), word) {
-			n++
-		}
+		fn(sc.Text())
 	}
-	return n
 }
 
 // grepLines returns up to n lines of path that contain any of words,
 // the last ones if there are more.
 func grepLines(path string, n int, words ...string) []string {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer fh.Close()
 	var out []string
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	eachLine(path, func(line string) {
 		for _, w := range words {
 			if strings.Contains(line, w) {
 				out = append(out, line)
 				break
 			}
 		}
-	}
+	})
 	if len(out) > n {
 		out = out[len(out)-n:]
 	}

@@ -66,8 +66,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// defaultRestoreModeMinOffsets is Options.RestoreModeMinOffsets' default.
-const defaultRestoreModeMinOffsets = 1000
+// DefaultRestoreModeMinOffsets is Options.RestoreModeMinOffsets' default.
+const DefaultRestoreModeMinOffsets = 1000
 
 func (o *Options) ensureDefaults() {
 	if o.Scale <= 0 {
@@ -89,7 +89,7 @@ func (o *Options) ensureDefaults() {
 		o.SessionTimeout = 6 * time.Second
 	}
 	if o.RestoreModeMinOffsets == 0 {
-		o.RestoreModeMinOffsets = defaultRestoreModeMinOffsets
+		o.RestoreModeMinOffsets = DefaultRestoreModeMinOffsets
 	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -290,7 +290,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if o.Threads > 0 {
 		replay += fmt.Sprintf(" --threads %d", o.Threads)
 	}
-	if o.RestoreModeMinOffsets != defaultRestoreModeMinOffsets {
+	if o.RestoreModeMinOffsets != DefaultRestoreModeMinOffsets {
 		replay += fmt.Sprintf(" --restore-mode-min-offsets %d", o.RestoreModeMinOffsets)
 	}
 	r.Logf("scenario %s: seed %d (campaign seed %d; replay: %s)", sc.Name, seed, o.Seed, replay)

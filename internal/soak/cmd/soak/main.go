@@ -44,7 +44,7 @@ func run() int {
 		guarantee = flag.String("guarantee", "", "the service's guarantee; at_least_once is a negative control that must FAIL")
 		dir       = flag.String("dir", "", "work directory (default: a new temporary directory)")
 		threads   = flag.Int("threads", 0, "stream threads per service instance (processor.WithThreads); 0: tidemark's default")
-		sortedMin = flag.Int64("restore-mode-min-offsets", 1000, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
+		sortedMin = flag.Int64("restore-mode-min-offsets", soak.DefaultRestoreModeMinOffsets, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -81,7 +81,7 @@ func run() int {
 	if *scale != 1 {
 		replay += fmt.Sprintf(" --duration %g", *scale)
 	}
-	if *sortedMin != 1000 {
+	if *sortedMin != soak.DefaultRestoreModeMinOffsets {
 		replay += fmt.Sprintf(" --restore-mode-min-offsets %d", *sortedMin)
 	}
 	if *guarantee != "" {
