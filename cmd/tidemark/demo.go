@@ -48,9 +48,10 @@ func newDemoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Run the marketplace pipelines on an embedded broker with a live dashboard",
 		Long: `demo starts an embedded Kafka-compatible broker (franz-go's kfake; or uses
---brokers), creates the topics, and runs the traffic generator and the three
+--brokers), creates the topics, and runs the traffic generator and the four
 marketplace pipelines (inventory availability, payment-velocity fraud, order
-state with late-fulfillment alerts) in this process, exactly-once. A
+state with late-fulfillment alerts, cart prices against the catalog price
+valid at the add) in this process, exactly-once. A
 dashboard refreshes every second: input and output rates, the commit
 interval the frontier controller chose, end-to-end staleness (p50/p99) as a
 read_committed consumer sees it, lag, and live inventory read with

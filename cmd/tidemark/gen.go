@@ -86,7 +86,7 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed; with --start, fixes the stream")
 	fl.IntVar(&f.tenants, "tenants", 8, "number of sellers, of Zipf-distributed sizes")
 	fl.IntVar(&f.users, "users", 10000, "number of users")
-	fl.StringVar(&f.topicPrefix, "topics", "", "prefix for the topic names clicks, carts, inventory, payments, fulfillment")
+	fl.StringVar(&f.topicPrefix, "topics", "", "prefix for the topic names clicks, carts, inventory, payments, fulfillment, products, tenants")
 	fl.StringVar(&f.format, "format", "avro", "value encoding: avro or json")
 	fl.DurationVar(&f.maxDisorder, "max-disorder", 2*time.Second, "how far out of order event times may be (0: in order)")
 	fl.StringVar(&f.start, "start", "", "event-time origin, RFC 3339 (default: now)")

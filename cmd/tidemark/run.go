@@ -28,7 +28,7 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the marketplace pipelines as a service against Kafka",
-		Long: `run runs the marketplace pipelines (inventory, fraud, orders) as a member of
+		Long: `run runs the marketplace pipelines (inventory, fraud, orders, pricing) as a member of
 a consumer group: start as many replicas with the same --application as you
 like and the group spreads the partitions over them. SIGTERM or Ctrl-C
 commits what is in flight, closes the tasks and leaves the group.
@@ -90,7 +90,7 @@ func addServiceFlags(fl *pflag.FlagSet, configPath *string, f *serviceConfig) {
 	fl.StringVar(&f.HTTP, "http", f.HTTP, "HTTP listen address for /metrics, /healthz, /readyz, /frontier, /stores, /ui (empty: off)")
 	fl.StringVar(&f.AdvertisedHTTP, "advertised-http", "", "address other replicas give clients for keys this one owns (default --http)")
 	fl.StringVar(&f.InstanceID, "instance-id", "", "stable instance id (default: persisted in the state dir)")
-	fl.StringSliceVar(&f.Pipelines, "pipelines", f.Pipelines, "pipelines to run: inventory, fraud, orders")
+	fl.StringSliceVar(&f.Pipelines, "pipelines", f.Pipelines, "pipelines to run: inventory, fraud, orders, pricing")
 	fl.StringVar(&f.Guarantee, "guarantee", f.Guarantee, "exactly_once or at_least_once")
 	fl.StringVar(&f.CommitPolicy, "commit-policy", f.CommitPolicy, "adaptive (staleness cost model) or fixed")
 	fl.StringVar(&f.CommitInterval, "commit-interval", "", "fixed: the commit period (default 100ms); adaptive: the longest interval (default 5s)")
