@@ -87,6 +87,17 @@ type Controller struct {
 	startRate       float64 // commit rate when the outstanding commit started
 	startPred       float64 // P99 predicted when the outstanding commit started, s
 	blocked         float64 // record-loop time the last acked commit took, s
+	// fitCost is the last cost fit that could tell a slope. The model
+	// keeps it while the sizes do not vary enough for a new one, as under
+	// a steady interval: the mean cost it would fall back to includes
+	// every per-record part, so spread over a longer interval it grows
+	// with it, and the floor, c/headroom, with it. On the real broker at
+	// 90% load that took the interval to 0.6–2.5 s, where commits cost
+	// 100–180 ms each (fixed 100 ms kept up with the same input).
+	fitCost lastFit
+	// calmInterval is the last adaptive interval planned while the load
+	// left commits room (holdInterval).
+	calmInterval float64
 
 	plan        plan
 	slewT       float64   // the last planned adaptive interval, s
@@ -299,6 +310,9 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 		if c.startRecords > 0 {
 			c.costFit.observe(c.startRecords, cost, since)
 			c.latFit.observe(c.startRecords, lat, since)
+			if a, b, resid, ok := c.costFit.fit(); ok {
+				c.fitCost = lastFit{a: a, b: b, resid: resid, ok: true}
+			}
 		}
 	}
 	c.replanDue = true
@@ -362,8 +376,8 @@ func (c *Controller) model() Model {
 		cost, costVar = c.cost.mean, c.cost.vr
 	}
 	var perRecord, latPerRecord float64
-	if a, b, resid, ok := c.costFit.fit(); ok {
-		cost, costVar, perRecord = a, resid*resid, b
+	if f := c.fitCost; f.ok {
+		cost, costVar, perRecord = f.a, f.resid*f.resid, f.b
 	}
 	if a, b, resid, ok := c.latFit.fit(); ok {
 		// mean + highDevs·(mean absolute deviation), as meanDev.high,
@@ -395,10 +409,21 @@ func (c *Controller) replan() {
 	// The share of capacity commits may take: what the load leaves under
 	// ρmax, at most MaxCommitShare, at least OverloadCommitShare.
 	headroom := min(c.opts.MaxUtilization-m.Load(), c.opts.MaxCommitShare)
-	if headroom < c.opts.OverloadCommitShare {
-		headroom, p.overloaded = c.opts.OverloadCommitShare, true
+	saturated := headroom < c.opts.OverloadCommitShare
+	// An overload is a queue the commit cycles do not clear, not an
+	// estimate (backlogged says why).
+	backlogged := c.backlogged(m)
+	if saturated {
+		headroom = c.opts.OverloadCommitShare
+		p.overloaded = c.opts.Policy == PolicyFixed || backlogged
 	}
 	p.floor = min(tmax, max(tmin, m.CommitCost/headroom))
+	if c.opts.Policy != PolicyFixed && !backlogged {
+		// The queue clears at the current cadence, so a floor above it
+		// rests on the estimates alone: it may rise only as fast as the
+		// interval may grow (slew). With a backlog it applies at once.
+		p.floor = max(tmin, min(p.floor, c.slewLimit(tmin, tmax)))
+	}
 	p.tenantFloor = p.floor
 	switch c.opts.Policy {
 	case PolicyFixed:
@@ -406,7 +431,15 @@ func (c *Controller) replan() {
 		p.floor = p.interval
 		p.tenantFloor = min(p.tenantFloor, p.interval)
 	default:
-		if p.overloaded && m.Load() >= 1-c.opts.OverloadCommitShare {
+		if saturated && !p.overloaded {
+			// The estimates say the load leaves commits no room, the
+			// queue says the cycles keep up: hold the cadence planned
+			// when the load last left room (holdInterval).
+			c.overSince = time.Time{}
+			p.interval = max(tmin, c.slew(c.holdInterval(p.floor), tmin, tmax))
+			p.floor = min(p.floor, p.interval)
+			p.tenantFloor = p.floor
+		} else if p.overloaded && m.Load() >= 1-c.opts.OverloadCommitShare {
 			// No interval makes the queue stable, so J is infinite
 			// everywhere. Over an overload lasting H more, commits every
 			// T add about H·c/T of backlog delay and the interval adds
@@ -429,6 +462,9 @@ func (c *Controller) replan() {
 			// The floor is not slewed: it keeps commits within the
 			// capacity the load leaves.
 			p.interval = max(p.floor, c.slew(p.optimum*c.fb.factor(), tmin, tmax))
+			if !saturated {
+				c.calmInterval = p.interval
+			}
 		}
 	}
 	if p.optimum == 0 {
@@ -444,18 +480,51 @@ func (c *Controller) replan() {
 
 // slew limits how fast the adaptive interval grows (intervalDoubling).
 func (c *Controller) slew(t, tmin, tmax float64) float64 {
-	limit := min(tmax, max(tmin, intervalStart.Seconds()))
-	if !c.slewAt.IsZero() {
-		limit = c.slewT * math.Exp2(c.now.Sub(c.slewAt).Seconds()/intervalDoubling.Seconds())
-	}
-	t = min(t, limit)
+	t = min(t, c.slewLimit(tmin, tmax))
 	c.slewT, c.slewAt = t, c.now
 	return t
+}
+
+// slewLimit is the longest interval slew allows now.
+func (c *Controller) slewLimit(tmin, tmax float64) float64 {
+	if c.slewAt.IsZero() {
+		return min(tmax, max(tmin, intervalStart.Seconds()))
+	}
+	return c.slewT * math.Exp2(c.now.Sub(c.slewAt).Seconds()/intervalDoubling.Seconds())
 }
 
 // persistentBacklog is the backlog the last two commit cycles did not
 // clear.
 func (c *Controller) persistentBacklog() int64 { return min(c.backlogMin, c.prevBacklogMin) }
+
+// backlogged reports the evidence an overload needs: a persistent backlog
+// larger than what arrives over one commit cycle (the interval planned
+// last and a commit latency), which the cycles therefore did not clear.
+//
+// Why not the estimates alone: on the real broker at 90% of capacity the
+// load λ·(s + per-record cost) read 1.1–1.3 with an empty queue (a burst
+// of fetched records, a service-time bucket the broker's CPU inflated),
+// and up to 23 in a bucket where few records were processed; the
+// overload interval that followed grew to 0.6–2.5 s, where the commits,
+// which carry everything the interval processed, took 100–180 ms each and
+// the queue then did grow (fixed 100 ms kept up with the same input).
+func (c *Controller) backlogged(m Model) bool {
+	t := c.plan.interval
+	if t == 0 {
+		t = intervalStart.Seconds()
+	}
+	return m.Backlog > 0 && m.Backlog > m.Lambda*(t+m.Latency)
+}
+
+// holdInterval is the interval held while the estimates say saturated and
+// the queue says otherwise: the last one planned while the load left
+// room, at least floor's share of commits would allow at the first plan.
+func (c *Controller) holdInterval(floor float64) float64 {
+	if c.calmInterval > 0 {
+		return c.calmInterval
+	}
+	return floor
+}
 
 // needsReplan reports whether the plan is out of date. Estimates move only
 // when a rate bucket closes or a commit is acked, so between those a Tick

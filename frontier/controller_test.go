@@ -396,3 +396,63 @@ func TestSustainedOverloadLengthensTheIntervalFurther(t *testing.T) {
 		t.Errorf("interval %v above Tmax", long.Interval)
 	}
 }
+
+// An overload is a queue the commit cycles do not clear. Estimates that
+// say saturated while the queue clears (here a service time read 4× too
+// high: 120% of capacity estimated, 30% real) hold the interval planned
+// while the load left room, instead of the overload interval.
+func TestSaturatedEstimatesWithAClearingQueueHoldTheInterval(t *testing.T) {
+	r := newRig(t, Options{}, testLat, testSvc)
+	r.run(5*time.Second, 3000)
+	calm := r.c.Snapshot()
+	r.busyScale = 4
+	r.run(5*time.Second, 3000)
+	held := r.c.Snapshot()
+	if calm.Overloaded || held.Overloaded {
+		t.Fatalf("overloaded: calm %v, saturated estimates %v; want neither (the queue clears)", calm.Overloaded, held.Overloaded)
+	}
+	if held.Load < 1 {
+		t.Fatalf("precondition: estimated load %.2f, want ≥ 1", held.Load)
+	}
+	// The estimates ramp up through loads that leave commits less room
+	// (the interval lengthens a little there); the overload floor,
+	// c/OverloadCommitShare, would be 500 ms.
+	if held.Interval > 2*calm.Interval {
+		t.Errorf("interval %v under saturated estimates, want ≤ 2 × the calm %v", held.Interval, calm.Interval)
+	}
+	if held.MinSpacing > held.Interval {
+		t.Errorf("min spacing %v, want ≤ the held interval %v", held.MinSpacing, held.Interval)
+	}
+	r.run(5*time.Second, 3000)
+	if later := r.c.Snapshot(); later.Interval != held.Interval || later.Overloaded {
+		t.Errorf("5 s later: interval %v (overloaded %v), want %v held", later.Interval, later.Overloaded, held.Interval)
+	}
+}
+
+// Under an overload whose commits cost what they carry (a flush of every
+// record the interval processed), a longer interval amortises nothing but
+// the fixed part. Once the interval steadies the size fit can no longer
+// tell the parts apart; the overload interval must then rest on the last
+// fit's intercept, not on the mean cost, which grows with the interval and
+// drove it to seconds.
+func TestOverloadIntervalDoesNotChaseSizeProportionalCost(t *testing.T) {
+	r := newRig(t, Options{}, 2*time.Millisecond, testSvc)
+	r.latPerRecord = 20 * time.Microsecond
+	for i := range 10 { // varied sizes: the fit can tell
+		r.run(200*time.Millisecond, float64(2000+5000*(i%2)))
+	}
+	if s := r.c.Snapshot(); s.CostPerRecord == 0 {
+		t.Fatalf("precondition: no size fit after varied loads (%+v)", s)
+	}
+	r.run(20*time.Second, 8500) // 8500 × (100 + 20) µs: 102% of capacity
+	s := r.c.Snapshot()
+	if !s.Overloaded {
+		t.Errorf("not overloaded at 102%% load (backlog %d)", s.Backlog)
+	}
+	// The fixed part, 2 ms, at OverloadCommitShare is 100 ms; sqrt(2·c·H)
+	// after 20 s is 0.28 s. The mean cost at T, 2 ms + 170 ms·T/s, at
+	// OverloadCommitShare is 100 ms + 8.5·T: it chases Tmax.
+	if s.Interval > time.Second {
+		t.Errorf("overload interval %v after 20 s, want ≤ 1s (commit cost %v)", s.Interval, s.CommitCost)
+	}
+}

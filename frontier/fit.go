@@ -86,3 +86,10 @@ func (f *sizeFit) fit() (a, b, resid float64, ok bool) {
 	rv := vy - b*cxy
 	return a, b, math.Sqrt(max(0, rv)), true
 }
+
+// lastFit is the result of the last sizeFit that could tell a slope
+// (Controller.fitCost).
+type lastFit struct {
+	a, b, resid float64
+	ok          bool
+}

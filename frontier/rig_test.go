@@ -20,8 +20,15 @@ type rig struct {
 	// inputAge is how long before its output each input arrived (0: at
 	// once), to make observed staleness exceed the model's.
 	inputAge time.Duration
-	last     Decision
-	commits  []Decision
+	// busyScale multiplies the busy time reported per processed record
+	// (0: 1), to make the service-time estimate exceed the real cost.
+	busyScale float64
+	// latPerRecord adds to a commit's latency (and cost) per record
+	// processed since the previous commit started.
+	latPerRecord time.Duration
+	sinceCommit  int
+	last         Decision
+	commits      []Decision
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -55,8 +62,13 @@ func (r *rig) run(d time.Duration, rate float64) {
 		p := min(int(r.backlog), capacity)
 		if p > 0 {
 			r.backlog -= float64(p)
-			r.c.ObserveProcessed(r.now, p, time.Duration(p)*r.svc)
+			busy := time.Duration(p) * r.svc
+			if r.busyScale > 0 {
+				busy = time.Duration(float64(busy) * r.busyScale)
+			}
+			r.c.ObserveProcessed(r.now, p, busy)
 			r.c.ObserveOutput(r.now, "", r.now.Add(-r.inputAge), p)
+			r.sinceCommit += p
 		}
 		r.tick()
 	}
@@ -68,7 +80,8 @@ func (r *rig) tick() Decision {
 	if d.Commit {
 		r.commits = append(r.commits, d)
 		r.c.ObserveCommitStarted(r.now)
-		r.doneAt = r.now.Add(r.lat)
+		r.doneAt = r.now.Add(r.lat + time.Duration(r.sinceCommit)*r.latPerRecord)
+		r.sinceCommit = 0
 	}
 	return d
 }
