@@ -376,7 +376,13 @@ func (c *Controller) model() Model {
 		cost, costVar = c.cost.mean, c.cost.vr
 	}
 	var perRecord, latPerRecord float64
-	if f := c.fitCost; f.ok {
+	if a, b, resid, ok := c.costFit.fit(); ok {
+		cost, costVar, perRecord = a, resid*resid, b
+	} else if f := c.fitCost; f.ok && f.b < c.processed.cost {
+		// The last fit that could tell, unless it reads noise: a
+		// per-record commit cost above the per-record processing time
+		// came from commits of a handful of records (light load), and
+		// taken past a step in load it read as an overload.
 		cost, costVar, perRecord = f.a, f.resid*f.resid, f.b
 	}
 	if a, b, resid, ok := c.latFit.fit(); ok {
