@@ -56,7 +56,9 @@ type Decision struct {
 	// Utilization is ρ(T).
 	Utilization float64
 	// Overloaded reports that the load leaves less headroom than
-	// OverloadCommitShare, so commits were spaced to take only that share.
+	// OverloadCommitShare and a persistent backlog larger than one commit
+	// cycle's arrivals confirms it (under PolicyFixed the estimate
+	// alone), so commits were spaced to take only that share.
 	Overloaded bool
 	// Draining reports a persistent backlog (one the last two commit
 	// cycles did not clear) that takes longer than Interval to drain. Overloaded or draining, the adaptive
