@@ -524,7 +524,7 @@ func (c *Controller) backlogged(m Model) bool {
 
 // holdInterval is the interval held while the estimates say saturated and
 // the queue says otherwise: the last one planned while the load left
-// room, at least floor's share of commits would allow at the first plan.
+// room, or floor when there was none yet.
 func (c *Controller) holdInterval(floor float64) float64 {
 	if c.calmInterval > 0 {
 		return c.calmInterval
