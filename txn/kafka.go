@@ -29,7 +29,11 @@ func (k *GroupTransactor) Client() *kgo.Client { return k.s.Client() }
 func (k *GroupTransactor) Begin() error { return k.s.Begin() }
 
 func (k *GroupTransactor) End(ctx context.Context, commit bool, md Metadata) (bool, error) {
-	committed, err := k.s.End(withOffsetMetadata(ctx, md), kgo.TransactionEndTry(commit))
+	var rc *recommit
+	if commit {
+		rc = emptyRecommit(k.s.Client(), md)
+	}
+	committed, err := k.s.End(withOffsetMetadata(ctx, md, rc), kgo.TransactionEndTry(commit))
 	if err != nil && isFenced(err) {
 		err = fmt.Errorf("%w: %v", ErrFenced, err)
 	}
@@ -117,7 +121,7 @@ func (a *AtLeastOnceTransactor) End(ctx context.Context, commit bool, md Metadat
 	if err := a.cl.Flush(ctx); err != nil {
 		return false, fmt.Errorf("txn: flush: %w", err)
 	}
-	if err := a.cl.CommitUncommittedOffsets(withOffsetMetadata(ctx, md)); err != nil {
+	if err := a.cl.CommitUncommittedOffsets(withOffsetMetadata(ctx, md, nil)); err != nil {
 		return false, fmt.Errorf("txn: commit offsets: %w", err)
 	}
 	return true, nil
@@ -139,12 +143,13 @@ func (a *AtLeastOnceTransactor) Committed(ctx context.Context, of Offsets) (Offs
 }
 
 // withOffsetMetadata returns a ctx under which the offsets End commits
-// carry md and respect the OffsetLimit of ctx (WithOffsetLimit). franz-go
+// carry md and respect the OffsetLimit of ctx (WithOffsetLimit), and a
+// transactional commit with no offsets gets rc's (recommit.go). franz-go
 // takes both through request hooks on the context, for both the
 // transactional offset commit and the at-least-once one (one hook each: a
 // second would replace the first); the hooks run under the client's
 // transaction lock, so they only look things up.
-func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
+func withOffsetMetadata(ctx context.Context, md Metadata, rc *recommit) context.Context {
 	lim := offsetLimitOf(ctx)
 	if len(md) == 0 && len(lim) == 0 {
 		return ctx
@@ -155,6 +160,7 @@ func withOffsetMetadata(ctx context.Context, md Metadata) context.Context {
 		}
 	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		rc.addTo(req)
 		for i := range req.Topics {
 			for j := range req.Topics[i].Partitions {
 				p := &req.Topics[i].Partitions[j]

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +26,9 @@ func (o *overlay) Prepare(context.Context) (txn.Metadata, error) { return o.md, 
 func (o *overlay) Apply(context.Context) error                   { o.applied++; return nil }
 func (o *overlay) Discard()                                      { o.discarded++ }
 
-func newSession(t *testing.T, in, out, group, txnID string) *txn.GroupTransactor {
+func newSession(t *testing.T, in, out, group, txnID string, opts ...kgo.Opt) *txn.GroupTransactor {
 	t.Helper()
-	s, err := kgo.NewGroupTransactSession(
+	s, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(kafkatest.Brokers(t)...),
 		kgo.TransactionalID(txnID),
 		kgo.ConsumerGroup(group),
@@ -34,7 +36,7 @@ func newSession(t *testing.T, in, out, group, txnID string) *txn.GroupTransactor
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(out),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatalf("session: %v", err)
 	}
@@ -168,5 +170,76 @@ func TestZombieWithSameTransactionalIDIsFenced(t *testing.T) {
 	got := kafkatest.ConsumeExactly(t, out, 1, kafkatest.Timeout, time.Second)
 	if string(got[0].Value) != "successor" {
 		t.Fatalf("visible output %q, want only the successor's", got[0].Value)
+	}
+}
+
+// heldLocks counts franz-go's log lines saying that End, having committed,
+// holds the session's lock for another 500 ms (its path for brokers
+// without KIP-447).
+type heldLocks struct{ n atomic.Int32 }
+
+func (h *heldLocks) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+func (h *heldLocks) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	if strings.HasPrefix(msg, "sleeping 500ms before allowing a rebalance") {
+		h.n.Add(1)
+	}
+}
+
+// TestEmptyTransactionDoesNotHoldTheNextCommit: a transaction that consumed
+// nothing (outputs of a punctuation or a frontier record only) commits
+// without franz-go's 500 ms pre-KIP-447 hold, which delayed the next
+// commit and every output behind it, and the offsets stay where they were,
+// with the metadata the participants give now.
+func TestEmptyTransactionDoesNotHoldTheNextCommit(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, nil)
+	kafkatest.Produce(t, &kgo.Record{Topic: in, Value: []byte("a")}, &kgo.Record{Topic: in, Value: []byte("b")})
+	group := kafkatest.UniqueName(t, "g")
+	held := &heldLocks{}
+	sess := newSession(t, in, out, group, kafkatest.UniqueName(t, "txn"), kgo.WithLogger(held))
+	ov := &overlay{md: txn.Metadata{in: {0: "after-inputs"}}}
+	c := txn.NewCommitter(sess, func() []txn.Participant { return []txn.Participant{ov} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	if err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pollN(t, ctx, sess.Client(), 2) {
+		sess.Client().Produce(ctx, kgo.SliceRecord(r.Value), nil)
+	}
+	if st, err := c.Commit(ctx); err != nil || !st.Committed {
+		t.Fatalf("commit with inputs: stats %+v err %v", st, err)
+	}
+	// Two transactions with an output and no input, as wall-clock
+	// punctuation makes them.
+	for i, md := range []string{"punctuated-1", "punctuated-2"} {
+		ov.md = txn.Metadata{in: {0: md}}
+		if err := c.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		sess.Client().Produce(ctx, kgo.StringRecord(md), nil)
+		st, err := c.Commit(ctx)
+		if err != nil || !st.Committed {
+			t.Fatalf("commit %d without inputs: stats %+v err %v", i+1, st, err)
+		}
+	}
+	if n := held.n.Load(); n > 0 {
+		t.Fatalf("franz-go held the session lock for 500 ms after %d of the commits: an empty transaction still looks pre-KIP-447", n)
+	}
+	got, err := txn.CommittedMetadata(ctx, sess.Client(), group, txn.Partitions{in: {0}})
+	for errors.Is(err, kerr.UnstableOffsetCommit) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		got, err = txn.CommittedMetadata(ctx, sess.Client(), group, txn.Partitions{in: {0}})
+	}
+	if err != nil || got[in][0] != "punctuated-2" {
+		t.Fatalf("committed metadata %v (err %v), want the last commit's %q", got, err, "punctuated-2")
+	}
+	if offs := kafkatest.Committed(t, group, in); offs[0] != 2 {
+		t.Fatalf("committed offset %d after the empty transactions, want 2 (unchanged)", offs[0])
+	}
+	outs := kafkatest.ConsumeExactly(t, out, 4, kafkatest.Timeout, time.Second)
+	if v := string(outs[3].Value); v != "punctuated-2" {
+		t.Fatalf("last output %q, want the second empty transaction's", v)
 	}
 }

@@ -623,6 +623,9 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 	})
 	res.SteadyP50, res.SteadyP99, res.SteadyCount = steady.Quantile(50), steady.Quantile(99), steady.Count
 	res.TakeoverP50, res.TakeoverP99, res.TakeoverCount = takeover.Quantile(50), takeover.Quantile(99), takeover.Count
+	if err := dumpOutputs(obs, c.Name, kill, first.Add(f.o.After)); err != nil {
+		f.progress("  " + err.Error())
+	}
 	res.Series = stalenessSeries(obs, res.Moved, kill, driveStart, first.Add(f.o.After), time.Second)
 	f.progress(fmt.Sprintf("  unmoved partitions' p99: steady %.1f ms (%d outputs), restore window %.1f ms (%d outputs)",
 		res.SteadyP99, res.SteadyCount, res.TakeoverP99, res.TakeoverCount))
@@ -719,6 +722,7 @@ func memberOf(owned map[string][]int32, name string) string {
 // observed is one output record seen by the external consumer.
 type observed struct {
 	partition int32
+	offset    int64
 	ts, recv  time.Time
 }
 
@@ -746,7 +750,7 @@ func (o *outputs) consume(ctx context.Context, brokers []string, topic string) e
 			return err
 		}
 		o.mu.Lock()
-		fs.EachRecord(func(r *kgo.Record) { o.recs = append(o.recs, observed{r.Partition, r.Timestamp, now}) })
+		fs.EachRecord(func(r *kgo.Record) { o.recs = append(o.recs, observed{r.Partition, r.Offset, r.Timestamp, now}) })
 		o.mu.Unlock()
 	}
 }

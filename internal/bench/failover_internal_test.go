@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,32 @@ func TestFailoverMarkdownMinMedian(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestDumpOutputsWritesTheRunAroundTheKill: with TIDEMARK_BENCH_OUTPUTS set,
+// a run leaves one line per output whose input was sent from 3 s before
+// the kill to the window's end, timed from the kill.
+func TestDumpOutputsWritesTheRunAroundTheKill(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(outputsEnv, dir)
+	kill := time.Date(2026, 12, 5, 4, 0, 0, 0, time.UTC)
+	o := &outputs{recs: []observed{
+		{partition: 0, offset: 7, ts: kill.Add(-5 * time.Second), recv: kill.Add(-4 * time.Second)},
+		{partition: 2, offset: 9, ts: kill.Add(-time.Second), recv: kill.Add(-950 * time.Millisecond)},
+		{partition: 3, offset: 4, ts: kill.Add(time.Second), recv: kill.Add(1500 * time.Millisecond)},
+		{partition: 1, offset: 5, ts: kill.Add(4 * time.Second), recv: kill.Add(5 * time.Second)},
+	}}
+	if err := dumpOutputs(o, "tidemark-standby", kill, kill.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tidemark-standby-20261205-040000.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	want := []string{"2 9 -1.000 -0.950 50.0", "3 4 1.000 1.500 500.0"}
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "# kill 2026-12-05T04:00:00Z") || strings.Join(lines[1:], "|") != strings.Join(want, "|") {
+		t.Fatalf("dump:\n%s\nwant a header and %q", b, want)
 	}
 }

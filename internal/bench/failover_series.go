@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -114,4 +117,37 @@ func isSettled(obs *outputs, now time.Time) (bool, string) {
 		return false, why
 	}
 	return true, why
+}
+
+// outputsEnv names a directory: each failover run writes there every
+// output the external consumer saw for inputs sent from 3 s before the
+// kill to the end of the restore window, one line each (partition, offset,
+// input send and receive time in seconds from the kill, staleness in ms).
+// The per-second series shows that a second was slow; these lines show
+// which outputs, on which partitions, arrived together: a stall of one
+// process or of the broker delays every partition at once, to the
+// millisecond, and lines it up with the workers' logs
+// (TIDEMARK_BENCH_LOG=debug).
+const outputsEnv = "TIDEMARK_BENCH_OUTPUTS"
+
+// dumpOutputs writes the run's outputs around the kill to a file named
+// after the case in outputsEnv's directory, if set.
+func dumpOutputs(obs *outputs, name string, kill, end time.Time) error {
+	dir := os.Getenv(outputsEnv)
+	if dir == "" {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kill %s; partition offset sent_s received_s staleness_ms\n", kill.UTC().Format(time.RFC3339Nano))
+	obs.each(func(o observed) {
+		if o.ts.After(kill.Add(-3*time.Second)) && o.ts.Before(end) {
+			fmt.Fprintf(&b, "%d %d %.3f %.3f %.1f\n", o.partition, o.offset, o.ts.Sub(kill).Seconds(),
+				o.recv.Sub(kill).Seconds(), float64(o.recv.Sub(o.ts).Microseconds())/1000)
+		}
+	})
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.txt", name, kill.UTC().Format("20060102-150405")))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", outputsEnv, err)
+	}
+	return nil
 }
