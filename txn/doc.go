@@ -13,6 +13,9 @@
 //     (a task's clocks and changelog positions);
 //  2. add the consumed input offsets to the transaction, each with its
 //     participant's metadata, passed to Transactor.End (TxnOffsetCommit);
+//     a transaction that consumed nothing re-commits one committed offset
+//     where it stands (recommit.go: franz-go would otherwise hold the
+//     session for 500 ms after it);
 //  3. EndTxn(commit);
 //  4. only after the commit succeeded: Apply each participant in order (a
 //     task's state overlay goes to local state with the changelog offsets
