@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -241,5 +242,57 @@ func TestEmptyTransactionDoesNotHoldTheNextCommit(t *testing.T) {
 	outs := kafkatest.ConsumeExactly(t, out, 4, kafkatest.Timeout, time.Second)
 	if v := string(outs[3].Value); v != "punctuated-2" {
 		t.Fatalf("last output %q, want the second empty transaction's", v)
+	}
+}
+
+// TestEmptyTransactionOfARemovedMemberAborts: a member removed from the
+// group (as the peer detector removes a dead instance's) that still
+// commits a transaction without input must not make its outputs visible:
+// the partition the new owner restores from could already be someone
+// else's. Its re-commit carries the lost membership, and the broker's
+// refusal aborts the transaction. Without the re-commit there is no
+// TxnOffsetCommit to refuse, and the transaction committed.
+func TestEmptyTransactionOfARemovedMemberAborts(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, nil)
+	kafkatest.Produce(t, &kgo.Record{Topic: in, Value: []byte("a")})
+	group := kafkatest.UniqueName(t, "g")
+	// Slow heartbeats: the member must not learn of its removal (and
+	// abort through its revocation callback) before its commit does.
+	sess := newSession(t, in, out, group, kafkatest.UniqueName(t, "txn"), kgo.InstanceID("member-a"),
+		kgo.SessionTimeout(30*time.Second), kgo.HeartbeatInterval(10*time.Second))
+	ov := &overlay{md: txn.Metadata{in: {0: "resume"}}}
+	c := txn.NewCommitter(sess, func() []txn.Participant { return []txn.Participant{ov} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	if err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pollN(t, ctx, sess.Client(), 1) {
+		sess.Client().Produce(ctx, kgo.SliceRecord(append([]byte("out-"), r.Value...)), nil)
+	}
+	if st, err := c.Commit(ctx); err != nil || !st.Committed {
+		t.Fatalf("commit with input: stats %+v err %v", st, err)
+	}
+
+	if err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	sess.Client().Produce(ctx, kgo.StringRecord("zombie-punctuation"), nil)
+	left, err := kafkatest.Admin(t).LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs("member-a"))
+	if err != nil || left.Error() != nil {
+		t.Fatalf("remove the member: %v %v", err, left.Error())
+	}
+	st, err := c.Commit(ctx)
+	if st.Committed {
+		t.Fatalf("a removed member committed a transaction without input (err %v)", err)
+	}
+	if ov.discarded != 1 {
+		t.Fatalf("participant discarded %d times, want once for the aborted transaction", ov.discarded)
+	}
+	outs := kafkatest.ConsumeExactly(t, out, 1, kafkatest.Timeout, time.Second)
+	if v := string(outs[0].Value); v != "out-a" {
+		t.Fatalf("visible output %q, want only the first transaction's", v)
 	}
 }
