@@ -174,6 +174,21 @@ func TestZombieWithSameTransactionalIDIsFenced(t *testing.T) {
 	}
 }
 
+// commitInputs runs one transaction that consumes n inputs and produces
+// "out-" and each input's value.
+func commitInputs(t *testing.T, ctx context.Context, c *txn.Committer, sess *txn.GroupTransactor, n int) {
+	t.Helper()
+	if err := c.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pollN(t, ctx, sess.Client(), n) {
+		sess.Client().Produce(ctx, kgo.SliceRecord(append([]byte("out-"), r.Value...)), nil)
+	}
+	if st, err := c.Commit(ctx); err != nil || !st.Committed {
+		t.Fatalf("commit with inputs: stats %+v err %v", st, err)
+	}
+}
+
 // heldLocks counts franz-go's log lines saying that End, having committed,
 // holds the session's lock for another 500 ms (its path for brokers
 // without KIP-447).
@@ -203,15 +218,7 @@ func TestEmptyTransactionDoesNotHoldTheNextCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	if err := c.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range pollN(t, ctx, sess.Client(), 2) {
-		sess.Client().Produce(ctx, kgo.SliceRecord(r.Value), nil)
-	}
-	if st, err := c.Commit(ctx); err != nil || !st.Committed {
-		t.Fatalf("commit with inputs: stats %+v err %v", st, err)
-	}
+	commitInputs(t, ctx, c, sess, 2)
 	// Two transactions with an output and no input, as wall-clock
 	// punctuation makes them.
 	for i, md := range []string{"punctuated-1", "punctuated-2"} {
@@ -266,15 +273,7 @@ func TestEmptyTransactionOfARemovedMemberAborts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	if err := c.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range pollN(t, ctx, sess.Client(), 1) {
-		sess.Client().Produce(ctx, kgo.SliceRecord(append([]byte("out-"), r.Value...)), nil)
-	}
-	if st, err := c.Commit(ctx); err != nil || !st.Committed {
-		t.Fatalf("commit with input: stats %+v err %v", st, err)
-	}
+	commitInputs(t, ctx, c, sess, 1)
 
 	if err := c.Begin(); err != nil {
 		t.Fatal(err)
