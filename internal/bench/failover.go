@@ -340,6 +340,10 @@ type FailoverResult struct {
 	TakeoverP50   float64 `json:"takeover_p50_ms,omitempty"`
 	TakeoverP99   float64 `json:"takeover_p99_ms,omitempty"`
 	TakeoverCount int64   `json:"takeover_outputs,omitempty"`
+	// SteadyMs and TakeoverMs are the same outputs' staleness in 1 ms
+	// buckets, for the p99 pooled over a case's runs (failover_pooled.go).
+	SteadyMs   msCounts `json:"steady_ms_counts,omitempty"`
+	TakeoverMs msCounts `json:"takeover_ms_counts,omitempty"`
 	// Series is the unmoved partitions' staleness per second of input
 	// send time, from the start of the input to the end of the takeover
 	// window (see SeriesPoint).
@@ -608,6 +612,7 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 		return res
 	}
 	steady, takeover := newStaleness(), newStaleness()
+	steadyMs, takeoverMs := map[int64]int64{}, map[int64]int64{}
 	obs.each(func(o observed) {
 		if slices.Contains(res.Moved, o.partition) {
 			return
@@ -616,13 +621,16 @@ func (f *failover) run(ctx context.Context, c FailoverCase) (res FailoverResult)
 		case o.ts.Before(kill.Add(-f.o.Steady)):
 		case o.ts.Before(kill):
 			steady.record(o.recv.Sub(o.ts))
+			countMs(steadyMs, o.recv.Sub(o.ts))
 		case o.ts.Before(st.reassigned):
 		case o.ts.Before(first.Add(f.o.After)):
 			takeover.record(o.recv.Sub(o.ts))
+			countMs(takeoverMs, o.recv.Sub(o.ts))
 		}
 	})
 	res.SteadyP50, res.SteadyP99, res.SteadyCount = steady.Quantile(50), steady.Quantile(99), steady.Count
 	res.TakeoverP50, res.TakeoverP99, res.TakeoverCount = takeover.Quantile(50), takeover.Quantile(99), takeover.Count
+	res.SteadyMs, res.TakeoverMs = newMsCounts(steadyMs), newMsCounts(takeoverMs)
 	if err := dumpOutputs(obs, c.Name, kill, first.Add(f.o.After)); err != nil {
 		f.progress("  " + err.Error())
 	}

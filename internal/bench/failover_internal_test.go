@@ -60,12 +60,66 @@ func TestFailoverMarkdownMinMedian(t *testing.T) {
 	r.Markdown(&b)
 	md := b.String()
 	for _, want := range []string{
-		"| x | 1000 | 3/3 | 0.00 | 1.00 / 2.00 | 7.00 / 8.00 | 0 | 50.0 / 80.0 | 80.0 / 100.0 | 1.00 / 1.10 |",
+		"| x | 1000 | 3/3 | 0.00 | 1.00 / 2.00 | 7.00 / 8.00 | 0 | 50.0 / 80.0 | 80.0 / 100.0 | 1.00 / 1.10 |  |  |",
 		"| y | 10 | 0/1 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// runMs is a window of outputs: n at each staleness (ms) in stale.
+func runMs(n int, stale ...int64) msCounts {
+	m := map[int64]int64{}
+	for _, ms := range stale {
+		for range n {
+			countMs(m, time.Duration(ms)*time.Millisecond+400*time.Microsecond)
+		}
+	}
+	return newMsCounts(m)
+}
+
+// TestFailoverPooledP99: the pooled p99 is the p99 of all runs' outputs
+// together, not a summary of per-run p99s. Two of three runs' restore
+// windows have a stall (3 of their 200 outputs at 500 ms, so their own p99
+// is 500 ms, the median run's ratio 50); pooled, the stalls are 1% of the
+// outputs and the pooled ratio is 1. A stall of 5% of every run's window
+// shows in the pooled p99 as well.
+func TestFailoverPooledP99(t *testing.T) {
+	calm := func(r int) FailoverResult {
+		return FailoverResult{Case: "x", Keys: 1000, Repeat: r, SteadyP99: 10, TakeoverP99: 10,
+			SteadyMs: runMs(100, 8, 10), TakeoverMs: runMs(100, 9, 10)}
+	}
+	stalled := func(r int) FailoverResult {
+		x := calm(r)
+		x.TakeoverP99 = 500
+		x.TakeoverMs = pool(runMs(1, 500, 500, 500), runMs(197, 10))
+		return x
+	}
+	r := &FailoverReport{Keys: 1000, Repeats: 3, Results: []FailoverResult{calm(1), stalled(2), stalled(3),
+		{Case: "x", Keys: 1000, Repeat: 4, Error: "boom", SteadyMs: runMs(1000, 1), TakeoverMs: runMs(1000, 900)}}}
+	s, tk, runs := pooledP99(r.Results)
+	if s != 10 || tk != 10 || runs != 3 {
+		t.Errorf("pooled p99 steady %v, restore window %v over %d runs; want 10, 10 over 3 (the failed run left out)", s, tk, runs)
+	}
+	var b strings.Builder
+	r.Markdown(&b)
+	if want := "| 10 / 10 | 1.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+
+	var slow []FailoverResult
+	for i := range 3 {
+		x := calm(i + 1)
+		x.TakeoverMs = pool(runMs(10, 300), runMs(190, 10))
+		slow = append(slow, x)
+	}
+	if _, tk, _ := pooledP99(slow); tk != 300 {
+		t.Errorf("a stall in 5%% of every window: pooled p99 %v ms, want 300", tk)
+	}
+	if q := (msCounts{}).quantile(99); q != 0 {
+		t.Errorf("empty histogram: p99 %v, want 0", q)
 	}
 }
 
