@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,42 @@ func TestFailoverPooledP99(t *testing.T) {
 	}
 	if q := (msCounts{}).quantile(99); q != 0 {
 		t.Errorf("empty histogram: p99 %v, want 0", q)
+	}
+}
+
+// TestFailoverMsCountsStoredCompactly: a report's staleness buckets are
+// one line per run in results.json and read back to the same pooled p99;
+// reports written before, with an array of pairs, still read.
+func TestFailoverMsCountsStoredCompactly(t *testing.T) {
+	r := &FailoverReport{Keys: 1000, Repeats: 1, Results: []FailoverResult{{Case: "x", Keys: 1000, Repeat: 1,
+		SteadyMs: pool(runMs(5, 3), runMs(90, 12), runMs(5, 140)), TakeoverMs: pool(runMs(98, 20), runMs(2, 75))}}}
+	dir := t.TempDir()
+	if err := writeResults(dir, "results", r, r.Markdown); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"steady_ms_counts": "3:5 12:90 140:5"`) {
+		t.Errorf("steady buckets not stored as one string:\n%s", b)
+	}
+	var back FailoverReport
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	s0, t0, _ := pooledP99(r.Results)
+	s1, t1, runs := pooledP99(back.Results)
+	if s0 != s1 || t0 != t1 || runs != 1 || s1 != 140 || t1 != 75 {
+		t.Errorf("read back: pooled p99 %v / %v over %d runs, want %v / %v over 1 (140 / 75)", s1, t1, runs, s0, t0)
+	}
+	var old msCounts
+	if err := json.Unmarshal([]byte(`[[3, 5], [12, 90]]`), &old); err != nil || len(old) != 2 || old[1] != [2]int64{12, 90} {
+		t.Errorf("array of pairs: %v, %v", old, err)
+	}
+	var bad msCounts
+	if err := json.Unmarshal([]byte(`"3:5 12"`), &bad); err == nil {
+		t.Error("a bucket without its count was accepted")
 	}
 }
 
