@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -13,7 +14,7 @@ import (
 // progress is a consumer group's committed offsets against the input's end.
 type progress struct{ committed, end int64 }
 
-func groupProgress(ctx context.Context, adm *kadm.Client, group, topic string) (progress, error) {
+func groupProgress(ctx context.Context, adm *kadm.Client, group, topic string, skip ...int32) (progress, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return progress{}, err
@@ -24,6 +25,9 @@ func groupProgress(ctx context.Context, adm *kadm.Client, group, topic string) (
 	}
 	var p progress
 	ends.Each(func(o kadm.ListedOffset) {
+		if slices.Contains(skip, o.Partition) {
+			return
+		}
 		p.end += o.Offset
 		if c, ok := offs.Lookup(topic, o.Partition); ok && c.At > 0 {
 			p.committed += c.At
@@ -38,6 +42,12 @@ func groupProgress(ctx context.Context, adm *kadm.Client, group, topic string) (
 // group joins and JVM start-up out of the figure, for every system alike,
 // and includes the final commit, which is part of the work.
 func throughput(ctx context.Context, adm *kadm.Client, group, topic string, ready time.Time, timeout time.Duration) (float64, error) {
+	return throughputExcept(ctx, adm, group, topic, ready, timeout)
+}
+
+// throughputExcept is throughput over the partitions of topic other than
+// skip.
+func throughputExcept(ctx context.Context, adm *kadm.Client, group, topic string, ready time.Time, timeout time.Duration, skip ...int32) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -48,7 +58,7 @@ func throughput(ctx context.Context, adm *kadm.Client, group, topic string, read
 			return 0, fmt.Errorf("bench: group %s did not finish %s in %s", group, topic, timeout)
 		case <-tick.C:
 		}
-		p, err := groupProgress(ctx, adm, group, topic)
+		p, err := groupProgress(ctx, adm, group, topic, skip...)
 		if err != nil {
 			continue
 		}

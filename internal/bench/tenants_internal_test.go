@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,18 @@ func TestTenantIsolationPlacesHotTenant(t *testing.T) {
 	}
 	if n := len(TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}.appOpts()); n != 2 {
 		t.Errorf("on with a hot rate: %d app options, want 2 (fair scheduling, the rate limit)", n)
+	}
+	// Only a rate-limited hot tenant's partition is left out of the drain.
+	for _, c := range []struct {
+		iso  TenantIsolation
+		want []int32
+	}{
+		{TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}, []int32{5}},
+		{TenantIsolation{Mode: IsolationOn, Hot: "t00", Partitions: 6}, nil},
+		{TenantIsolation{Mode: IsolationOff, Hot: "t00", HotRate: 100, Partitions: 6}, nil},
+	} {
+		if got := c.iso.throttledPartitions(); !slices.Equal(got, c.want) {
+			t.Errorf("%s, hot rate %v: drain skips %v, want %v", c.iso.Mode, c.iso.HotRate, got, c.want)
+		}
 	}
 }

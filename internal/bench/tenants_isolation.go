@@ -48,6 +48,16 @@ func (i TenantIsolation) placement() *topology.TenantPlacement {
 	return topology.NewTenantPlacement(map[string][]int32{i.Hot: {i.Partitions - 1}})
 }
 
+// throttledPartitions are the input partitions whose records the mode
+// rate-limits at the source: the hot tenant's own, with isolation on and
+// a HotRate; none otherwise.
+func (i TenantIsolation) throttledPartitions() []int32 {
+	if i.Mode != IsolationOn || i.HotRate <= 0 {
+		return nil
+	}
+	return []int32{i.Partitions - 1}
+}
+
 // String says which settings the mode applies, for the report.
 func (i TenantIsolation) String() string {
 	switch i.Mode {

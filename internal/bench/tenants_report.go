@@ -58,6 +58,9 @@ func (r *TenantReport) Markdown(w io.Writer) {
 				b.P50, d.P50, a.P99, b.Outputs, b.Inputs, d.Outputs, d.Inputs)
 		}
 		fmt.Fprintf(w, "\nQuiet tenants' max p99 rise: **%s** (target with isolation on: ≤ 10%%). App CPU: %.1f s.\n", pct(run.QuietMaxRise), run.CPUSeconds)
+		if run.HotBacklog > 0 {
+			fmt.Fprintf(w, "The rate-limited %s still had %d input records to process when the run ended (the drain waited for the other partitions only).\n", r.Hot, run.HotBacklog)
+		}
 	}
 }
 

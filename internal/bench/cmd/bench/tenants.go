@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,8 +34,8 @@ as before tenant isolation), default (the runtime's defaults: fair scheduling
 on) and on (the hot tenant on its own input and output partition through the
 placement partitioner, fair scheduling, optionally --hot-rate). It prints and writes, per mode, each
 tenant's p99 before and during the burst and its rise, to
-internal/bench/results/<time>/tenants.{json,md} and a copy in
-internal/bench/results/tenants-latest/.`,
+internal/bench/results/<time>-tenants/tenants.{json,md} and a copy in
+internal/bench/results/tenants-latest/ (not with --out).`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -48,25 +49,29 @@ internal/bench/results/tenants-latest/.`,
 				return err
 			}
 			results := filepath.Join(root, "internal", "bench", "results")
+			dirs := []string{out}
 			if out == "" {
+				// An explicit directory is an experiment: tenants-latest
+				// stays the last default run.
 				out = filepath.Join(results, time.Now().UTC().Format("20060102-150405")+"-tenants")
+				dirs = []string{out, filepath.Join(results, "tenants-latest")}
 			}
 			rep, err := bench.RunTenants(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
 			if rep != nil {
-				for _, dir := range []string{out, filepath.Join(results, "tenants-latest")} {
+				for _, dir := range dirs {
 					if werr := rep.WriteFiles(dir); werr != nil && err == nil {
 						err = werr
 					}
 				}
 				rep.Markdown(os.Stdout)
-				fmt.Fprintf(os.Stderr, "results in %s (and tenants-latest)\n", out)
+				fmt.Fprintf(os.Stderr, "results in %s\n", strings.Join(dirs, " and "))
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
-	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-tenants)")
+	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-tenants, copied to tenants-latest; an explicit directory is not copied)")
 	f.IntVar(&o.Tenants, "tenants", 0, "tenants sharing the pipeline (default 10)")
 	f.StringVar(&o.Hot, "hot", "", "the tenant that bursts (default t00)")
 	f.Float64Var(&o.Rate, "rate", 0, "steady input rate of all tenants together, records/s (default 5000)")
