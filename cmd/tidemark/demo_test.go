@@ -44,6 +44,18 @@ func TestDemoOnEmbeddedBrokerReportsProcessedRecordsAndOutputs(t *testing.T) {
 			t.Errorf("%s = 0 in %q", what, summary)
 		}
 	}
+	// Generated counts every topic, clicks (read by no pipeline) included;
+	// processed is at most what reached the pipelines' inputs.
+	g := regexp.MustCompile(`generated (\d+) records \((\d+) of them in the pipelines' input topics`).FindStringSubmatch(summary)
+	if g == nil {
+		t.Fatalf("summary names no pipeline input count: %q", summary)
+	}
+	generated, _ := strconv.Atoi(g[1])
+	inputs, _ := strconv.Atoi(g[2])
+	processed, _ := strconv.Atoi(m[1])
+	if inputs == 0 || inputs > generated || processed > inputs {
+		t.Errorf("generated %d, inputs %d, processed %d: want 0 < processed ≤ inputs ≤ generated", generated, inputs, processed)
+	}
 	// Per-tenant freshness from the App's accounting: the sources name the
 	// seller, so sellers appear with committed outputs.
 	if tm := regexp.MustCompile(`; top tenants: seller-\d+ ([1-9]\d*) outputs p50 \S+ p99 \S+`).FindStringSubmatch(summary); tm == nil {
