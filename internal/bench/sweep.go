@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -829,11 +828,4 @@ func probeTxnFloor(ctx context.Context, brokers []string, h *harness) (floorMs, 
 		}
 	}
 	return median(floors), median(commits), nil
-}
-
-// SweepResultsDirs are the directories bench sweep writes: <time>-sweep and
-// sweep-latest under results.
-func SweepResultsDirs(root string, t time.Time) []string {
-	results := filepath.Join(root, "internal", "bench", "results")
-	return []string{filepath.Join(results, t.UTC().Format("20060102-150405")+"-sweep"), filepath.Join(results, "sweep-latest")}
 }

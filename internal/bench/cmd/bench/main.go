@@ -120,15 +120,11 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			if out == "" {
 				out = filepath.Join(root, "internal", "bench", "results", time.Now().UTC().Format("20060102-150405"))
 			}
-			rep, err := bench.Run(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
-			if rep != nil {
-				if werr := rep.WriteFiles(out); werr != nil && err == nil {
-					err = werr
-				}
-				rep.Markdown(os.Stdout)
-				fmt.Fprintf(os.Stderr, "results in %s\n", out)
+			rep, err := bench.Run(ctx, o, progress)
+			if rep == nil {
+				return err
 			}
-			return err
+			return writeReport(rep, []string{out}, err)
 		},
 	}
 	cmd.AddCommand(newTenantsCmd(), newSweepCmd())
@@ -136,7 +132,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))
 	f.StringVar(&systems, "systems", "", "comma-separated subset of the systems (default: all)")
-	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>)")
+	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>; with --failover <time>-failover, copied to failover-latest unless --out is given)")
 	f.BoolVar(&quick, "quick", false, "a short run (about 3 minutes)")
 	f.BoolVar(&resume, "resume", false, "also measure restart after SIGKILL")
 	f.IntVar(&records, "records", 0, "records pre-produced per throughput run (default 300000, quick 100000)")
@@ -178,21 +174,12 @@ func runFailover(ctx context.Context, root, out string, o bench.FailoverOptions,
 			return err
 		}
 	}
-	results := filepath.Join(root, "internal", "bench", "results")
-	if out == "" {
-		out = filepath.Join(results, time.Now().UTC().Format("20060102-150405"))
+	dirs := resultsDirs(root, "failover", out, time.Now())
+	rep, err := bench.RunFailover(ctx, o, progress)
+	if rep == nil {
+		return err
 	}
-	rep, err := bench.RunFailover(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
-	if rep != nil {
-		for _, dir := range []string{out, filepath.Join(results, "failover-latest")} {
-			if werr := rep.WriteFiles(dir); werr != nil && err == nil {
-				err = werr
-			}
-		}
-		rep.Markdown(os.Stdout)
-		fmt.Fprintf(os.Stderr, "results in %s and %s\n", out, filepath.Join(results, "failover-latest"))
-	}
-	return err
+	return writeReport(rep, dirs, err)
 }
 
 func benchBrokers(ctx context.Context, flag string) ([]string, error) {

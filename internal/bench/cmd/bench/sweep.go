@@ -100,22 +100,12 @@ directory it writes into.`,
 					return err
 				}
 			}
-			dirs := bench.SweepResultsDirs(root, time.Now())
-			if out != "" {
-				// An explicit directory is an experiment: sweep-latest
-				// stays the last default run.
-				dirs = []string{out}
+			dirs := resultsDirs(root, "sweep", out, time.Now())
+			rep, err := bench.RunSweep(ctx, o, progress)
+			if rep == nil {
+				return err
 			}
-			rep, err := bench.RunSweep(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
-			if rep != nil {
-				for _, dir := range dirs {
-					if werr := rep.WriteFiles(dir); werr != nil && err == nil {
-						err = werr
-					}
-				}
-				rep.Markdown(os.Stdout)
-				fmt.Fprintf(os.Stderr, "results in %s\n", strings.Join(dirs, " and "))
-			}
+			err = writeReport(rep, dirs, err)
 			return err
 		},
 	}

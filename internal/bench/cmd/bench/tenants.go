@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,24 +46,12 @@ internal/bench/results/tenants-latest/ (not with --out).`,
 			if o.Brokers, err = benchBrokers(ctx, brokers); err != nil {
 				return err
 			}
-			results := filepath.Join(root, "internal", "bench", "results")
-			dirs := []string{out}
-			if out == "" {
-				// An explicit directory is an experiment: tenants-latest
-				// stays the last default run.
-				out = filepath.Join(results, time.Now().UTC().Format("20060102-150405")+"-tenants")
-				dirs = []string{out, filepath.Join(results, "tenants-latest")}
+			dirs := resultsDirs(root, "tenants", out, time.Now())
+			rep, err := bench.RunTenants(ctx, o, progress)
+			if rep == nil {
+				return err
 			}
-			rep, err := bench.RunTenants(ctx, o, func(s string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s) })
-			if rep != nil {
-				for _, dir := range dirs {
-					if werr := rep.WriteFiles(dir); werr != nil && err == nil {
-						err = werr
-					}
-				}
-				rep.Markdown(os.Stdout)
-				fmt.Fprintf(os.Stderr, "results in %s\n", strings.Join(dirs, " and "))
-			}
+			err = writeReport(rep, dirs, err)
 			return err
 		},
 	}
