@@ -148,6 +148,17 @@ func DefaultFailoverCases() []FailoverCase {
 	)
 }
 
+// ExtraFailoverCases run only when named in FailoverOptions.Cases (bench
+// --failover-cases): tidemark's full restore at a restore share of 0.3,
+// to measure what pacing trades (the moved partitions' restore time
+// against the other partitions' staleness meanwhile).
+func ExtraFailoverCases() []FailoverCase {
+	if _, ok := worker("tidemark"); !ok {
+		return nil
+	}
+	return []FailoverCase{{Name: "tidemark-restore-share30", Kind: "tidemark", RestoreShare: 0.3}}
+}
+
 // FailoverOptions configure RunFailover. Zero fields take defaults.
 type FailoverOptions struct {
 	Brokers []string

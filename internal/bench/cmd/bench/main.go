@@ -141,29 +141,31 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
 	f.Float64SliceVar(&rates, "rates", nil, "absolute sweep rates in records/s (instead of --sweep fractions)")
 	f.BoolVar(&failover, "failover", false, "measure failover instead: SIGKILL the owner of a partition of a 1M-key table (quick: 100k, or --keys) and time the survivor's takeover, tidemark and Kafka Streams with and without standbys, and tidemark's snapshot and full restore at 100k keys too")
-	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated subset of the failover cases (default: all)")
+	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated failover cases (default: every default case; tidemark-restore-share30 only when named)")
 	f.Float64Var(&failoverRate, "failover-rate", 0, "input rate during the failover measurement, records/s (default 2000)")
 	f.IntVar(&repeats, "repeats", 2, "failover: run every case this many times, interleaved; the table shows min and median")
 	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count; none to skip it)")
 	return cmd
 }
 
-// runFailover runs the failover measurement and writes its results into
-// out (default internal/bench/results/<time>) and
-// internal/bench/results/failover-latest.
+// runFailover runs the failover measurement and writes its results
+// (resultsDirs: <time>-failover and failover-latest, or out alone).
+// cases names the cases to run (default: bench.DefaultFailoverCases);
+// bench.ExtraFailoverCases run only when named.
 func runFailover(ctx context.Context, root, out string, o bench.FailoverOptions, cases string) error {
 	all := bench.DefaultFailoverCases()
 	if cases != "" {
+		known := append(slices.Clone(all), bench.ExtraFailoverCases()...)
 		for _, name := range strings.Split(cases, ",") {
-			i := slices.IndexFunc(all, func(c bench.FailoverCase) bool { return c.Name == name })
+			i := slices.IndexFunc(known, func(c bench.FailoverCase) bool { return c.Name == name })
 			if i < 0 {
 				var names []string
-				for _, c := range all {
+				for _, c := range known {
 					names = append(names, c.Name)
 				}
 				return fmt.Errorf("--failover-cases: unknown case %q (known: %s)", name, strings.Join(names, ", "))
 			}
-			o.Cases = append(o.Cases, all[i])
+			o.Cases = append(o.Cases, known[i])
 		}
 	} else {
 		o.Cases = all
