@@ -27,12 +27,9 @@ func resultsDirs(root, kind, out string, now time.Time) []string {
 }
 
 // writeReport writes rep into every dir and prints it, returning runErr
-// or else the first write error. A nil rep (the run failed before it had
-// anything) writes nothing.
+// or else the first write error. Callers pass a report only when the run
+// returned one (a typed nil would not compare equal to nil here).
 func writeReport(rep report, dirs []string, runErr error) error {
-	if rep == nil {
-		return runErr
-	}
 	for _, dir := range dirs {
 		if werr := rep.WriteFiles(dir); werr != nil && runErr == nil {
 			runErr = werr

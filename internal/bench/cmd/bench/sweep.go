@@ -105,8 +105,7 @@ directory it writes into.`,
 			if rep == nil {
 				return err
 			}
-			err = writeReport(rep, dirs, err)
-			return err
+			return writeReport(rep, dirs, err)
 		},
 	}
 	f := cmd.Flags()

@@ -51,8 +51,7 @@ internal/bench/results/tenants-latest/ (not with --out).`,
 			if rep == nil {
 				return err
 			}
-			err = writeReport(rep, dirs, err)
-			return err
+			return writeReport(rep, dirs, err)
 		},
 	}
 	f := cmd.Flags()
