@@ -106,6 +106,7 @@ func (s *session) releaseHolds(now time.Time) {
 		}
 		s.app.metrics.fair.throttled.WithLabelValues(h.owed).Add(now.Sub(h.since).Seconds())
 		*h = admitHold{}
+		p.released = now
 	}
 }
 

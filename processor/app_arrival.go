@@ -12,7 +12,9 @@ import "time"
 // (CreateTime), which producers set and which can be seconds off: a
 // controller that measured from it would see staleness it cannot change.
 // An append time later than the poll (clocks of different machines) is
-// ignored. Outputs without a current input record (wall-clock
+// ignored. A record that waited in a partition admission control held
+// originates when the hold was released, if that came after its poll
+// (partQueue.origin). Outputs without a current input record (wall-clock
 // punctuations) originate now, except the updates a record cache held
 // back: they originate when the oldest record processed since the last
 // flush arrived (app_flush.go), which over- rather than understates them.

@@ -26,9 +26,10 @@ import (
 // ("in", tenant = the record key), their outputs collected per partition,
 // and the fair queues.
 type fairRig struct {
-	s   *session
-	out map[int32][]string // values output, by task partition
-	now time.Time
+	s        *session
+	out      map[int32][]string    // values output, by task partition
+	arrivals map[int32][]time.Time // the controller's staleness origin of each output
+	now      time.Time
 }
 
 func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit frontier.Options) *fairRig {
@@ -43,7 +44,7 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &fairRig{out: map[int32][]string{}, now: time.Unix(1_700_000_000, 0)}
+	r := &fairRig{out: map[int32][]string{}, arrivals: map[int32][]time.Time{}, now: time.Unix(1_700_000_000, 0)}
 	app := &App{metrics: newAppMetrics("app"), log: slog.New(slog.DiscardHandler)}
 	app.thm = newThreadMetrics(app.metrics.reg, "app")
 	th := &appThread{app: app}
@@ -57,6 +58,7 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 		tk, err := task.New(task.Params{Topology: topo, SubTopology: 0, Partition: p, Stores: memstore.NewProvider(),
 			Output: task.CollectorFunc(func(_ topology.TaskID, rec *topology.OutputRecord) error {
 				r.out[p] = append(r.out[p], string(rec.Value))
+				r.arrivals[p] = append(r.arrivals[p], r.s.arrival())
 				return nil
 			})})
 		if err != nil {
@@ -340,6 +342,51 @@ func TestAdmissionHoldsATenantsPartitionAtItsRate(t *testing.T) {
 	r.checkOffsetOrder(t, 0, 23)
 	if th := metricValue(r.s.app.metrics.fair.throttled.WithLabelValues("hot")); th < 1.9 || th > 2.1 {
 		t.Fatalf("throttled %.2fs, want ≈2s", th)
+	}
+}
+
+// A record that waited in a partition admission control held counts, for
+// the commit controller, from the hold's release, not from its poll: the
+// wait was the tenant's Rate, not the commit cadence, and counted from the
+// poll it made every commit look seconds late to the feedback loop. The
+// other tenant's records keep their poll time.
+func TestThrottledRecordsOriginateAtTheirRelease(t *testing.T) {
+	r := newFairRig(t, 500, 1000, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 2}}})
+	polled := r.now
+	var recs [2][]*kgo.Record
+	for p := range int32(2) {
+		for o := range int64(30) {
+			recs[p] = append(recs[p], &kgo.Record{Topic: "in", Partition: p, Offset: o, Key: []byte([]string{"hot", "cold"}[p]),
+				Value: []byte(fmt.Sprintf("%d:%d", p, o)), Timestamp: time.UnixMilli(o)})
+		}
+		r.s.fair.enqueue(topology.TaskID{Partition: p}, changelog.TopicPartition{Topic: "in", Partition: p}, recs[p], 0, polled)
+	}
+	r.pass(t) // hot: 2 on the burst, 1 on credit, then held; cold: all 30
+	passAt := map[int]time.Time{}
+	for range 20 {
+		r.now = r.now.Add(100 * time.Millisecond)
+		before := len(r.out[0])
+		r.pass(t)
+		for i := before; i < len(r.out[0]); i++ {
+			passAt[i] = r.now
+		}
+	}
+	if len(r.out[0]) != 23 || len(r.arrivals[1]) != 30 {
+		t.Fatalf("hot %d outputs (want 23), cold %d (want 30)", len(r.out[0]), len(r.arrivals[1]))
+	}
+	for i, at := range r.arrivals[0] {
+		want := polled
+		if i >= 3 {
+			want = passAt[i] // released in the pass that processed it
+		}
+		if !at.Equal(want) {
+			t.Errorf("hot output %d: origin %v after the poll, want %v", i, at.Sub(polled), want.Sub(polled))
+		}
+	}
+	for i, at := range r.arrivals[1] {
+		if !at.Equal(polled) {
+			t.Fatalf("cold output %d: origin %v after the poll, want its poll time", i, at.Sub(polled))
+		}
 	}
 }
 
