@@ -127,14 +127,7 @@ func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
 		job.Table = id + "-table"
 		topics = append(topics, job.Table)
 	}
-	resp, err := h.adm.CreateTopics(ctx, h.o.Partitions, 1, nil, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return job, fmt.Errorf("bench: create topics: %w", err)
-	}
-	if err := waitTopics(ctx, h.adm, topics); err != nil {
+	if err := h.createTopics(ctx, topics...); err != nil {
 		return job, err
 	}
 	if w == "join" {
@@ -143,6 +136,19 @@ func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
 		}
 	}
 	return job, nil
+}
+
+// createTopics creates topics of Options.Partitions partitions and waits
+// until the broker lists them.
+func (h *harness) createTopics(ctx context.Context, topics ...string) error {
+	resp, err := h.adm.CreateTopics(ctx, h.o.Partitions, 1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("bench: create topics: %w", err)
+	}
+	return waitTopics(ctx, h.adm, topics)
 }
 
 // loadedJob is a fresh job whose input holds the pre-produced records.

@@ -136,8 +136,8 @@ func (o *TenantOptions) EnsureDefaults() error {
 		o.Modes = []string{"off", "on"}
 	}
 	for _, m := range o.Modes {
-		if m != IsolationOff && m != IsolationDefault && m != IsolationOn {
-			return fmt.Errorf("bench tenants: mode %q: want %s, %s or %s", m, IsolationOff, IsolationDefault, IsolationOn)
+		if m != IsolationOff && m != IsolationDefault && m != IsolationOn && m != IsolationApart {
+			return fmt.Errorf("bench tenants: mode %q: want %s, %s, %s or %s", m, IsolationOff, IsolationDefault, IsolationOn, IsolationApart)
 		}
 	}
 	if o.Partitions < 2 {
@@ -248,13 +248,36 @@ type TenantRun struct {
 	// QuietMaxRise is the largest p99 rise, in %, from before to during
 	// the burst among the tenants other than the hot one.
 	QuietMaxRise float64 `json:"quiet_max_p99_rise_pct"`
-	CPUSeconds   float64 `json:"cpu_seconds"`
+	// QuietBefore and QuietDuring are the largest p99 among the quiet
+	// tenants before and during the burst, in ms.
+	QuietBefore float64 `json:"quiet_max_p99_before_ms"`
+	QuietDuring float64 `json:"quiet_max_p99_during_ms"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
 	// HotBacklog is the hot tenant's input left unprocessed when the
 	// run ended: with its rate limited at the source (HotRate), the drain
 	// waits only for the other tenants' partitions, and the hot
 	// partition's backlog drains at the limit, long after the run.
 	HotBacklog int64  `json:"hot_backlog_records,omitempty"`
 	Error      string `json:"error,omitempty"`
+}
+
+// summarise sets the quiet-tenant figures from Tenants, hot excluded.
+func (run *TenantRun) summarise(hot string) {
+	run.QuietMaxRise = math.Inf(-1)
+	run.QuietBefore, run.QuietDuring = 0, 0
+	for t, ws := range run.Tenants {
+		if t == hot {
+			continue
+		}
+		if r := Rise(ws); !math.IsNaN(r) {
+			run.QuietMaxRise = math.Max(run.QuietMaxRise, r)
+		}
+		run.QuietBefore = math.Max(run.QuietBefore, ws[WindowBefore].P99)
+		run.QuietDuring = math.Max(run.QuietDuring, ws[WindowDuring].P99)
+	}
+	if math.IsInf(run.QuietMaxRise, -1) {
+		run.QuietMaxRise = math.NaN()
+	}
 }
 
 // TenantReport is a whole tenant burst measurement.
@@ -322,6 +345,12 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	}
 	defer h.cleanup(job)
 	job.Isolation = &iso
+	if hot := iso.hotTopic(job); hot != job.Input {
+		if err := h.createTopics(ctx, hot); err != nil {
+			run.Error = err.Error()
+			return run
+		}
+	}
 	p, err := sys.start(ctx, h.o.Env, job)
 	if err != nil {
 		run.Error = err.Error()
@@ -348,7 +377,7 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	watched := make(chan error, 1)
 	go func() { watched <- w.run(wctx, o.Brokers, job.Output) }()
 	dctx, dcancel := context.WithDeadline(ctx, sched.end)
-	err = driveTenants(dctx, producer, job, o, sched, w)
+	err = driveTenants(dctx, producer, job, iso.hotTopic(job), o, sched, w)
 	dcancel()
 	if err == nil {
 		skip := iso.throttledPartitions()
@@ -378,15 +407,7 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	}
 	run.Tenants = w.result(o.tenantNames())
 	run.CPUSeconds = (after.CPU - before.CPU).Seconds()
-	run.QuietMaxRise = math.Inf(-1)
-	for t, ws := range run.Tenants {
-		if r := Rise(ws); t != o.Hot && !math.IsNaN(r) {
-			run.QuietMaxRise = math.Max(run.QuietMaxRise, r)
-		}
-	}
-	if math.IsInf(run.QuietMaxRise, -1) {
-		run.QuietMaxRise = math.NaN()
-	}
+	run.summarise(o.Hot)
 	if err != nil {
 		run.Error = err.Error()
 	}
@@ -397,9 +418,9 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 
 // driveTenants produces every tenant's input on schedule until ctx is done
 // (the schedule's end), each record stamped with its send time and counted
-// in its window. Each tenant draws its keys from its own seeded Zipf key
+// in its window, the hot tenant's to hotTopic. Each tenant draws its keys from its own seeded Zipf key
 // space, so every mode gets the same key sequence.
-func driveTenants(ctx context.Context, cl *kgo.Client, job Job, o TenantOptions, s schedule, w *tenantWatch) error {
+func driveTenants(ctx context.Context, cl *kgo.Client, job Job, hotTopic string, o TenantOptions, s schedule, w *tenantWatch) error {
 	names := o.tenantNames()
 	keys := make([]*keyspace, len(names))
 	sent := make([]int, len(names))
@@ -424,12 +445,16 @@ func driveTenants(ctx context.Context, cl *kgo.Client, job Job, o TenantOptions,
 			return perr
 		case now := <-t.C:
 			for i, name := range names {
+				topic := job.Input
+				if name == o.Hot {
+					topic = hotTopic
+				}
 				due := s.due(now, per, o.BurstFactor, name == o.Hot)
 				for ; sent[i] < due; sent[i]++ {
 					ts := time.Now()
 					key := fmt.Appendf(nil, "%s/%s", name, keys[i].next())
 					w.sent(name, ts)
-					cl.Produce(ctx, &kgo.Record{Topic: job.Input, Key: key, Value: fmt.Appendf(nil, "%d:%s", sent[i], payload), Timestamp: ts},
+					cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: fmt.Appendf(nil, "%d:%s", sent[i], payload), Timestamp: ts},
 						func(_ *kgo.Record, err error) {
 							if err != nil && ctx.Err() == nil {
 								mu.Lock()

@@ -46,8 +46,18 @@ func TestTenantReportMarkdown(t *testing.T) {
 	w := func(before, during float64) map[string]TenantWindow {
 		return map[string]TenantWindow{WindowBefore: {P99: before, Inputs: 10, Outputs: 10}, WindowDuring: {P99: during, Inputs: 20, Outputs: 20}}
 	}
-	rep := &TenantReport{Hot: "t00", Runs: []TenantRun{{Mode: "on", Round: 1, Isolation: "x",
-		Tenants: map[string]map[string]TenantWindow{"t00": w(100, 400), "t01": w(100, 105)}, QuietMaxRise: 5}}}
+	rep := &TenantReport{Hot: "t00", Runs: []TenantRun{
+		{Mode: "on", Round: 1, Isolation: "x", Tenants: map[string]map[string]TenantWindow{"t00": w(100, 400), "t01": w(100, 105), "t02": w(90, 110)}},
+		{Mode: "apart", Round: 1, Isolation: "y", Tenants: map[string]map[string]TenantWindow{"t00": {}, "t01": w(40, 55), "t02": w(41, 50)}},
+		{Mode: "off", Round: 2, Isolation: "z", Tenants: map[string]map[string]TenantWindow{"t00": w(100, 100), "t01": w(100, 100)}},
+	}}
+	for i := range rep.Runs {
+		rep.Runs[i].summarise(rep.Hot)
+	}
+	// The quiet figures are each the largest among the tenants but t00.
+	if r := rep.Runs[0]; math.Abs(r.QuietMaxRise-22.2222) > 0.001 || r.QuietBefore != 100 || r.QuietDuring != 110 {
+		t.Errorf("on: quiet rise %v, before %v, during %v: want 22.2%%, 100, 110", r.QuietMaxRise, r.QuietBefore, r.QuietDuring)
+	}
 	if got := Rise(rep.Runs[0].Tenants["t00"]); got != 300 {
 		t.Errorf("Rise = %v, want 300", got)
 	}
@@ -56,7 +66,10 @@ func TestTenantReportMarkdown(t *testing.T) {
 	}
 	var md strings.Builder
 	rep.Markdown(&md)
-	for _, want := range []string{"| t00 (hot) | 100.0 | 400.0 | +300.0% |", "| t01 | 100.0 | 105.0 | +5.0% |", "max p99 rise: **+5.0%**", "20/20"} {
+	for _, want := range []string{"| t00 (hot) | 100.0 | 400.0 | +300.0% |", "| t01 | 100.0 | 105.0 | +5.0% |", "max p99 rise: **+22.2%**", "20/20",
+		// The summary sets each mode's p99 during the burst against the
+		// floor of its round; a round without one has none.
+		"| 1 | on | 100.0 | 110.0 | +22.2% | 2.00 |", "| 1 | apart | 41.0 | 55.0 | +37.5% | 1.00 |", "| 2 | off | 100.0 | 100.0 | +0.0% | n/a |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -107,6 +120,22 @@ func TestTenantIsolationPlacesHotTenant(t *testing.T) {
 	if n := len(TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}.appOpts()); n != 2 {
 		t.Errorf("on with a hot rate: %d app options, want 2 (fair scheduling, the rate limit)", n)
 	}
+	// The floor mode places like on but sends the hot tenant elsewhere and
+	// limits no one (the app never sees the hot tenant).
+	apart := TenantIsolation{Mode: IsolationApart, Hot: "t00", HotRate: 100, Partitions: 6}
+	job := Job{AppID: "app", Input: "app-in"}
+	if got := apart.hotTopic(job); got == job.Input || !strings.HasPrefix(got, job.AppID+"-") {
+		t.Errorf("apart: hot topic %q: want a topic of the job's own (AppID prefix, so cleanup deletes it), not the input", got)
+	}
+	if got := on.hotTopic(job); got != job.Input {
+		t.Errorf("on: hot topic %q, want the input %q", got, job.Input)
+	}
+	if opts, err := apart.producerOpts(); err != nil || len(opts) != 1 || len(apart.sinkOpts()) != 1 {
+		t.Errorf("apart: producer options %v, %v, sink options %v: want the placement's", opts, err, apart.sinkOpts())
+	}
+	if n := len(apart.appOpts()); n != 1 {
+		t.Errorf("apart with a hot rate: %d app options, want 1 (fair scheduling; no rate limit for a tenant the app does not read)", n)
+	}
 	// Only a rate-limited hot tenant's partition is left out of the drain.
 	for _, c := range []struct {
 		iso  TenantIsolation
@@ -115,6 +144,7 @@ func TestTenantIsolationPlacesHotTenant(t *testing.T) {
 		{TenantIsolation{Mode: IsolationOn, Hot: "t00", HotRate: 100, Partitions: 6}, []int32{5}},
 		{TenantIsolation{Mode: IsolationOn, Hot: "t00", Partitions: 6}, nil},
 		{TenantIsolation{Mode: IsolationOff, Hot: "t00", HotRate: 100, Partitions: 6}, nil},
+		{TenantIsolation{Mode: IsolationApart, Hot: "t00", HotRate: 100, Partitions: 6}, nil},
 	} {
 		if got := c.iso.throttledPartitions(); !slices.Equal(got, c.want) {
 			t.Errorf("%s, hot rate %v: drain skips %v, want %v", c.iso.Mode, c.iso.HotRate, got, c.want)

@@ -30,6 +30,14 @@ const (
 	// (frontier.TenantOptions.Rate: its partition is paused, records are
 	// delayed, never dropped or reordered).
 	IsolationOn = "on"
+	// IsolationApart is the floor under any isolation within the app: the
+	// hot tenant's records go to a topic of their own that the app does
+	// not read (placed as with IsolationOn, fair scheduling on), so its
+	// burst still loads the broker, the input producer and the machine's
+	// shared cores but none of the app's record loops, fetches or commits.
+	// The quiet tenants' rise in this mode is what the burst costs them
+	// before the app does anything; the hot tenant has no outputs.
+	IsolationApart = "apart"
 )
 
 // TenantIsolation is one mode's settings, handed to the worker in the Job.
@@ -48,6 +56,10 @@ func (i TenantIsolation) placement() *topology.TenantPlacement {
 	return topology.NewTenantPlacement(map[string][]int32{i.Hot: {i.Partitions - 1}})
 }
 
+// places reports whether the mode places the hot tenant on a partition of
+// its own.
+func (i TenantIsolation) places() bool { return i.Mode == IsolationOn || i.Mode == IsolationApart }
+
 // throttledPartitions are the input partitions whose records the mode
 // rate-limits at the source: the hot tenant's own, with isolation on and
 // a HotRate; none otherwise.
@@ -65,6 +77,9 @@ func (i TenantIsolation) String() string {
 		return "no isolation: default partitioner, fair scheduling off (UnlimitedRecordsPerTaskPass)"
 	case IsolationDefault:
 		return fmt.Sprintf("defaults: default partitioner, fair scheduling (%d records per task per pass)", processor.DefaultMaxRecordsPerTaskPass)
+	case IsolationApart:
+		return fmt.Sprintf("floor: %s's records in a topic of their own that the app does not read (the burst loads the broker, the producer and the cores, not the app); fair scheduling (%d records per task per pass)",
+			i.Hot, processor.DefaultMaxRecordsPerTaskPass)
 	}
 	s := fmt.Sprintf("input and output placement %s (processor.TenantPartitioner, topology.WithPlacement), fair scheduling (%d records per task per pass)",
 		i.placement(), processor.DefaultMaxRecordsPerTaskPass)
@@ -78,7 +93,7 @@ func (i TenantIsolation) String() string {
 // the placement partitioner, which reads the tenant from the key
 // "<tenant>/<sku>".
 func (i TenantIsolation) producerOpts() ([]kgo.Opt, error) {
-	if i.Mode != IsolationOn {
+	if !i.places() {
 		return nil, nil
 	}
 	part, err := processor.TenantPartitioner(i.placement(), func(r *kgo.Record) string { return tenantOf(r.Key) })
@@ -88,10 +103,20 @@ func (i TenantIsolation) producerOpts() ([]kgo.Opt, error) {
 	return []kgo.Opt{kgo.RecordPartitioner(part)}, nil
 }
 
+// hotTopic is where the input producer sends the hot tenant's records:
+// with IsolationApart a topic of the job's own (deleted with its other
+// topics) that the app does not read; otherwise the input.
+func (i TenantIsolation) hotTopic(job Job) string {
+	if i.Mode == IsolationApart {
+		return job.AppID + "-apart"
+	}
+	return job.Input
+}
+
 // sinkOpts are the output sink's options: with isolation on, the same
 // placement as the input (topology.WithPlacement).
 func (i TenantIsolation) sinkOpts() []topology.SinkOption {
-	if i.Mode != IsolationOn {
+	if !i.places() {
 		return nil
 	}
 	return []topology.SinkOption{topology.WithPlacement(i.placement())}
@@ -106,7 +131,7 @@ func (i TenantIsolation) appOpts() []processor.Option {
 		return nil
 	}
 	opts := []processor.Option{processor.WithMaxRecordsPerTaskPass(processor.DefaultMaxRecordsPerTaskPass)}
-	if i.HotRate > 0 {
+	if i.HotRate > 0 && i.Mode == IsolationOn {
 		opts = append(opts, processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyAdaptive,
 			Tenants: map[string]frontier.TenantOptions{i.Hot: {Rate: i.HotRate}}}))
 	}

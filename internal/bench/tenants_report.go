@@ -62,6 +62,30 @@ func (r *TenantReport) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "The rate-limited %s still had %d input records to process when the run ended (the drain waited for the other partitions only).\n", r.Hot, run.HotBacklog)
 		}
 	}
+	r.summary(w)
+}
+
+// summary renders every run's quiet-tenant figures in one table and, for a
+// round with an IsolationApart run, each mode's quiet p99 during the burst
+// over the floor's: the part of the burst's cost the app's isolation did
+// not remove, apart from the load it puts on the broker and the cores.
+func (r *TenantReport) summary(w io.Writer) {
+	floor := map[int]float64{}
+	for _, run := range r.Runs {
+		if run.Mode == IsolationApart && run.Error == "" && run.QuietDuring > 0 {
+			floor[run.Round] = run.QuietDuring
+		}
+	}
+	fmt.Fprintf(w, "\n### Summary: quiet tenants (all but %s)\n\n", r.Hot)
+	fmt.Fprintln(w, "| round | mode | max p99 before ms | max p99 during ms | max rise | p99 during / floor's (apart) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	for _, run := range r.Runs {
+		vs := "n/a"
+		if f, ok := floor[run.Round]; ok && run.Error == "" {
+			vs = fmt.Sprintf("%.2f", run.QuietDuring/f)
+		}
+		fmt.Fprintf(w, "| %d | %s | %.1f | %.1f | %s | %s |\n", run.Round, run.Mode, run.QuietBefore, run.QuietDuring, pct(run.QuietMaxRise), vs)
+	}
 }
 
 func pct(x float64) string {
