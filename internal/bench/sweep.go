@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -488,7 +487,7 @@ func (s *sweeper) run(ctx context.Context, sys System, repeat int, capacity floa
 		app, br := cpu.between(from, to)
 		return c, lat, app, br
 	}, s.o.BrokerPID != 0)
-	if err := obs.writeSeries(res.Policy, res.Repeat); err != nil && res.Error == "" {
+	if err := obs.perSec.write(map[string]any{"policy": res.Policy, "repeat": res.Repeat}); err != nil && res.Error == "" {
 		res.Error = err.Error()
 	}
 	for _, ph := range res.Phases {
@@ -586,7 +585,7 @@ type sweepObserver struct {
 	stopped time.Duration // when the watcher stopped, offset from start
 	// perSec is, with TIDEMARK_BENCH_SERIES set, the staleness histogram
 	// per second of input time (sweep_series.go).
-	perSec map[int]*hdrhistogram.Histogram
+	perSec secondSeries
 	// closes are the tidemark workers' window closes (sweep_close.go),
 	// filled in before phases.
 	closes appCloses
@@ -600,10 +599,8 @@ type windowFinal struct {
 
 func newSweepObserver(sch sweepSchedule, book *inputBook, closeAt time.Duration) *sweepObserver {
 	o := &sweepObserver{sch: sch, book: book, closeAt: closeAt, closes: appCloses{},
-		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads)), maxSeen: make([]int64, len(book.times))}
-	if os.Getenv(seriesEnv) != "" {
-		o.perSec = make(map[int]*hdrhistogram.Histogram)
-	}
+		outputs: make([]int64, len(sch.loads)), recv: make([]int64, len(sch.loads)), maxSeen: make([]int64, len(book.times)),
+		perSec: newSecondSeries()}
 	for range sch.loads {
 		o.stale = append(o.stale, hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3))
 	}
@@ -660,7 +657,7 @@ func (o *sweepObserver) watch(ctx context.Context, brokers []string, countTopic,
 				o.outputs[ik]++
 				_ = o.stale[ik].RecordValue(max(recvAt-at, 0).Microseconds())
 			}
-			o.observeSecond(int(at.Seconds()), max(recvAt-at, 0).Microseconds())
+			o.perSec.observe(int(at.Seconds()), max(recvAt-at, 0).Microseconds())
 		})
 		o.book.mu.Unlock()
 	}

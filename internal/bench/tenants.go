@@ -371,7 +371,7 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	defer producer.Close()
 	before := p.usage()
 	sched := o.schedule(time.Now())
-	w := newTenantWatch(sched)
+	w := newTenantWatch(sched, o.Hot)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watched := make(chan error, 1)
@@ -408,6 +408,10 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	run.Tenants = w.result(o.tenantNames())
 	run.CPUSeconds = (after.CPU - before.CPU).Seconds()
 	run.summarise(o.Hot)
+	if serr := w.quiet.write(map[string]any{"mode": mode, "round": round, "burst_from_s": sched.burstStart.Sub(sched.start).Seconds(),
+		"burst_to_s": sched.burstEnd.Sub(sched.start).Seconds()}); serr != nil && err == nil {
+		err = serr
+	}
 	if err != nil {
 		run.Error = err.Error()
 	}
@@ -477,10 +481,16 @@ type tenantWatch struct {
 	mu    sync.Mutex
 	in    map[string]map[string]int64
 	hists map[string]map[string]*hdrhistogram.Histogram
+	// quiet is, with TIDEMARK_BENCH_SERIES set, the staleness of the
+	// tenants but hot per second since the schedule's start: which
+	// seconds of the burst set their p99.
+	hot   string
+	quiet secondSeries
 }
 
-func newTenantWatch(s schedule) *tenantWatch {
-	return &tenantWatch{sched: s, in: map[string]map[string]int64{}, hists: map[string]map[string]*hdrhistogram.Histogram{}}
+func newTenantWatch(s schedule, hot string) *tenantWatch {
+	return &tenantWatch{sched: s, in: map[string]map[string]int64{}, hists: map[string]map[string]*hdrhistogram.Histogram{},
+		hot: hot, quiet: newSecondSeries()}
 }
 
 func (w *tenantWatch) sent(tenant string, ts time.Time) {
@@ -512,6 +522,9 @@ func (w *tenantWatch) observe(tenant string, ts, now time.Time) {
 		w.hists[tenant][win] = h
 	}
 	_ = h.RecordValue(max(1, now.Sub(ts).Microseconds()))
+	if tenant != w.hot {
+		w.quiet.observe(int(ts.Sub(w.sched.start).Seconds()), max(1, now.Sub(ts).Microseconds()))
+	}
 }
 
 // run consumes the output read_committed from its start until ctx is done.
