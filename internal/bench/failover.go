@@ -149,14 +149,15 @@ func DefaultFailoverCases() []FailoverCase {
 }
 
 // ExtraFailoverCases run only when named in FailoverOptions.Cases (bench
-// --failover-cases): tidemark's full restore at a restore share of 0.3,
-// to measure what pacing trades (the moved partitions' restore time
+// --failover-cases): tidemark's full restore at restore shares of 0.3 and
+// 0.4, to measure what pacing trades (the moved partitions' restore time
 // against the other partitions' staleness meanwhile).
 func ExtraFailoverCases() []FailoverCase {
 	if _, ok := worker("tidemark"); !ok {
 		return nil
 	}
-	return []FailoverCase{{Name: "tidemark-restore-share30", Kind: "tidemark", RestoreShare: 0.3}}
+	return []FailoverCase{{Name: "tidemark-restore-share30", Kind: "tidemark", RestoreShare: 0.3},
+		{Name: "tidemark-restore-share40", Kind: "tidemark", RestoreShare: 0.4}}
 }
 
 // FailoverOptions configure RunFailover. Zero fields take defaults.

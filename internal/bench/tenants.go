@@ -422,8 +422,9 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 
 // driveTenants produces every tenant's input on schedule until ctx is done
 // (the schedule's end), each record stamped with its send time and counted
-// in its window, the hot tenant's to hotTopic. Each tenant draws its keys from its own seeded Zipf key
-// space, so every mode gets the same key sequence.
+// in its window, the hot tenant's to hotTopic. Each tenant draws its keys
+// from its own seeded Zipf key space, so every mode gets the same key
+// sequence.
 func driveTenants(ctx context.Context, cl *kgo.Client, job Job, hotTopic string, o TenantOptions, s schedule, w *tenantWatch) error {
 	names := o.tenantNames()
 	keys := make([]*keyspace, len(names))
