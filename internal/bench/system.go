@@ -64,6 +64,9 @@ type Job struct {
 	// that often (sweepCommitsLine).
 	WindowOutput  string        `json:"window_output,omitempty"`
 	ReportCommits time.Duration `json:"report_commits,omitempty"`
+	// ReportTenants makes a tidemark worker print its tenants' in-app p99
+	// that often (tenants_inapp.go).
+	ReportTenants time.Duration `json:"report_tenants,omitempty"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).
 	Isolation *TenantIsolation `json:"isolation,omitempty"`
 	// MemberConfig is set by the failover measurement (failover.go), which

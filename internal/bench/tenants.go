@@ -202,6 +202,16 @@ func (o *TenantOptions) schedule(start time.Time) schedule {
 	return schedule{start: start, burstStart: bs, burstEnd: be, end: be.Add(o.After), before: o.Before}
 }
 
+// windows are the measured windows' spans of wall time.
+func (s schedule) windows() map[string][2]time.Time {
+	return map[string][2]time.Time{WindowBefore: {s.burstStart.Add(-s.before), s.burstStart},
+		WindowDuring: {s.burstStart, s.burstEnd}, WindowAfter: {s.burstEnd, s.end}}
+}
+
+// tenantsReportEvery is how often the burst measurement's worker reports
+// its tenants' in-app p99.
+const tenantsReportEvery = 2 * time.Second
+
 // window is the measured window an input sent at ts falls in, or "".
 func (s schedule) window(ts time.Time) string {
 	switch {
@@ -237,6 +247,10 @@ type TenantWindow struct {
 	P50     float64 `json:"staleness_p50_ms"`
 	P99     float64 `json:"staleness_p99_ms"`
 	Max     float64 `json:"staleness_max_ms"`
+	// AppP99 is the app's own p99 for the tenant (tenants_inapp.go): the
+	// largest the worker reported from 10 s into the window to its end; 0
+	// when it reported none.
+	AppP99 float64 `json:"app_p99_ms,omitempty"`
 }
 
 // TenantRun is one mode's run: per tenant, per window.
@@ -252,7 +266,11 @@ type TenantRun struct {
 	// tenants before and during the burst, in ms.
 	QuietBefore float64 `json:"quiet_max_p99_before_ms"`
 	QuietDuring float64 `json:"quiet_max_p99_during_ms"`
-	CPUSeconds  float64 `json:"cpu_seconds"`
+	// QuietAppBefore and QuietAppDuring are the same from the app's own
+	// view (TenantWindow.AppP99).
+	QuietAppBefore float64 `json:"quiet_max_app_p99_before_ms,omitempty"`
+	QuietAppDuring float64 `json:"quiet_max_app_p99_during_ms,omitempty"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
 	// HotBacklog is the hot tenant's input left unprocessed when the
 	// run ended: with its rate limited at the source (HotRate), the drain
 	// waits only for the other tenants' partitions, and the hot
@@ -264,7 +282,7 @@ type TenantRun struct {
 // summarise sets the quiet-tenant figures from Tenants, hot excluded.
 func (run *TenantRun) summarise(hot string) {
 	run.QuietMaxRise = math.Inf(-1)
-	run.QuietBefore, run.QuietDuring = 0, 0
+	run.QuietBefore, run.QuietDuring, run.QuietAppBefore, run.QuietAppDuring = 0, 0, 0, 0
 	for t, ws := range run.Tenants {
 		if t == hot {
 			continue
@@ -274,6 +292,8 @@ func (run *TenantRun) summarise(hot string) {
 		}
 		run.QuietBefore = math.Max(run.QuietBefore, ws[WindowBefore].P99)
 		run.QuietDuring = math.Max(run.QuietDuring, ws[WindowDuring].P99)
+		run.QuietAppBefore = math.Max(run.QuietAppBefore, ws[WindowBefore].AppP99)
+		run.QuietAppDuring = math.Max(run.QuietAppDuring, ws[WindowDuring].AppP99)
 	}
 	if math.IsInf(run.QuietMaxRise, -1) {
 		run.QuietMaxRise = math.NaN()
@@ -345,6 +365,7 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 	}
 	defer h.cleanup(job)
 	job.Isolation = &iso
+	job.ReportTenants = tenantsReportEvery
 	if hot := iso.hotTopic(job); hot != job.Input {
 		if err := h.createTopics(ctx, hot); err != nil {
 			run.Error = err.Error()
@@ -406,6 +427,15 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 		err = werr
 	}
 	run.Tenants = w.result(o.tenantNames())
+	for win, span := range sched.windows() {
+		for t, v := range p.events.appP99s(span[0], span[1]) {
+			if ws, ok := run.Tenants[t]; ok {
+				tw := ws[win]
+				tw.AppP99 = v
+				ws[win] = tw
+			}
+		}
+	}
 	run.CPUSeconds = (after.CPU - before.CPU).Seconds()
 	run.summarise(o.Hot)
 	if serr := w.quiet.write(map[string]any{"mode": mode, "round": round, "burst_from_s": sched.burstStart.Sub(sched.start).Seconds(),

@@ -46,8 +46,15 @@ func TestTenantReportMarkdown(t *testing.T) {
 	w := func(before, during float64) map[string]TenantWindow {
 		return map[string]TenantWindow{WindowBefore: {P99: before, Inputs: 10, Outputs: 10}, WindowDuring: {P99: during, Inputs: 20, Outputs: 20}}
 	}
+	withApp := func(ws map[string]TenantWindow, before, during float64) map[string]TenantWindow {
+		b, d := ws[WindowBefore], ws[WindowDuring]
+		b.AppP99, d.AppP99 = before, during
+		ws[WindowBefore], ws[WindowDuring] = b, d
+		return ws
+	}
 	rep := &TenantReport{Hot: "t00", Runs: []TenantRun{
-		{Mode: "on", Round: 1, Isolation: "x", Tenants: map[string]map[string]TenantWindow{"t00": w(100, 400), "t01": w(100, 105), "t02": w(90, 110)}},
+		{Mode: "on", Round: 1, Isolation: "x", Tenants: map[string]map[string]TenantWindow{"t00": withApp(w(100, 400), 90, 95),
+			"t01": withApp(w(100, 105), 12, 9), "t02": withApp(w(90, 110), 10, 13)}},
 		{Mode: "apart", Round: 1, Isolation: "y", Tenants: map[string]map[string]TenantWindow{"t00": {}, "t01": w(40, 55), "t02": w(41, 50)}},
 		{Mode: "off", Round: 2, Isolation: "z", Tenants: map[string]map[string]TenantWindow{"t00": w(100, 100), "t01": w(100, 100)}},
 	}}
@@ -69,7 +76,7 @@ func TestTenantReportMarkdown(t *testing.T) {
 	for _, want := range []string{"| t00 (hot) | 100.0 | 400.0 | +300.0% |", "| t01 | 100.0 | 105.0 | +5.0% |", "max p99 rise: **+22.2%**", "20/20",
 		// The summary sets each mode's p99 during the burst against the
 		// floor of its round; a round without one has none.
-		"| 1 | on | 100.0 | 110.0 | +22.2% | 2.00 |", "| 1 | apart | 41.0 | 55.0 | +37.5% | 1.00 |", "| 2 | off | 100.0 | 100.0 | +0.0% | n/a |"} {
+		"| 1 | on | 100.0 | 110.0 | +22.2% | 2.00 | 12.0 / 13.0 |", "| 1 | apart | 41.0 | 55.0 | +37.5% | 1.00 | n/a |", "| 2 | off | 100.0 | 100.0 | +0.0% | n/a | n/a |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
@@ -149,5 +156,33 @@ func TestTenantIsolationPlacesHotTenant(t *testing.T) {
 		if got := c.iso.throttledPartitions(); !slices.Equal(got, c.want) {
 			t.Errorf("%s, hot rate %v: drain skips %v, want %v", c.iso.Mode, c.iso.HotRate, got, c.want)
 		}
+	}
+}
+
+// A worker's TENANTS lines count for a window only from appP99Settle into
+// it (a line covers the last 1024 commits, most of them earlier) to its
+// end; per tenant the largest p99 wins, and other lines are ignored.
+func TestAppP99sTakesTheLargestSettledReport(t *testing.T) {
+	start := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(sec float64) time.Time { return start.Add(time.Duration(sec * float64(time.Second))) }
+	var l eventLog
+	l.ev = []event{
+		{at(5), `TENANTS {"t01": 500}`}, // too early: mostly the window before
+		{at(11), `TENANTS {"t01": 12.5, "t02": 8}`},
+		{at(13), `RESTORED 0_1 counts 10`},
+		{at(15), `TENANTS {"t01": 20, "t02": 7}`},
+		{at(16), `TENANTS not json`},
+		{at(20), `TENANTS {"t01": 900}`}, // the window's end: the next window's
+	}
+	got := l.appP99s(start, at(20))
+	if len(got) != 2 || got["t01"] != 20 || got["t02"] != 8 {
+		t.Errorf("appP99s = %v, want t01 20, t02 8", got)
+	}
+	var out strings.Builder
+	writeTenants(&out, map[string]processor.TenantStats{"t01": {StalenessP99: 12500 * time.Microsecond}})
+	l = eventLog{}
+	l.ev = []event{{at(12), strings.TrimSpace(out.String())}}
+	if got := l.appP99s(start, at(20)); got["t01"] != 12.5 {
+		t.Errorf("printTenants wrote %q, read back as %v: want t01 12.5", out.String(), got)
 	}
 }

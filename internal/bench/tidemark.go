@@ -140,17 +140,24 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 	defer tick.Stop()
 	logEvery := time.NewTicker(time.Second)
 	defer logEvery.Stop()
-	var report <-chan time.Time
+	var report, reportTenants <-chan time.Time
 	if job.ReportCommits > 0 {
 		t := time.NewTicker(job.ReportCommits)
 		defer t.Stop()
 		report = t.C
+	}
+	if job.ReportTenants > 0 {
+		t := time.NewTicker(job.ReportTenants)
+		defer t.Stop()
+		reportTenants = t.C
 	}
 	for {
 		select {
 		case <-report:
 			sn := app.ControllerSnapshot()
 			printCommits(sn.Commits, sn.CommitLatency)
+		case <-reportTenants:
+			writeTenants(os.Stdout, app.TenantStats())
 		case err := <-errc:
 			return err
 		case <-tick.C:
