@@ -64,8 +64,8 @@ type Job struct {
 	// that often (sweepCommitsLine).
 	WindowOutput  string        `json:"window_output,omitempty"`
 	ReportCommits time.Duration `json:"report_commits,omitempty"`
-	// ReportTenants makes a tidemark worker print its tenants' in-app p99
-	// that often (tenants_inapp.go).
+	// ReportTenants makes a tidemark worker print its tenants' at-commit p99
+	// that often (tenants_atcommit.go).
 	ReportTenants time.Duration `json:"report_tenants,omitempty"`
 	// Isolation is the tenant burst measurement's setting (tenants.go).
 	Isolation *TenantIsolation `json:"isolation,omitempty"`

@@ -209,7 +209,7 @@ func (s schedule) windows() map[string][2]time.Time {
 }
 
 // tenantsReportEvery is how often the burst measurement's worker reports
-// its tenants' in-app p99.
+// its tenants' at-commit p99.
 const tenantsReportEvery = 2 * time.Second
 
 // window is the measured window an input sent at ts falls in, or "".
@@ -247,9 +247,9 @@ type TenantWindow struct {
 	P50     float64 `json:"staleness_p50_ms"`
 	P99     float64 `json:"staleness_p99_ms"`
 	Max     float64 `json:"staleness_max_ms"`
-	// AppP99 is the app's own p99 for the tenant (tenants_inapp.go): the
-	// largest the worker reported from 10 s into the window to its end; 0
-	// when it reported none.
+	// AppP99 is the app's at-commit p99 for the tenant
+	// (tenants_atcommit.go): the largest the worker reported from 10 s
+	// into the window to its end; 0 when it reported none.
 	AppP99 float64 `json:"app_p99_ms,omitempty"`
 }
 
@@ -266,8 +266,8 @@ type TenantRun struct {
 	// tenants before and during the burst, in ms.
 	QuietBefore float64 `json:"quiet_max_p99_before_ms"`
 	QuietDuring float64 `json:"quiet_max_p99_during_ms"`
-	// QuietAppBefore and QuietAppDuring are the same from the app's own
-	// view (TenantWindow.AppP99).
+	// QuietAppBefore and QuietAppDuring are the same from the app's
+	// at-commit account (TenantWindow.AppP99).
 	QuietAppBefore float64 `json:"quiet_max_app_p99_before_ms,omitempty"`
 	QuietAppDuring float64 `json:"quiet_max_app_p99_during_ms,omitempty"`
 	CPUSeconds     float64 `json:"cpu_seconds"`

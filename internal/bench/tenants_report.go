@@ -40,7 +40,7 @@ func (r *TenantReport) Markdown(w io.Writer) {
 		if run.Error != "" {
 			fmt.Fprintf(w, "Error: %s\n\n", strings.ReplaceAll(strings.TrimSpace(run.Error), "\n", " "))
 		}
-		fmt.Fprintln(w, "| tenant | p99 before ms | p99 during ms | rise % | p50 before ms | p50 during ms | p99 after ms | in-app p99 before / during ms | outputs/inputs before | outputs/inputs during |")
+		fmt.Fprintln(w, "| tenant | p99 before ms | p99 during ms | rise % | p50 before ms | p50 during ms | p99 after ms | at-commit p99 before / during ms | outputs/inputs before | outputs/inputs during |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		names := make([]string, 0, len(run.Tenants))
 		for t := range run.Tenants {
@@ -77,7 +77,7 @@ func (r *TenantReport) summary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\n### Summary: quiet tenants (all but %s)\n\n", r.Hot)
-	fmt.Fprintln(w, "| round | mode | max p99 before ms | max p99 during ms | max rise | p99 during / floor's (apart) | in-app max p99 before / during ms |")
+	fmt.Fprintln(w, "| round | mode | max p99 before ms | max p99 during ms | max rise | p99 during / floor's (apart) | at-commit max p99 before / during ms |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|")
 	for _, run := range r.Runs {
 		vs := "n/a"
@@ -87,10 +87,10 @@ func (r *TenantReport) summary(w io.Writer) {
 		fmt.Fprintf(w, "| %d | %s | %.1f | %.1f | %s | %s | %s |\n", run.Round, run.Mode, run.QuietBefore, run.QuietDuring, pct(run.QuietMaxRise), vs,
 			appPair(run.QuietAppBefore, run.QuietAppDuring))
 	}
-	fmt.Fprintln(w, "\nIn-app p99: the app's own per-tenant staleness (App.TenantStats: per commit, commit time − the oldest arrival in the process among the tenant's outputs, over its last 1024 commits), the largest the worker reported from 10 s into the window to its end; the rest of the end-to-end p99 is spent in the producer, the broker and the fetches.")
+	fmt.Fprintln(w, "\nAt-commit p99: the app's own per-tenant account (App.TenantStats: one sample per commit, commit time − the oldest input timestamp among the tenant's outputs in it, over its last 1024 commits), the largest the worker reported from 10 s into the window to its end. It holds everything up to the commit but not the read_committed read after it, and it is each commit's worst output, so it runs above the per-output p99: compare it before and during the burst.")
 }
 
-// appPair renders in-app p99s before and during the burst; n/a when the
+// appPair renders at-commit p99s before and during the burst; n/a when the
 // worker reported none.
 func appPair(before, during float64) string {
 	if before <= 0 && during <= 0 {

@@ -10,13 +10,16 @@ import (
 	"github.com/tidemark-streams/tidemark/processor"
 )
 
-// The tenant burst's in-app view. The external consumer's staleness runs
-// from the input's send to the output's read_committed receipt, so it also
-// holds what the producer, the broker and the fetches on the shared cores
-// spend; the app's own per-tenant staleness (processor.App.TenantStats: per
-// commit, commit time minus the oldest arrival among the tenant's outputs)
-// holds only what the app spends. A worker with Job.ReportTenants prints
-// its tenants' in-app p99 that often:
+// The tenant burst's view at commit. The external consumer's staleness
+// runs from the input's send to the output's read_committed receipt, one
+// sample per output. The app's own per-tenant account
+// (processor.App.TenantStats) takes one sample per commit with outputs of
+// the tenant: commit time minus the oldest input timestamp (here the send
+// time) among them. So it holds everything up to the commit but not the
+// read after it, and, being the worst output of each commit, its p99 is
+// well above the per-output p99: compare it before and during the burst,
+// not with the external figures. A worker with Job.ReportTenants prints
+// its tenants' p99 that often:
 //
 //	TENANTS {"t01": 12.5, …}   p99 ms over each tenant's last 1024 commits
 const tenantsLine = "TENANTS"
@@ -37,7 +40,7 @@ func writeTenants(w io.Writer, stats map[string]processor.TenantStats) {
 	fmt.Fprintf(w, "%s %s\n", tenantsLine, b)
 }
 
-// appP99s is, per tenant, the largest in-app p99 among the TENANTS lines
+// appP99s is, per tenant, the largest at-commit p99 among the TENANTS lines
 // that arrived from appP99Settle into [from, to) to its end.
 func (l *eventLog) appP99s(from, to time.Time) map[string]float64 {
 	l.mu.Lock()
