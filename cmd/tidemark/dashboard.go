@@ -30,7 +30,6 @@ type dashboard struct {
 	gen       gen.Stats
 	processed int64 // committed input offsets, summed
 	lag       int64
-	inputs    int64 // end offsets of the pipelines' inputs, summed
 	outputs   map[string]int64
 	// Staleness per output topic, µs: the last 10 s and the whole run.
 	// The headline figures cover the table changelogs (availability, order
@@ -56,7 +55,6 @@ type snapshot struct {
 	at                 time.Time
 	elapsed            time.Duration
 	sent, processed    int64
-	inputs             int64 // records in the pipelines' input topics
 	outputs            int64
 	inRate, outRate    float64
 	procRate           float64
@@ -157,7 +155,7 @@ func (d *dashboard) pollProgress(ctx context.Context, adm *kadm.Client, group st
 		lag += max(0, o.Offset-at)
 	})
 	d.mu.Lock()
-	d.processed, d.lag, d.inputs = proc, lag, proc+lag
+	d.processed, d.lag = proc, lag
 	d.mu.Unlock()
 }
 
@@ -209,7 +207,7 @@ func (d *dashboard) frame(app *processor.App) snapshot {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
-	s := snapshot{at: now, elapsed: now.Sub(d.start), sent: int64(d.gen.Acked), processed: d.processed, lag: d.lag, inputs: d.inputs,
+	s := snapshot{at: now, elapsed: now.Sub(d.start), sent: int64(d.gen.Acked), processed: d.processed, lag: d.lag,
 		interval: ctrl.Interval, predicted: ctrl.PredictedStaleness, observd: ctrl.ObservedStaleness, perTopic: map[string]int64{},
 		topicP50: map[string]time.Duration{}, topicP99: map[string]time.Duration{},
 		tenants: topTenants(tenants, dashboardTenants), tenantCount: len(tenants)}
@@ -240,9 +238,13 @@ func (d *dashboard) frame(app *processor.App) snapshot {
 	return s
 }
 
+// inputs are the records in the pipelines' input topics: each is either
+// processed (its offset committed) or lag.
+func (s snapshot) inputs() int64 { return s.processed + s.lag }
+
 func (s snapshot) line() string {
 	return fmt.Sprintf("t=%s generated=%d (%.0f/s) inputs=%d processed=%d (%.0f/s) out=%d (%.0f/s) lag=%d commit_interval=%s staleness_p50=%s p99=%s",
-		s.elapsed.Round(time.Second), s.sent, s.inRate, s.inputs, s.processed, s.procRate, s.outputs, s.outRate, s.lag,
+		s.elapsed.Round(time.Second), s.sent, s.inRate, s.inputs(), s.processed, s.procRate, s.outputs, s.outRate, s.lag,
 		s.interval.Round(time.Millisecond), s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond))
 }
 
@@ -255,7 +257,7 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 	b.WriteString("\x1b[H\x1b[2J")
 	fmt.Fprintf(&b, "tidemark demo — marketplace pipelines   %s elapsed   (Ctrl-C stops)\n\n", s.elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "  generated  %10d records   %8.0f/s   (all topics, clicks included; acked)\n", s.sent, s.inRate)
-	fmt.Fprintf(&b, "  inputs     %10d records              (in the pipelines' input topics: clicks are read by none)\n", s.inputs)
+	fmt.Fprintf(&b, "  inputs     %10d records              (in the pipelines' input topics: clicks are read by none)\n", s.inputs())
 	fmt.Fprintf(&b, "  processed  %10d records   %8.0f/s   (committed input offsets)\n", s.processed, s.procRate)
 	fmt.Fprintf(&b, "  lag        %10d records\n", s.lag)
 	fmt.Fprintf(&b, "  output     %10d records   %8.0f/s   (read_committed)      staleness p50 / p99, whole run\n", s.outputs, s.outRate)
@@ -290,7 +292,7 @@ func (d *dashboard) render(w io.Writer, s snapshot, outs pipelines.Outputs, http
 func (s snapshot) summary(outs pipelines.Outputs) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "demo summary: ran %s; generated %d records (%d of them in the pipelines' input topics; no pipeline reads clicks), processed %d, produced %d outputs (",
-		s.elapsed.Round(time.Second), s.sent, s.inputs, s.processed, s.outputs)
+		s.elapsed.Round(time.Second), s.sent, s.inputs(), s.processed, s.outputs)
 	for i, t := range outs.All() {
 		if i > 0 {
 			b.WriteString(", ")
