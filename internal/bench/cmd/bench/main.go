@@ -141,7 +141,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 	f.Float64SliceVar(&sweep, "sweep", nil, "rate sweep as fractions of the slowest system's max throughput (default 0.2,0.5,0.8,1.0; quick 0.5)")
 	f.Float64SliceVar(&rates, "rates", nil, "absolute sweep rates in records/s (instead of --sweep fractions)")
 	f.BoolVar(&failover, "failover", false, "measure failover instead: SIGKILL the owner of a partition of a 1M-key table (quick: 100k, or --keys) and time the survivor's takeover, tidemark and Kafka Streams with and without standbys, and tidemark's snapshot and full restore at 100k keys too")
-	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated failover cases (default: every default case; tidemark-restore-share30 only when named)")
+	f.StringVar(&failoverCases, "failover-cases", "", "comma-separated failover cases (default: every default case; tidemark-restore-share30 and -share40 only when named)")
 	f.Float64Var(&failoverRate, "failover-rate", 0, "input rate during the failover measurement, records/s (default 2000)")
 	f.IntVar(&repeats, "repeats", 2, "failover: run every case this many times, interleaved; the table shows min and median")
 	f.StringVar(&sweepWorkloads, "sweep-workloads", "", "workloads that get the rate sweep (default count; none to skip it)")
