@@ -383,7 +383,7 @@ func (c *Controller) model() Model {
 		// per-record commit cost above the per-record processing time
 		// came from commits of a handful of records (light load), and
 		// taken past a step in load it read as an overload.
-		cost, costVar, perRecord = f.a, f.resid*f.resid, f.b
+		cost, costVar, perRecord = c.costFit.anchor(f)
 	}
 	if a, b, resid, ok := c.latFit.fit(); ok {
 		// mean + highDevs·(mean absolute deviation), as meanDev.high,

@@ -456,3 +456,33 @@ func TestOverloadIntervalDoesNotChaseSizeProportionalCost(t *testing.T) {
 		t.Errorf("overload interval %v after 20 s, want ≤ 1s (commit cost %v)", s.Interval, s.CommitCost)
 	}
 }
+
+// A size fit learned while commits were slow (a cold broker's first
+// seconds) must not outlive them. Once the interval steadies the fit can
+// no longer tell a slope, and the last one stands in for it; its
+// intercept, the per-commit cost the floor rests on, has to follow the
+// commits' cost as observed since. Kept as learned, a 20 ms intercept
+// held the floor at 40 ms while commits cost 7 ms, so the interval could
+// not shorten and the sizes never varied enough for a new fit (on the
+// real broker: the first application after a broker start ran at twice
+// the p99 of the next, for its whole run).
+func TestLastSizeFitFollowsTheObservedCost(t *testing.T) {
+	r := newRig(t, Options{}, 20*time.Millisecond, testSvc)
+	r.latPerRecord = 2 * time.Microsecond
+	for i := range 10 { // slow commits of varied sizes: the fit can tell
+		r.run(200*time.Millisecond, float64(2000+5000*(i%2)))
+	}
+	slow := r.c.Snapshot()
+	if slow.CostPerRecord == 0 || slow.CommitCost < 10*time.Millisecond {
+		t.Fatalf("precondition: a fit with the slow commits' fixed cost (%+v)", slow)
+	}
+	r.lat = 3 * time.Millisecond // the broker has warmed up
+	r.run(20*time.Second, 5000)
+	s := r.c.Snapshot()
+	if s.CommitCost > 6*time.Millisecond {
+		t.Errorf("commit cost %v 20 s after commits fell to 3 ms + 2 µs/record (was %v), want ≤ 6ms", s.CommitCost, slow.CommitCost)
+	}
+	if s.MinSpacing > 2*slow.MinSpacing/3 {
+		t.Errorf("min spacing %v, want well below the slow commits' %v", s.MinSpacing, slow.MinSpacing)
+	}
+}

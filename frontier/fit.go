@@ -93,3 +93,21 @@ type lastFit struct {
 	a, b, resid float64
 	ok          bool
 }
+
+// anchor is the last fit f's slope through the recent commits' means: the
+// intercept and residual the commits since f would have with f's
+// per-record cost. While the sizes do not vary enough for a new fit, the
+// per-record part is the one f told apart, but the fixed part follows the
+// cost the commits show now: kept as f learned it, an intercept from slow
+// commits (a cold broker's first seconds) would outlive them, and the
+// floor it sets would keep the interval, and so the sizes, from varying
+// enough to learn another. Until the fit has enough recent samples, f as
+// it was.
+func (l *sizeFit) anchor(f lastFit) (a, resid2, b float64) {
+	if l.w < sizeMinWeight {
+		return f.a, f.resid * f.resid, f.b
+	}
+	mx, my, vx, cxy, vy := l.moments()
+	a = max(0, my-f.b*mx)
+	return a, max(0, vy-2*f.b*cxy+f.b*f.b*vx), f.b
+}
