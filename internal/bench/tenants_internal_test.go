@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/processor"
@@ -131,11 +133,28 @@ func TestTenantIsolationPlacesHotTenant(t *testing.T) {
 	// limits no one (the app never sees the hot tenant).
 	apart := TenantIsolation{Mode: IsolationApart, Hot: "t00", HotRate: 100, Partitions: 6}
 	job := Job{AppID: "app", Input: "app-in"}
-	if got := apart.hotTopic(job); got == job.Input || !strings.HasPrefix(got, job.AppID+"-") {
-		t.Errorf("apart: hot topic %q: want a topic of the job's own (AppID prefix, so cleanup deletes it), not the input", got)
+	if got := apart.apartTopic(job); got == "" || got == job.Input || !strings.HasPrefix(got, job.AppID+"-") {
+		t.Errorf("apart: apart topic %q: want a topic of the job's own (AppID prefix, so cleanup deletes it), not the input", got)
 	}
-	if got := on.hotTopic(job); got != job.Input {
-		t.Errorf("on: hot topic %q, want the input %q", got, job.Input)
+	if got := on.apartTopic(job); got != "" {
+		t.Errorf("on: apart topic %q, want none (every record to the input)", got)
+	}
+	// What the app reads of a 10x burst at a steady 50/s: the floor reads
+	// what on admits (its HotRate, never below the steady rate), or
+	// nothing without a rate; the other modes read everything.
+	for _, c := range []struct {
+		iso  TenantIsolation
+		want float64
+	}{
+		{apart, 2},
+		{TenantIsolation{Mode: IsolationApart, Hot: "t00", HotRate: 20, Partitions: 6}, 1},
+		{TenantIsolation{Mode: IsolationApart, Hot: "t00", HotRate: 5000, Partitions: 6}, 10},
+		{TenantIsolation{Mode: IsolationApart, Hot: "t00", Partitions: 6}, 0},
+		{on, 10},
+	} {
+		if got := c.iso.readFactor(50, 10); got != c.want {
+			t.Errorf("%s, hot rate %v: reads %v x the steady rate, want %v", c.iso.Mode, c.iso.HotRate, got, c.want)
+		}
 	}
 	if opts, err := apart.producerOpts(); err != nil || len(opts) != 1 || len(apart.sinkOpts()) != 1 {
 		t.Errorf("apart: producer options %v, %v, sink options %v: want the placement's", opts, err, apart.sinkOpts())
@@ -184,5 +203,64 @@ func TestAppP99sTakesTheLargestSettledReport(t *testing.T) {
 	l.ev = []event{{at(12), strings.TrimSpace(out.String())}}
 	if got := l.appP99s(start, at(20)); got["t01"] != 12.5 {
 		t.Errorf("printTenants wrote %q, read back as %v: want t01 12.5", out.String(), got)
+	}
+}
+
+// The floor's producer sends the hot tenant's records over HotRate to the
+// apart topic and the rest, steady rate included, to the input: the app
+// reads what isolation on would admit, no more.
+func TestDriveTenantsSplitsTheHotTenantForTheFloor(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "app-in", "app-apart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	o := TenantOptions{Tenants: 2, Hot: "t00", Rate: 400, BurstFactor: 10, HotRate: 600, KeysPerTenant: 10,
+		Warmup: 1, Before: 300 * time.Millisecond, Burst: 400 * time.Millisecond, After: 1}
+	iso := TenantIsolation{Mode: IsolationApart, Hot: o.Hot, HotRate: o.HotRate, Partitions: 2}
+	job := Job{AppID: "app", Input: "app-in"}
+	sched := o.schedule(time.Now())
+	ctx, cancel := context.WithDeadline(context.Background(), sched.end)
+	defer cancel()
+	if err := driveTenants(ctx, cl, job, iso, o, sched, newTenantWatch(sched, o.Hot)); err != nil {
+		t.Fatal(err)
+	}
+	// Per tenant 200/s steady; t00 2000/s during the 0.4 s burst, of which
+	// the input gets 600/s and the apart topic the rest.
+	count := map[string]map[string]int{}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("app-in", "app-apart"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for {
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := rd.PollFetches(fctx)
+		fcancel()
+		if fs.NumRecords() == 0 {
+			break // everything sent has been read
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if count[r.Topic] == nil {
+				count[r.Topic] = map[string]int{}
+			}
+			count[r.Topic][tenantOf(r.Key)]++
+		})
+	}
+	if n := count["app-apart"]["t01"]; n != 0 {
+		t.Errorf("%d of the quiet tenant's records in the apart topic, want none", n)
+	}
+	in, apart := count["app-in"]["t00"], count["app-apart"]["t00"]
+	// The drive stops at its last tick, up to a few ticks short of the
+	// end under load: allow that much less.
+	wantIn, wantApart := sched.due(sched.end, 200, 3, true), sched.due(sched.end, 200, 10, true)-sched.due(sched.end, 200, 3, true)
+	if in > wantIn+1 || in < wantIn-60 || apart > wantApart+1 || apart < wantApart-200 {
+		t.Errorf("hot tenant: %d records to the input, %d apart; want %d to the input (its steady rate, then 600/s in the burst) and %d apart (the rest)",
+			in, apart, wantIn, wantApart)
 	}
 }

@@ -31,12 +31,15 @@ const (
 	// delayed, never dropped or reordered).
 	IsolationOn = "on"
 	// IsolationApart is the floor under any isolation within the app: the
-	// hot tenant's records go to a topic of their own that the app does
-	// not read (placed as with IsolationOn, fair scheduling on), so its
-	// burst still loads the broker, the input producer and the machine's
-	// shared cores but none of the app's record loops, fetches or commits.
-	// The quiet tenants' rise in this mode is what the burst costs them
-	// before the app does anything; the hot tenant has no outputs.
+	// hot tenant's records the app would not admit go to a topic of their
+	// own that the app does not read (placed as with IsolationOn, fair
+	// scheduling on), so its burst still loads the broker, the input
+	// producer and the machine's shared cores but none of the app's record
+	// loops, fetches or commits. With HotRate, the hot tenant's records up
+	// to that rate still go to the input (what IsolationOn admits, with no
+	// hold, queue or pause to pay for it), so the app's own load is
+	// IsolationOn's; without, none do. The quiet tenants' rise in this mode
+	// is what the burst costs them before the app does anything.
 	IsolationApart = "apart"
 )
 
@@ -78,8 +81,12 @@ func (i TenantIsolation) String() string {
 	case IsolationDefault:
 		return fmt.Sprintf("defaults: default partitioner, fair scheduling (%d records per task per pass)", processor.DefaultMaxRecordsPerTaskPass)
 	case IsolationApart:
-		return fmt.Sprintf("floor: %s's records in a topic of their own that the app does not read (the burst loads the broker, the producer and the cores, not the app); fair scheduling (%d records per task per pass)",
-			i.Hot, processor.DefaultMaxRecordsPerTaskPass)
+		what := fmt.Sprintf("%s's records", i.Hot)
+		if i.HotRate > 0 {
+			what = fmt.Sprintf("%s's records over %.0f/s (its steady rate if that is higher)", i.Hot, i.HotRate)
+		}
+		return fmt.Sprintf("floor: %s in a topic of their own that the app does not read (the burst loads the broker, the producer and the cores, not the app); fair scheduling (%d records per task per pass)",
+			what, processor.DefaultMaxRecordsPerTaskPass)
 	}
 	s := fmt.Sprintf("input and output placement %s (processor.TenantPartitioner, topology.WithPlacement), fair scheduling (%d records per task per pass)",
 		i.placement(), processor.DefaultMaxRecordsPerTaskPass)
@@ -103,14 +110,28 @@ func (i TenantIsolation) producerOpts() ([]kgo.Opt, error) {
 	return []kgo.Opt{kgo.RecordPartitioner(part)}, nil
 }
 
-// hotTopic is where the input producer sends the hot tenant's records:
-// with IsolationApart a topic of the job's own (deleted with its other
-// topics) that the app does not read; otherwise the input.
-func (i TenantIsolation) hotTopic(job Job) string {
+// apartTopic is where, with IsolationApart, the input producer sends the
+// hot tenant's records the app is not to read: a topic of the job's own
+// (deleted with its other topics); "" in the other modes.
+func (i TenantIsolation) apartTopic(job Job) string {
 	if i.Mode == IsolationApart {
 		return job.AppID + "-apart"
 	}
-	return job.Input
+	return ""
+}
+
+// readFactor is, as a multiple of the hot tenant's steady rate per, the
+// rate of its records the input gets during a burst of factor × per: all
+// of them, but with IsolationApart only up to HotRate (never below the
+// steady rate), or none without a HotRate. The rest go to apartTopic.
+func (i TenantIsolation) readFactor(per, factor float64) float64 {
+	if i.Mode != IsolationApart {
+		return factor
+	}
+	if i.HotRate <= 0 || per <= 0 {
+		return 0
+	}
+	return min(factor, max(1, i.HotRate/per))
 }
 
 // sinkOpts are the output sink's options: with isolation on, the same

@@ -21,7 +21,7 @@ func TestTenantBurstMeasuresEveryTenantBothModes(t *testing.T) {
 	defer cancel()
 	rep, err := bench.RunTenants(ctx, bench.TenantOptions{
 		Brokers: brokers, Tenants: 4, Rate: 800, BurstFactor: 5,
-		Warmup: 2 * time.Second, Before: 3 * time.Second, Burst: 3 * time.Second, After: time.Second,
+		Warmup: 2 * time.Second, FirstWarmup: time.Second, Before: 3 * time.Second, Burst: 3 * time.Second, After: time.Second,
 		Partitions: 3, KeysPerTenant: 50, WorkDir: t.TempDir(),
 	}, func(s string) { t.Log(s) })
 	if err != nil {

@@ -31,9 +31,10 @@ modes interleaved: off (default partitioner, fair scheduling off: the runtime
 as before tenant isolation), default (the runtime's defaults: fair scheduling
 on) and on (the hot tenant on its own input and output partition through the
 placement partitioner, fair scheduling, optionally --hot-rate) and apart (the
-floor under any isolation within the app: the hot tenant's records go to a topic
-the app does not read, so its burst loads only the broker, the producer and the
-shared cores). It prints and writes, per mode, each
+floor under any isolation within the app: the hot tenant's records over
+--hot-rate, or all of them without it, go to a topic the app does not read, so
+the app reads what on admits and the rest of the burst loads only the broker,
+the producer and the shared cores). It prints and writes, per mode, each
 tenant's p99 before and during the burst and its rise, to
 internal/bench/results/<time>-tenants/tenants.{json,md} and a copy in
 internal/bench/results/tenants-latest/ (not with --out).`,
@@ -66,11 +67,12 @@ internal/bench/results/tenants-latest/ (not with --out).`,
 	f.Float64Var(&o.BurstFactor, "burst-factor", 0, "the hot tenant's rate multiplier during the burst (default 10)")
 	f.DurationVar(&o.Burst, "burst", 0, "burst duration (default 60s, quick 15s)")
 	f.DurationVar(&o.Warmup, "warmup", 0, "steady input before the measured window (default 10s, quick 5s)")
+	f.DurationVar(&o.FirstWarmup, "first-warmup", 0, "more warm-up for the first run, while a freshly started broker's JVM warms (default 30s, quick 10s)")
 	f.DurationVar(&o.Before, "before", 0, "measured steady window before the burst (default 20s, quick 10s)")
 	f.DurationVar(&o.After, "after", 0, "steady input after the burst (default 20s, quick 5s)")
 	f.Int32Var(&o.Partitions, "partitions", 0, "partitions of the input and output topics (default 6)")
 	f.IntVar(&o.Rounds, "rounds", 0, "how many times to run the modes, interleaved (default 1)")
-	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order, of off (no isolation), default (the runtime defaults), on, apart (the hot tenant not read: the floor) (default off,on)")
+	f.StringSliceVar(&o.Modes, "modes", nil, "modes in order, of off (no isolation), default (the runtime defaults), on, apart (the hot tenant over --hot-rate not read: the floor) (default off,on)")
 	f.Float64Var(&o.HotRate, "hot-rate", 0, "with isolation on, also rate-limit the hot tenant at the source, records/s (default: no limit)")
 	f.IntVar(&o.Threads, "threads", 0, "stream threads of the application (default: tidemark's); with isolation on the hot partition is pinned to one")
 	f.BoolVar(&o.Quick, "quick", false, "shorter phases (about 2 minutes for both modes)")
