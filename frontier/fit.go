@@ -94,20 +94,21 @@ type lastFit struct {
 	ok          bool
 }
 
-// anchor is the last fit f's slope through the recent commits' means: the
-// intercept and residual the commits since f would have with f's
-// per-record cost. While the sizes do not vary enough for a new fit, the
-// per-record part is the one f told apart, but the fixed part follows the
-// cost the commits show now: kept as f learned it, an intercept from slow
+// anchor is the last fit f with its intercept lowered to what the recent
+// commits show: f's slope through their means, when that is lower. While
+// the sizes do not vary enough for a new fit, the per-record part is the
+// one f told apart, but kept as f learned it, an intercept from slow
 // commits (a cold broker's first seconds) would outlive them, and the
 // floor it sets would keep the interval, and so the sizes, from varying
-// enough to learn another. Until the fit has enough recent samples, f as
-// it was.
+// enough to learn another. Only lowered: an intercept too low lets the
+// interval shorten, the sizes vary and a new fit come; one raised by a
+// per-record cost f underestimated would grow with the interval, the chase
+// the kept fit is there to stop. Until the fit has enough recent samples,
+// f as it was.
 func (l *sizeFit) anchor(f lastFit) (a, resid2, b float64) {
-	if l.w < sizeMinWeight {
+	mx, my, vx, cxy, vy := l.moments()
+	if l.w < sizeMinWeight || my-f.b*mx >= f.a {
 		return f.a, f.resid * f.resid, f.b
 	}
-	mx, my, vx, cxy, vy := l.moments()
-	a = max(0, my-f.b*mx)
-	return a, max(0, vy-2*f.b*cxy+f.b*f.b*vx), f.b
+	return max(0, my-f.b*mx), max(0, vy-2*f.b*cxy+f.b*f.b*vx), f.b
 }
