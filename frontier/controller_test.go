@@ -460,8 +460,8 @@ func TestOverloadIntervalDoesNotChaseSizeProportionalCost(t *testing.T) {
 // A size fit learned while commits were slow (a cold broker's first
 // seconds) must not outlive them. Once the interval steadies the fit can
 // no longer tell a slope, and the last one stands in for it; its
-// intercept, the per-commit cost the floor rests on, has to follow the
-// commits' cost as observed since. Kept as learned, a 20 ms intercept
+// intercept, the per-commit cost the floor rests on, has to come down
+// with the commits' cost as observed since. Kept as learned, a 20 ms intercept
 // held the floor at 40 ms while commits cost 7 ms, so the interval could
 // not shorten and the sizes never varied enough for a new fit (on the
 // real broker: the first application after a broker start ran at twice

@@ -462,10 +462,11 @@ func (h *harness) tenantRun(ctx context.Context, o TenantOptions, mode string, r
 }
 
 // driveTenants produces every tenant's input on schedule until ctx is done
-// (the schedule's end), each record stamped with its send time and counted
-// in its window; of the hot tenant's, those over iso's readFactor go to its
-// apartTopic. Each tenant draws its keys from its own seeded Zipf key
-// space, so every mode gets the same key sequence.
+// (the schedule's end), each record stamped with its send time; of the hot
+// tenant's, those over iso's readFactor go to its apartTopic, and the
+// others, which the app is to answer, are counted in their window. Each
+// tenant draws its keys from its own seeded Zipf key space, so every mode
+// gets the same key sequence.
 func driveTenants(ctx context.Context, cl *kgo.Client, job Job, iso TenantIsolation, o TenantOptions, s schedule, w *tenantWatch) error {
 	names := o.tenantNames()
 	keys := make([]*keyspace, len(names))
@@ -513,7 +514,9 @@ func driveTenants(ctx context.Context, cl *kgo.Client, job Job, iso TenantIsolat
 					}
 					ts := time.Now()
 					key := fmt.Appendf(nil, "%s/%s", name, keys[i].next())
-					w.sent(name, ts)
+					if topic == job.Input { // what the app is to read and answer
+						w.sent(name, ts)
+					}
 					cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: fmt.Appendf(nil, "%d:%s", sent[i], payload), Timestamp: ts},
 						func(_ *kgo.Record, err error) {
 							if err != nil && ctx.Err() == nil {
