@@ -514,11 +514,14 @@ func driveTenants(ctx context.Context, cl *kgo.Client, job Job, iso TenantIsolat
 					}
 					ts := time.Now()
 					key := fmt.Appendf(nil, "%s/%s", name, keys[i].next())
-					if topic == job.Input { // what the app is to read and answer
-						w.sent(name, ts)
-					}
 					cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: fmt.Appendf(nil, "%d:%s", sent[i], payload), Timestamp: ts},
-						func(_ *kgo.Record, err error) {
+						func(r *kgo.Record, err error) {
+							// Counted once written, not when handed over: a
+							// tick that races the deadline hands over records
+							// that the cancelled context then fails.
+							if err == nil && r.Topic == job.Input { // what the app is to read and answer
+								w.sent(name, ts)
+							}
 							if err != nil && ctx.Err() == nil {
 								mu.Lock()
 								if perr == nil {

@@ -265,9 +265,9 @@ func TestDriveTenantsSplitsTheHotTenantForTheFloor(t *testing.T) {
 		t.Errorf("hot tenant: %d records to the input, %d apart; want %d to the input (its steady rate, then 600/s in the burst) and %d apart (the rest)",
 			in, apart, wantIn, wantApart)
 	}
-	// Only what the app is to answer counts as the hot tenant's input (a
-	// tick that fires at the deadline may still send a few records, after
-	// every window).
+	// Only what the app is to answer, and was written, counts as the hot
+	// tenant's input (a tick at the deadline may write a few records after
+	// every window, so in no window).
 	counted := 0
 	for _, n := range w.in["t00"] {
 		counted += int(n)
