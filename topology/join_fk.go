@@ -93,8 +93,10 @@ const (
 	// (DELETE_KEY_NO_PROPAGATE).
 	fkUnsubscribe fkInstr = iota + 1
 	// fkSubscribeIfFound stores the subscription and answers only when the
-	// right row exists: an inner join's row that is new or had no
-	// foreign key, so had no result (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE).
+	// right row exists (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE). No longer
+	// sent (see fkSendOp: an answer made for an earlier version of the row
+	// with the same value could pass for its answer); still understood,
+	// for the subscriptions an older version left in the topic.
 	fkSubscribeIfFound
 	// fkSubscribe stores the subscription and always answers, with "not
 	// found" when the right row is missing, so that a previous result is
@@ -233,7 +235,7 @@ func joinOnForeignKey[K, V, KO, VO, VR any](t Table[K, V], o Table[KO, VO], fk f
 			b.fail(errorf(send.name, "%w: %s (set it with WithSerdes)", ErrMissingSerde, s.what))
 		}
 	}
-	send.impl = fkSendOp(fkOf, left, t.vs, o.ks)
+	send.impl = fkSendOp(fkOf, t.vs, o.ks)
 	var subSerde serde.Serde[fkSubscription[K]]
 	if t.ks != nil {
 		subSerde = fkSubscriptionSerde[K]{ks: t.ks}
@@ -310,7 +312,7 @@ func (b *Builder) sizeByReader(topic string) {
 
 // fkSendOp turns t's changes into subscriptions: an unsubscribe from the
 // old foreign key when it changed or went, a subscription to the new one.
-func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), left bool, vs serde.Serde[V], kos serde.Serde[KO]) opFunc[K, change[V], KO, fkSubscription[K]] {
+func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), vs serde.Serde[V], kos serde.Serde[KO]) opFunc[K, change[V], KO, fkSubscription[K]] {
 	return func(env *opEnv, next forwarder[KO, fkSubscription[K]]) (receiver[K, change[V]], error) {
 		var vbuf, obuf, nbuf []byte
 		return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
@@ -351,18 +353,22 @@ func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), left bool, vs serde.Serde[
 			if vbuf, err = vs.Encode(vbuf[:0], c.newV); err != nil {
 				return errorf(env.node, "encode value to hash: %w", err)
 			}
-			// An inner join's row that had no foreign key before had no
-			// result: only a found right row changes anything. A row that
-			// had one always gets an answer, also when its foreign key did
-			// not change (where Kafka Streams answers only a found row): a
-			// delete of the right row may be answered, with the old value's
-			// hash, while this change travels; that answer is stale when it
-			// arrives, so only this one can delete the old result.
-			instr := fkSubscribe
-			if !left && !ook {
-				instr = fkSubscribeIfFound
-			}
-			return send(nfk, fkSubscription[K]{instr: instr, hash: fkHashOf(vbuf), pk: r.Key})
+			// Every subscription gets an answer, "not found" too, also an
+			// inner join's for a row that had no result (where Kafka
+			// Streams answers only a found right row): the hash names a
+			// value, not a version of the row, so an answer made for an
+			// earlier version with the same value may still be travelling.
+			// The row set, deleted (its unsubscribe processed, then the
+			// right row deleted: no answer for that) and set to the same
+			// value again would take that answer, made while the right row
+			// existed, for its own, and keep a result for a missing right
+			// row. The answer to this subscription comes from the same
+			// task, after the earlier one, and decides. For the same
+			// reason a row whose foreign key did not change gets an
+			// answer: a delete of the right row may be answered with the
+			// old value's hash while this change travels, and that answer
+			// is stale when it arrives.
+			return send(nfk, fkSubscription[K]{instr: fkSubscribe, hash: fkHashOf(vbuf), pk: r.Key})
 		}), nil
 	}
 }
