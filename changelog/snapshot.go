@@ -24,6 +24,7 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// URLs, the default snapshot store
 	_ "gocloud.dev/blob/memblob"  // mem:// URLs, for tests
+	"gocloud.dev/gcerrors"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 )
@@ -434,37 +435,47 @@ func (s *SnapshotStore) prune(ctx context.Context, task, current string) (int, e
 	return n, errors.Join(errs...)
 }
 
+// deleteChain deletes the objects of a chain. An object already gone (an
+// instance pruning the same chain) is not an error.
 func (s *SnapshotStore) deleteChain(ctx context.Context, task, chain string) error {
-	it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return nil
+	return listAgainOnNotFound(ctx, func() error {
+		it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
+			}
+			if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				return fmt.Errorf("changelog: delete snapshot object %s: %w", obj.Key, err)
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
-		}
-		if err := s.bucket.Delete(ctx, obj.Key); err != nil {
-			return fmt.Errorf("changelog: delete snapshot object %s: %w", obj.Key, err)
-		}
-	}
+	})
 }
 
 // chains lists the chains of task, oldest first.
 func (s *SnapshotStore) chains(ctx context.Context, task string) ([]string, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task), Delimiter: "/"})
 	var out []string
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := listAgainOnNotFound(ctx, func() error {
+		out = out[:0]
+		it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task), Delimiter: "/"})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("changelog: list snapshot chains of task %s: %w", task, err)
+			}
+			if obj.IsDir {
+				out = append(out, path.Base(strings.TrimSuffix(obj.Key, "/")))
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("changelog: list snapshot chains of task %s: %w", task, err)
-		}
-		if obj.IsDir {
-			out = append(out, path.Base(strings.TrimSuffix(obj.Key, "/")))
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(out)
 	return out, nil
@@ -473,28 +484,34 @@ func (s *SnapshotStore) chains(ctx context.Context, task string) ([]string, erro
 // Manifests returns the manifests of a chain of task, by seq. A
 // manifest that cannot be read or decoded is an error.
 func (s *SnapshotStore) Manifests(ctx context.Context, task, chain string) ([]SnapshotManifest, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
 	var out []SnapshotManifest
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	err := listAgainOnNotFound(ctx, func() error {
+		out = out[:0]
+		it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
+			}
+			if !strings.HasSuffix(obj.Key, ".manifest.json") {
+				continue
+			}
+			body, err := s.bucket.ReadAll(ctx, obj.Key)
+			if err != nil {
+				return fmt.Errorf("changelog: read snapshot manifest %s: %w", obj.Key, err)
+			}
+			var m SnapshotManifest
+			if err := json.Unmarshal(body, &m); err != nil {
+				return fmt.Errorf("changelog: decode snapshot manifest %s: %w", obj.Key, err)
+			}
+			out = append(out, m)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
-		}
-		if !strings.HasSuffix(obj.Key, ".manifest.json") {
-			continue
-		}
-		body, err := s.bucket.ReadAll(ctx, obj.Key)
-		if err != nil {
-			return nil, fmt.Errorf("changelog: read snapshot manifest %s: %w", obj.Key, err)
-		}
-		var m SnapshotManifest
-		if err := json.Unmarshal(body, &m); err != nil {
-			return nil, fmt.Errorf("changelog: decode snapshot manifest %s: %w", obj.Key, err)
-		}
-		out = append(out, m)
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b SnapshotManifest) int { return a.Seq - b.Seq })
 	return out, nil
