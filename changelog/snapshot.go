@@ -439,20 +439,31 @@ func (s *SnapshotStore) prune(ctx context.Context, task, current string) (int, e
 // instance pruning the same chain) is not an error.
 func (s *SnapshotStore) deleteChain(ctx context.Context, task, chain string) error {
 	return listAgainOnNotFound(ctx, func() error {
-		it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
-		for {
-			obj, err := it.Next(ctx)
-			if err == io.EOF {
-				return nil
+		return s.eachChainObject(ctx, task, chain, func(key string) error {
+			if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				return fmt.Errorf("changelog: delete snapshot object %s: %w", key, err)
 			}
-			if err != nil {
-				return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
-			}
-			if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-				return fmt.Errorf("changelog: delete snapshot object %s: %w", obj.Key, err)
-			}
-		}
+			return nil
+		})
 	})
+}
+
+// eachChainObject calls fn with the key of each object of a chain, in key
+// order.
+func (s *SnapshotStore) eachChainObject(ctx context.Context, task, chain string, fn func(key string) error) error {
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
+		}
+		if err := fn(obj.Key); err != nil {
+			return err
+		}
+	}
 }
 
 // chains lists the chains of task, oldest first.
@@ -487,28 +498,21 @@ func (s *SnapshotStore) Manifests(ctx context.Context, task, chain string) ([]Sn
 	var out []SnapshotManifest
 	err := listAgainOnNotFound(ctx, func() error {
 		out = out[:0]
-		it := s.bucket.List(&blob.ListOptions{Prefix: s.taskPrefix(task) + chain + "/"})
-		for {
-			obj, err := it.Next(ctx)
-			if err == io.EOF {
+		return s.eachChainObject(ctx, task, chain, func(key string) error {
+			if !strings.HasSuffix(key, ".manifest.json") {
 				return nil
 			}
+			body, err := s.bucket.ReadAll(ctx, key)
 			if err != nil {
-				return fmt.Errorf("changelog: list snapshot chain %s of task %s: %w", chain, task, err)
-			}
-			if !strings.HasSuffix(obj.Key, ".manifest.json") {
-				continue
-			}
-			body, err := s.bucket.ReadAll(ctx, obj.Key)
-			if err != nil {
-				return fmt.Errorf("changelog: read snapshot manifest %s: %w", obj.Key, err)
+				return fmt.Errorf("changelog: read snapshot manifest %s: %w", key, err)
 			}
 			var m SnapshotManifest
 			if err := json.Unmarshal(body, &m); err != nil {
-				return fmt.Errorf("changelog: decode snapshot manifest %s: %w", obj.Key, err)
+				return fmt.Errorf("changelog: decode snapshot manifest %s: %w", key, err)
 			}
 			out = append(out, m)
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err

@@ -403,6 +403,17 @@ func (n *network) latest(topic string) map[string]string {
 	return m
 }
 
+// fkNetwork is fkJoin to "joined" over a network of its tasks: lines in 2
+// partitions, products in 3.
+func fkNetwork(t *testing.T, left bool) *network {
+	b := topology.NewBuilder("shop")
+	fkJoin(b, left).ToStream().To("joined")
+	topo, err := b.Build()
+	must(t, err)
+	return newNetwork(t, topo, map[string]int32{"lines": 2, "products": 3, "joined": 2,
+		"shop-priced-subscription-repartition": 3, "shop-priced-response-repartition": 2})
+}
+
 // drain delivers the queued records of the internal topics whose name
 // ends in suffix, in order, until none is left (delivering them may queue
 // records of other topics, which stay queued).
@@ -426,12 +437,7 @@ func (n *network) drain(suffix string) {
 func TestForeignKeyJoinIgnoresAnAnswerForAnEarlierVersionOfTheSameValue(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
-			b := topology.NewBuilder("shop")
-			fkJoin(b, left).ToStream().To("joined")
-			topo, err := b.Build()
-			must(t, err)
-			n := newNetwork(t, topo, map[string]int32{"lines": 2, "products": 3, "joined": 2,
-				"shop-priced-subscription-repartition": 3, "shop-priced-response-repartition": 2})
+			n := fkNetwork(t, left)
 			line, price := "fk=p0;q=2", "price=58"
 			n.pipe("products", "p0", &price, 1)
 			n.pipe("lines", "line-6", &line, 2)
@@ -462,12 +468,7 @@ func TestForeignKeyJoinDropsStaleResponsesUnderInterleaving(t *testing.T) {
 	for _, left := range []bool{false, true} {
 		t.Run(map[bool]string{false: "inner", true: "left"}[left], func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(randomSeed(t), 11))
-			b := topology.NewBuilder("shop")
-			fkJoin(b, left).ToStream().To("joined")
-			topo, err := b.Build()
-			must(t, err)
-			n := newNetwork(t, topo, map[string]int32{"lines": 2, "products": 3, "joined": 2,
-				"shop-priced-subscription-repartition": 3, "shop-priced-response-repartition": 2})
+			n := fkNetwork(t, left)
 			m := &fkModel{left: left, lines: map[string]string{}, lineTS: map[string]int64{},
 				products: map[string]string{}, productTS: map[string]int64{}}
 			ts, settles, rows := int64(0), 0, 0
