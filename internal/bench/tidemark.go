@@ -170,7 +170,8 @@ func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []proce
 				slog.Info("controller", "interval", sn.Interval, "min_spacing", sn.MinSpacing, "predicted", sn.PredictedStaleness,
 					"observed", sn.ObservedStaleness, "latency", sn.CommitLatency, "cost", sn.CommitCost, "rho", sn.Utilization,
 					"load", sn.Load, "lambda", sn.ArrivalRate, "backlog", sn.Backlog, "overloaded", sn.Overloaded,
-					"commits", sn.Commits, "by", fmt.Sprint(sn.CommitsBy))
+					"commits", sn.Commits, "by", fmt.Sprint(sn.CommitsBy), "service", sn.ServiceTime,
+					"cost_per_record", sn.CostPerRecord, "latency_per_record", sn.LatencyPerRecord)
 			}
 		}
 	}
