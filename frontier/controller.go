@@ -83,10 +83,17 @@ type Controller struct {
 	// commit's.
 	costFit, latFit sizeFit
 	startRecords    float64
-	fb              feedback
-	startRate       float64 // commit rate when the outstanding commit started
-	startPred       float64 // P99 predicted when the outstanding commit started, s
-	blocked         float64 // record-loop time the last acked commit took, s
+	// costSpan and latSpan regress them across the intervals planned
+	// (fit_span.go); startInterval is the outstanding commit's, and
+	// spanCost and spanLat the last slopes they could tell (0: none yet),
+	// kept, as fitCost is, while the interval stays in one bin.
+	costSpan, latSpan spanFit
+	startInterval     float64
+	spanCost, spanLat float64
+	fb                feedback
+	startRate         float64 // commit rate when the outstanding commit started
+	startPred         float64 // P99 predicted when the outstanding commit started, s
+	blocked           float64 // record-loop time the last acked commit took, s
 	// fitCost is the last cost fit that could tell a slope. The model
 	// keeps it while the sizes do not vary enough for a new one, as under
 	// a steady interval: the mean cost it would fall back to includes
@@ -269,6 +276,7 @@ func (c *Controller) ObserveCommitStarted(now time.Time) {
 	c.commitRate.add(c.now, 1, 0)
 	c.startRate, c.startPred = c.commitRate.rate, c.plan.p99
 	c.startRecords = float64(c.processedSince)
+	c.startInterval = c.plan.interval
 	c.decided = ReasonInterval
 	for i := range c.tenants {
 		c.inflight[i].merge(c.tenants[i].pending)
@@ -312,6 +320,19 @@ func (c *Controller) ObserveCommitFinished(now time.Time, ack CommitAck) {
 			c.latFit.observe(c.startRecords, lat, since)
 			if a, b, resid, ok := c.costFit.fit(); ok {
 				c.fitCost = lastFit{a: a, b: b, resid: resid, ok: true}
+			}
+			if c.startInterval > 0 {
+				now := c.now.Sub(c.epoch).Seconds()
+				c.costSpan.observe(c.startInterval, c.startRecords, cost, now)
+				c.latSpan.observe(c.startInterval, c.startRecords, lat, now)
+				// A slope the intervals do not bear out (0) hands the
+				// model back to the size fit.
+				if b, ok := c.costSpan.slope(now); ok {
+					c.spanCost = b
+				}
+				if b, ok := c.latSpan.slope(now); ok {
+					c.spanLat = b
+				}
 			}
 		}
 	}
@@ -376,7 +397,10 @@ func (c *Controller) model() Model {
 		cost, costVar = c.cost.mean, c.cost.vr
 	}
 	var perRecord, latPerRecord float64
-	if a, b, resid, ok := c.costFit.fit(); ok {
+	if a, r2, ok := c.spanThrough(&c.costFit, c.spanCost); ok {
+		// The slope across intervals, through the recent commits.
+		cost, costVar, perRecord = a, r2, c.spanCost
+	} else if a, b, resid, ok := c.costFit.fit(); ok {
 		cost, costVar, perRecord = a, resid*resid, b
 	} else if f := c.fitCost; f.ok && f.b < c.processed.cost {
 		// The last fit that could tell, unless it reads noise: a
@@ -385,9 +409,11 @@ func (c *Controller) model() Model {
 		// taken past a step in load it read as an overload.
 		cost, costVar, perRecord = c.costFit.anchor(f)
 	}
-	if a, b, resid, ok := c.latFit.fit(); ok {
-		// mean + highDevs·(mean absolute deviation), as meanDev.high,
-		// with the deviation of a normal residual (0.8σ).
+	// mean + highDevs·(mean absolute deviation), as meanDev.high, with the
+	// deviation of a normal residual (0.8σ).
+	if a, r2, ok := c.spanThrough(&c.latFit, c.spanLat); ok {
+		l, lh, latPerRecord = a, a+highDevs*0.8*math.Sqrt(r2), c.spanLat
+	} else if a, b, resid, ok := c.latFit.fit(); ok {
 		l, lh, latPerRecord = a, a+highDevs*0.8*resid, b
 	}
 	return Model{
@@ -406,6 +432,17 @@ func (c *Controller) model() Model {
 		RateSlope:        c.rateReg.slope(),
 		FetchFloor:       c.opts.FetchFloor.Seconds(),
 	}
+}
+
+// spanThrough is the line of the across-interval slope b (spanFit)
+// through f's recent commits, unless there is no such slope yet or it
+// reads noise: a per-record commit part above the per-record processing
+// time came from commits of a handful of records (see model).
+func (c *Controller) spanThrough(f *sizeFit, b float64) (a, resid2 float64, ok bool) {
+	if b <= 0 || b >= c.processed.cost {
+		return 0, 0, false
+	}
+	return f.through(b)
 }
 
 func (c *Controller) replan() {
