@@ -51,8 +51,12 @@ func runChild() int {
 	opts := []processor.Option{
 		processor.WithBrokers(env("CHILD_BROKERS")),
 		processor.WithStateDir(env("CHILD_STATE")),
-		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if env("CHILD_POLICY") == "adaptive" {
+		opts = append(opts, processor.WithCommitPolicy(frontier.Options{}))
+	} else {
+		opts = append(opts, processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}))
 	}
 	// Kill ourselves, now and then, at the most delicate step: after the
 	// transaction committed and before local state applied it, and just
@@ -219,14 +223,16 @@ func (c *child) terminate(t *testing.T) {
 // CRASH_TEST_THREADS runs the child with that many stream threads;
 // TestExactlyOnceUnderCrashesWithThreads runs it with two.
 func TestExactlyOnceUnderCrashes(t *testing.T) {
-	exactlyOnceUnderCrashes(t, os.Getenv("CRASH_TEST_THREADS"), 2, "")
+	exactlyOnceUnderCrashes(t, crashRun{threads: os.Getenv("CRASH_TEST_THREADS"), partitions: 2})
 }
 
 // TestExactlyOnceUnderCrashesWithThreads is TestExactlyOnceUnderCrashes
-// with two stream threads over 4 partitions: each thread commits its own
-// transactions, and a SIGKILL lands while either may be mid-commit.
+// with two stream threads over 4 partitions and the adaptive commit
+// policy (the others commit every 50 ms): each thread commits its own
+// transactions at its own controller's cadence, and a SIGKILL lands while
+// either may be mid-commit.
 func TestExactlyOnceUnderCrashesWithThreads(t *testing.T) {
-	exactlyOnceUnderCrashes(t, "2", 4, "")
+	exactlyOnceUnderCrashes(t, crashRun{threads: "2", partitions: 4, policy: "adaptive"})
 }
 
 // TestExactlyOnceUnderCrashesWithRecordCache is TestExactlyOnceUnderCrashes
@@ -236,16 +242,26 @@ func TestExactlyOnceUnderCrashesWithThreads(t *testing.T) {
 // its inputs. A held update lost in a crash would leave a count short; one
 // forwarded from an aborted transaction and again on the redo, a repeat.
 func TestExactlyOnceUnderCrashesWithRecordCache(t *testing.T) {
-	exactlyOnceUnderCrashes(t, "", 2, "cached")
+	exactlyOnceUnderCrashes(t, crashRun{partitions: 2, topo: "cached"})
 }
 
-func exactlyOnceUnderCrashes(t *testing.T, threads string, partitions int32, topo string) {
+// crashRun is a crash test's child: its stream threads ("": the default),
+// input partitions, topology ("": the count; see runChild) and commit
+// policy ("adaptive", or "": fixed 50 ms).
+type crashRun struct {
+	threads      string
+	partitions   int32
+	topo, policy string
+}
+
+func exactlyOnceUnderCrashes(t *testing.T, run crashRun) {
+	threads, partitions, topo := run.threads, run.partitions, run.topo
 	in := kafkatestNewTopic(t, partitions)
 	out := kafkatestNewTopic(t, partitions)
 	appID := kafkatestName(t, "crash")
 	state := t.TempDir()
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_GUARANTEE=" + os.Getenv("CRASH_TEST_GUARANTEE"), "CHILD_APP=" + appID, "CHILD_IN=" + in, "CHILD_OUT=" + out,
-		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05", "CHILD_THREADS=" + threads, "CHILD_TOPOLOGY=" + topo}
+		"CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + state, "CHILD_SELF_KILL=0.05", "CHILD_THREADS=" + threads, "CHILD_TOPOLOGY=" + topo, "CHILD_POLICY=" + run.policy}
 	seed := crashTestSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	want := map[string]int{}

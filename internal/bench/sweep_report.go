@@ -500,7 +500,7 @@ func (r *SweepReport) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", t.Target, t.Scope, v, l, t.Status, oneLine(t.Detail))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Not measured here: exactly-once under crashes with the adaptive policy and threads > 1 (the crash tests' target).")
+	fmt.Fprintln(w, "Not measured here: exactly-once under crashes with the adaptive policy and threads > 1 (processor's TestExactlyOnceUnderCrashesWithThreads and `make soak` check it).")
 }
 
 func msOrDash(v float64, n int64) string {
