@@ -12,8 +12,15 @@ type leastSquares struct {
 
 func (l *leastSquares) add(x, y, forget float64) {
 	k := 1 - forget
-	l.w, l.sx, l.sy = k*l.w+1, k*l.sx+x, k*l.sy+y
-	l.sxx, l.sxy, l.syy = k*l.sxx+x*x, k*l.sxy+x*y, k*l.syy+y*y
+	l.w, l.sx, l.sy = k*l.w, k*l.sx, k*l.sy
+	l.sxx, l.sxy, l.syy = k*l.sxx, k*l.sxy, k*l.syy
+	l.addWeighted(x, y, 1)
+}
+
+// addWeighted adds a sample of weight w, without fading the others.
+func (l *leastSquares) addWeighted(x, y, w float64) {
+	l.w, l.sx, l.sy = l.w+w, l.sx+w*x, l.sy+w*y
+	l.sxx, l.sxy, l.syy = l.sxx+w*x*x, l.sxy+w*x*y, l.syy+w*y*y
 	l.n++
 }
 

@@ -88,13 +88,7 @@ func (f *spanFit) slope(now float64) (b float64, ok bool) {
 			continue
 		}
 		bins++
-		// leastSquares adds unit weights; a bin's weight scales its sums.
-		l.w += w
-		l.sx += w * bin.x
-		l.sy += w * bin.y
-		l.sxx += w * bin.x * bin.x
-		l.sxy += w * bin.x * bin.y
-		l.syy += w * bin.y * bin.y
+		l.addWeighted(bin.x, bin.y, w)
 	}
 	if bins < 2 {
 		return 0, false
