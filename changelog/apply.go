@@ -104,7 +104,7 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	if t.sealed != nil {
 		t.unseal()
 	} else {
-		t.pending.Clear(false)
+		t.clearPending()
 	}
 	if t.stagedPos != nil {
 		t.sentPos, t.stagedPos = t.stagedPos, nil

@@ -41,6 +41,7 @@ func (t *TaskState) Seal() error {
 		return fmt.Errorf("changelog: seal partition %d: a sealed layer is still unapplied", t.cfg.Partition)
 	}
 	t.sealed = t.pending.Clone()
+	t.gen++
 	for _, st := range t.stores {
 		st.sealCut = st.newCut
 	}
@@ -73,8 +74,9 @@ func (t *TaskState) applyCut(st *storeState) int64 {
 // live overlay that are still the sealed ones are in Badger now.
 func (t *TaskState) unseal() {
 	t.sealed.Ascend(func(e *entry) bool {
-		if cur, ok := t.pending.Get(e); ok && cur == e {
+		if cur := t.index[string(e.key)]; cur == e {
 			t.pending.Delete(e)
+			delete(t.index, string(e.key))
 		}
 		return true
 	})

@@ -53,11 +53,19 @@ type TaskState struct {
 
 	stores  map[string]*storeState
 	pending *btree.BTreeG[*entry]
+	// index holds pending's entries by key: a point read or a write of a
+	// key the transaction already wrote is one map lookup instead of a
+	// btree descent (a count over hot keys: 45% of the state's CPU). The
+	// btree stays for what needs key order: scans, Flush, Apply.
+	index map[string]*entry
+	// gen counts Seals: an entry written since the last Seal has the
+	// current gen and may change in place; an older one is the sealed
+	// layer's and is replaced.
+	gen uint64
 	// sealed is the overlay of the transaction being committed while
 	// pending already takes the next one's writes (layered.go); nil
 	// otherwise.
 	sealed  *btree.BTreeG[*entry]
-	probe   entry
 	kbuf    []byte
 	rtxn    *badger.Txn // read snapshot, renewed after every Apply
 	cache   readCache   // committed values of key-value stores (readcache.go)
@@ -77,6 +85,7 @@ type entry struct {
 	value []byte
 	del   bool
 	st    *storeState
+	gen   uint64 // the TaskState's gen when the entry was created
 }
 
 func lessEntry(a, b *entry) bool { return bytes.Compare(a.key, b.key) < 0 }
@@ -174,7 +183,7 @@ func (t *TaskState) Pending() int { return t.pending.Len() }
 // a sealed layer (Seal) both layers go: the live one was computed from it.
 func (t *TaskState) Discard() {
 	t.stagedPos = nil
-	t.pending.Clear(false)
+	t.clearPending()
 	t.sealed = nil
 	for _, st := range t.stores {
 		st.newCut = st.cut
@@ -270,9 +279,7 @@ func (t *TaskState) get(key []byte) ([]byte, bool, error) {
 // overlayGet looks key up in the overlay: found reports whether the
 // overlay decides it (a put or a delete).
 func (t *TaskState) overlayGet(key []byte) (v []byte, ok, found bool) {
-	t.probe.key = key
-	e, hit := t.pending.Get(&t.probe)
-	t.probe.key = nil
+	e, hit := t.index[string(key)]
 	if !hit {
 		return nil, false, false
 	}
@@ -280,6 +287,21 @@ func (t *TaskState) overlayGet(key []byte) (v []byte, ok, found bool) {
 		return nil, false, true
 	}
 	return e.value, true, true
+}
+
+// insertPending puts e into the overlay, in place of any entry of its key.
+func (t *TaskState) insertPending(e *entry) {
+	if t.index == nil {
+		t.index = map[string]*entry{}
+	}
+	t.pending.ReplaceOrInsert(e)
+	t.index[string(e.key)] = e
+}
+
+// clearPending empties the overlay.
+func (t *TaskState) clearPending() {
+	t.pending.Clear(false)
+	clear(t.index)
 }
 
 // readBadger reads a full data key through the read snapshot.
@@ -330,18 +352,16 @@ func (t *TaskState) recoverRead(err *error, inFn *bool) {
 
 // set records a put (value != nil) or delete of a full data key.
 func (t *TaskState) set(st *storeState, key, value []byte) {
-	t.probe.key = key
-	e, ok := t.pending.Get(&t.probe)
-	t.probe.key = nil
+	e, ok := t.index[string(key)]
 	switch {
 	case !ok:
-		e = &entry{key: bytes.Clone(key), st: st}
-		t.pending.ReplaceOrInsert(e)
-	case t.sealed != nil:
-		// The entry may be the sealed layer's: replace it, never change
-		// it in place (layered.go).
-		e = &entry{key: e.key, st: st}
-		t.pending.ReplaceOrInsert(e)
+		e = &entry{key: bytes.Clone(key), st: st, gen: t.gen}
+		t.insertPending(e)
+	case e.gen != t.gen:
+		// The sealed layer's entry: replace it, never change it in place
+		// (layered.go).
+		e = &entry{key: e.key, st: st, gen: t.gen}
+		t.insertPending(e)
 	}
 	if value == nil {
 		e.value, e.del = nil, true

@@ -150,10 +150,7 @@ func (s *windowStore) collect(fromStart, toStart int64) (keys [][]byte, ov []*en
 		}
 		n := len(flat)
 		flat = append(append(flat, p...), ik[len(ip)+8:]...)
-		t.probe.key = flat[n:]
-		_, shadowed := t.pending.Get(&t.probe)
-		t.probe.key = nil
-		if shadowed {
+		if _, shadowed := t.index[string(flat[n:])]; shadowed {
 			flat = flat[:n]
 			continue
 		}

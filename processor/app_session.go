@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +39,11 @@ type session struct {
 	ckptRun   checkpointRun // the checkpoint in flight (app_checkpoint.go)
 	now       func() time.Time
 	polled    time.Time   // when the batch being processed was polled (app_arrival.go)
+	// passStart is when the pass being run started; zero outside passes.
+	// Outputs report it to the controller instead of reading the clock
+	// once per output (2% of a count's CPU): the controller's clock only
+	// moves forward, and the pass's end follows within milliseconds.
+	passStart time.Time
 	held      heldOutputs // what the tasks' record caches hold (app_flush.go)
 
 	tasks   map[topology.TaskID]*liveTask
@@ -714,7 +718,9 @@ func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error
 	if err := s.begin(); err != nil {
 		return err
 	}
+	s.passStart = start
 	k, err := s.processPass(ctx)
+	s.passStart = time.Time{}
 	if err != nil {
 		return err
 	}
@@ -862,9 +868,7 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 		}
 	}
 	r := &kgo.Record{Topic: rec.Topic, Partition: p, Timestamp: time.UnixMilli(rec.Timestamp)}
-	// bytes.Clone keeps nil nil and empty empty: a null key or value and
-	// an empty one are different things to Kafka.
-	r.Key, r.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value)
+	r.Key, r.Value = cloneKeyValue(rec.Key, rec.Value)
 	for _, h := range rec.Headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)})
 	}
@@ -885,9 +889,31 @@ func (s *session) Collect(id topology.TaskID, rec *topology.OutputRecord) error 
 	}
 	s.txn.mu.Unlock()
 	if !s.held.flushing { // a held update was observed when held (observeHeld)
-		s.ctrl.ObserveOutput(s.now(), rec.Tenant, s.arrival(), 1)
+		now := s.passStart
+		if now.IsZero() {
+			now = s.now()
+		}
+		s.ctrl.ObserveOutput(now, rec.Tenant, s.arrival(), 1)
 	}
 	return s.produceOutput(r, false)
+}
+
+// cloneKeyValue copies an output's key and value (kgo keeps them until the
+// record is acknowledged; the sinks reuse their buffers) into one
+// allocation. nil stays nil and empty stays empty: a null key or value and
+// an empty one are different things to Kafka.
+func cloneKeyValue(k, v []byte) ([]byte, []byte) {
+	buf := make([]byte, len(k)+len(v))
+	var kc, vc []byte
+	if k != nil {
+		kc = buf[:len(k):len(k)]
+		copy(kc, k)
+	}
+	if v != nil {
+		vc = buf[len(k):]
+		copy(vc, v)
+	}
+	return kc, vc
 }
 
 func (s *session) promise(r *kgo.Record, err error) {
