@@ -38,7 +38,7 @@ type session struct {
 	ckpt      *frontier.CheckpointScheduler
 	ckptRun   checkpointRun // the checkpoint in flight (app_checkpoint.go)
 	now       func() time.Time
-	polled    time.Time   // when the batch being processed was polled (app_arrival.go)
+	polled    time.Time // when the batch being processed was polled (app_arrival.go)
 	// passStart is when the pass being run started; zero outside passes.
 	// Outputs report it to the controller instead of reading the clock
 	// once per output (2% of a count's CPU): the controller's clock only
