@@ -513,10 +513,10 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 			if lt.floor != nil && s.reflected(lt, r) {
 				continue
 			}
-			in := topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			s.inRec = topology.InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				Key: r.Key, Value: r.Value, Timestamp: r.Timestamp.UnixMilli(), Headers: headersOf(r)}
 			closed := lt.task.WindowsClosed()
-			if err := s.processOne(ctx, lt, &in, r); err != nil {
+			if err := s.processOne(ctx, lt, &s.inRec, r); err != nil {
 				return total + k, err
 			}
 			s.charge(lt, p)

@@ -48,7 +48,7 @@ func (s *session) produceOutput(r *kgo.Record, deadLetter bool) error {
 		return nil
 	}
 	if !s.th.isolate {
-		s.producer.Produce(s.ctx, r, s.promise)
+		s.producer.Produce(s.ctx, r, s.promiseFn)
 		return nil
 	}
 	res := s.producer.ProduceSync(s.ctx, r)

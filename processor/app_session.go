@@ -44,7 +44,14 @@ type session struct {
 	// once per output (2% of a count's CPU): the controller's clock only
 	// moves forward, and the pass's end follows within milliseconds.
 	passStart time.Time
-	held      heldOutputs // what the tasks' record caches hold (app_flush.go)
+	// promiseFn is s.promise, bound once: a method value made per output
+	// is an allocation per output.
+	promiseFn func(*kgo.Record, error)
+	// inRec is the input record being processed by a pass, a field so
+	// that handing it to the task (an interface call) does not allocate
+	// one per record; nothing keeps it past processOne.
+	inRec topology.InputRecord
+	held  heldOutputs // what the tasks' record caches hold (app_flush.go)
 
 	tasks   map[topology.TaskID]*liveTask
 	byInput map[changelog.TopicPartition]*liveTask
@@ -147,6 +154,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		fair:      newFairQueues(a.cfg.MaxRecordsPerTaskPass, a.cfg.PollRecords),
 		admission: rateLimited(ctrl.Options()),
 	}
+	s.promiseFn = s.promise
 	for _, sink := range a.topo.SinkTopics() {
 		if a.topo.IsRepartitionTopic(sink) {
 			continue
