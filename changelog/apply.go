@@ -82,19 +82,26 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	}
 	readTs, wrote, err := t.applyInTxn(meta, &bytes)
 	staged := errors.Is(err, errTooBig) || errors.Is(err, badger.ErrTxnTooBig)
+	var stagedFrom, stagedTo uint64
 	if staged {
 		bytes = 0
 		t.db.staged.Add(1)
+		stagedFrom = t.tdb.readTs()
 		err = t.applyStaged(meta, &bytes)
+		stagedTo = t.tdb.readTs()
 	}
 	if err != nil {
 		t.cache.clear()
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, t.tdb.noteErr(err))
 	}
 	if staged {
-		t.cache.clear() // several Badger writes: no one timestamp to follow
+		t.followApply(stagedFrom, stagedTo)
 	} else {
-		t.writeThrough(readTs, wrote)
+		to := readTs
+		if wrote {
+			to++ // the commit's timestamp
+		}
+		t.followApply(readTs, to)
 	}
 	t.db.applies.Add(1)
 	t.db.written.Add(bytes)
@@ -110,7 +117,7 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 		t.sentPos, t.stagedPos = t.stagedPos, nil
 	}
 	t.flushed = false
-	t.dropSnapshot() // the cache followed the write (writeThrough)
+	t.dropSnapshot() // the cache followed the write (followApply)
 	return nil
 }
 

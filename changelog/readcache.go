@@ -133,20 +133,29 @@ func (t *TaskState) getKV(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
-// writeThrough records what ApplyAt's transaction, which started at read
-// timestamp readTs and wrote, committed for the key-value stores: the
-// cache then reflects Badger as of that commit's timestamp, readTs+1. A
-// cache that was not at readTs is dropped instead.
-func (t *TaskState) writeThrough(readTs uint64, wrote bool) {
+// followApply records what ApplyAt committed for the key-value and window
+// stores: Badger went from read timestamp from (what its writes started
+// at) to to (what a read sees after them). A cache that was not at from is
+// dropped instead. The single-transaction Apply checks this exactly: its
+// commit takes from+1 only if nothing else committed meanwhile, and the
+// next snapshot must read at to. A staged Apply commits several times, so
+// the cache trusts that the timestamps between were its own: a task DB has
+// one writer at a time, the task's goroutine (restores, standby tails and
+// rebuilds run before or after, never during, an Apply, and they move the
+// timestamp the next read checks). Dropping the cache after every staged
+// Apply cost a loaded windowed count half its reads from Badger: under
+// load commits grow past one Badger transaction, and the misses made the
+// loop slower, which grew the commits further.
+func (t *TaskState) followApply(from, to uint64) {
 	c := &t.cache
 	if !c.primed {
 		return
 	}
-	if c.ts != readTs || c.bdb != t.tdb.bdb {
+	if c.ts != from || c.bdb != t.tdb.bdb {
 		c.clear()
 		return
 	}
-	if !wrote {
+	if to == from {
 		return // no commit, no new timestamp
 	}
 	t.applied().Ascend(func(e *entry) bool {
@@ -156,5 +165,5 @@ func (t *TaskState) writeThrough(readTs uint64, wrote bool) {
 		c.put(e.key, cachedValue{v: e.value, ok: !e.del})
 		return true
 	})
-	c.ts = readTs + 1
+	c.ts = to
 }

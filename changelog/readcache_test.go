@@ -224,3 +224,53 @@ func TestReadCacheServesWindowFetches(t *testing.T) {
 		t.Fatalf("%d cache hits over the committed windows' reads, want them served from the cache", task.cache.hits)
 	}
 }
+
+// An overlay too big for one Badger transaction takes the staged Apply,
+// which commits several times: the cache follows it (reads after it hit
+// and see the committed values) and still drops itself for a write that
+// did not come through the task's Apply, before or after the staged one.
+func TestReadCacheFollowsStagedApplies(t *testing.T) {
+	db := openTestDB(t, Options{applyTxnLimit: 2})
+	task, kv := openCachedKV(t, db)
+	mustPut(t, kv, "a", "1", "b", "1", "c", "1")
+	commitTask(t, task)
+	wantGet(t, kv, "a", "1") // prime
+	for round, v := range []string{"2", "3", "<del>", "4"} {
+		mustPut(t, kv, "a", v, "b", v, "c", v)
+		commitTask(t, task)
+		want := v
+		if v == "<del>" {
+			want = ""
+		}
+		hits := task.cache.hits
+		for _, k := range []string{"a", "b", "c"} {
+			wantGet(t, kv, k, want)
+		}
+		if task.cache.hits != hits+3 {
+			t.Fatalf("round %d: reads after a staged apply missed the cache (hits %d → %d)", round, hits, task.cache.hits)
+		}
+	}
+	if st := db.Stats(); st.StagedApplies < 4 {
+		t.Fatalf("%d of %d applies were staged, want the rounds' at least", st.StagedApplies, st.Applies)
+	}
+
+	key := append([]byte(nil), task.key(task.stores["kv"], []byte("a"))...)
+	foreign := func(v string) {
+		t.Helper()
+		if err := task.tdb.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A foreign write before a staged apply of other keys.
+	foreign("foreign-1")
+	mustPut(t, kv, "b", "5", "c", "5", "d", "5")
+	commitTask(t, task)
+	wantGet(t, kv, "a", "foreign-1")
+	wantGet(t, kv, "d", "5")
+	// And one after it, before the next read.
+	mustPut(t, kv, "b", "6", "c", "6", "d", "6")
+	commitTask(t, task)
+	foreign("foreign-2")
+	wantGet(t, kv, "a", "foreign-2")
+	wantGet(t, kv, "d", "6")
+}

@@ -438,3 +438,11 @@ func (tdb *taskDB) finishApplies() (err error) {
 	defer recoverRead(tdb.db.log, &tdb.closed, &err, nil)
 	return readErr(tdb.recoverStaged())
 }
+
+// readTs is the timestamp a read of the DB would see now: every commit so
+// far.
+func (tdb *taskDB) readTs() uint64 {
+	txn := tdb.bdb.NewTransaction(false)
+	defer txn.Discard()
+	return txn.ReadTs()
+}
