@@ -89,13 +89,7 @@ func TestReadCacheDropsOnForeignWrite(t *testing.T) {
 	wantGet(t, kv, "a", "1")
 	wantGet(t, kv, "a", "1")
 
-	key := append([]byte(nil), task.key(task.stores["kv"], []byte("a"))...)
-	foreign := func(v string) {
-		t.Helper()
-		if err := task.tdb.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte(v)) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	foreign := foreignWriter(t, task, "a")
 	// Foreign write, then this task's commit of another key: the commit's
 	// transaction starts past the cache's timestamp, so the cache goes.
 	foreign("foreign-1")
@@ -116,6 +110,18 @@ func TestReadCacheDropsOnForeignWrite(t *testing.T) {
 	foreign("foreign-3")
 	task.resetSnapshot()
 	wantGet(t, kv, "a", "foreign-3")
+}
+
+// foreignWriter returns a func that writes key of the task's "kv" store in
+// Badger directly, as a writer other than the task's Apply would.
+func foreignWriter(t *testing.T, task *TaskState, key string) func(v string) {
+	k := append([]byte(nil), task.key(task.stores["kv"], []byte(key))...)
+	return func(v string) {
+		t.Helper()
+		if err := task.tdb.bdb.Update(func(txn *badger.Txn) error { return txn.Set(k, []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // The cache stays within its share of the memory budget.
@@ -254,13 +260,7 @@ func TestReadCacheFollowsStagedApplies(t *testing.T) {
 		t.Fatalf("%d of %d applies were staged, want the rounds' at least", st.StagedApplies, st.Applies)
 	}
 
-	key := append([]byte(nil), task.key(task.stores["kv"], []byte("a"))...)
-	foreign := func(v string) {
-		t.Helper()
-		if err := task.tdb.bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte(v)) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	foreign := foreignWriter(t, task, "a")
 	// A foreign write before a staged apply of other keys.
 	foreign("foreign-1")
 	mustPut(t, kv, "b", "5", "c", "5", "d", "5")
