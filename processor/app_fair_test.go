@@ -90,7 +90,7 @@ func fairBacklog(t *testing.T, perPass int) int64 {
 		mu.Lock()
 		defer mu.Unlock()
 		got[string(r.Value)]++
-		if r.Value[0] == 't' && remaining < 0 && bytes.HasPrefix(r.Value, []byte("t-")) {
+		if remaining < 0 && bytes.HasPrefix(r.Value, []byte("t-")) {
 			remaining = backlog - processed.Load()
 		}
 	})
