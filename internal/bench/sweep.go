@@ -506,17 +506,25 @@ func (s *sweeper) killAndRestart(ctx context.Context, sys System, job Job, start
 		p.stop()
 		return nil
 	}
-	cpu.sample()
 	kill := time.Now()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 	res.KillAtSec = kill.Sub(start).Seconds()
-	p2, err := sys.start(ctx, s.o.Env, job)
+	p2, err := sys.launch(s.o.Env, job)
+	if err == nil {
+		// From its first instant: a restart can fill most of a short
+		// phase, and its CPU belongs there.
+		var used time.Duration
+		if st := p.cmd.ProcessState; st != nil {
+			used = st.UserTime() + st.SystemTime()
+		}
+		cpu.switchTo(p2.cmd.Process.Pid, used)
+		err = p2.awaitReady(ctx, sys.Name)
+	}
 	if err != nil {
 		res.Error = fmt.Sprintf("restart after SIGKILL: %v", err)
 		return nil
 	}
-	cpu.switchTo(p2.cmd.Process.Pid)
 	res.RestartSec = time.Since(kill).Seconds()
 	s.progress(fmt.Sprintf("  SIGKILLed at %.1f s, restarted (ready) %.2f s later", res.KillAtSec, res.RestartSec))
 	return p2

@@ -222,12 +222,12 @@ func (c *cpuSampler) sample() {
 	c.samples = append(c.samples, cpuSample{time.Now(), c.base + c.last, br})
 }
 
-// switchTo makes pid the worker (after a restart): the last reading of the
-// old one stays in the base.
-func (c *cpuSampler) switchTo(pid int) {
+// switchTo makes pid the worker after the previous one exited having used
+// total CPU (its exact figure from wait, not the last sample's).
+func (c *cpuSampler) switchTo(pid int, total time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.base += c.last
+	c.base += max(total, c.last)
 	c.last = 0
 	c.pid = pid
 }

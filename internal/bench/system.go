@@ -160,7 +160,21 @@ type Env struct {
 	Java       string
 }
 
+// start launches the system and waits until it reports ready.
 func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
+	p, err := s.launch(env, job)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.awaitReady(ctx, s.Name); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// launch starts the system's process without waiting for it: a caller that
+// measures the process (its CPU) from its first instant takes the pid here.
+func (s System) launch(env Env, job Job) (*process, error) {
 	var cmd *exec.Cmd
 	switch s.Kind {
 	case "kstreams":
@@ -226,18 +240,24 @@ func (s System) start(ctx context.Context, env Env, job Job) (*process, error) {
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// awaitReady waits for the process's ready line; on failure the process
+// is gone.
+func (p *process) awaitReady(ctx context.Context, name string) error {
 	select {
 	case <-p.ready:
 		p.readyAt = time.Now()
-		return p, nil
+		return nil
 	case err := <-p.exited:
-		return nil, fmt.Errorf("bench: %s exited before it was ready: %v\n%s", s.Name, err, p.stderr)
+		return fmt.Errorf("bench: %s exited before it was ready: %v\n%s", name, err, p.stderr)
 	case <-time.After(90 * time.Second):
 		p.kill()
-		return nil, fmt.Errorf("bench: %s not ready after 90s\n%s", s.Name, p.stderr)
+		return fmt.Errorf("bench: %s not ready after 90s\n%s", name, p.stderr)
 	case <-ctx.Done():
 		p.kill()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
