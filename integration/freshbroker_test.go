@@ -143,7 +143,9 @@ func TestFreshBrokerCommitsDoNotStall(t *testing.T) {
 		worst = max(worst, d)
 	}
 	t.Logf("%d commits, longest flush %v, %v produce retries", len(flushes), worst.Round(time.Millisecond), retries)
-	if worst >= 2*time.Second {
+	// 3 s: below the 3.4 s the bug's shortest stall took, and above what
+	// a private broker's first commits cost on a loaded 2-core machine.
+	if worst >= 3*time.Second {
 		t.Errorf("a commit's flush took %v: a batch turned away with CONCURRENT_TRANSACTIONS waited for franz-go's rate-limited metadata refresh (5s without tidemark's MetadataMinAge)", worst.Round(time.Millisecond))
 	}
 	if retries == 0 {

@@ -160,7 +160,10 @@ func TestFrontierCoversAWindowOnlyOnceItsFinalResultIsReadable(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	recs := kafkatest.ConsumeExactly(t, out, 1, 2*time.Second, 500*time.Millisecond)
+	if lso := kafkatest.StableEnds(t, out)[0]; lso == 0 {
+		t.Fatalf("/frontier covers %d while nothing on %s is committed (last stable offset 0)", t0+9999, out)
+	}
+	recs := kafkatest.ConsumeExactly(t, out, 1, 30*time.Second, 500*time.Millisecond)
 	if n, ok := finalCount(recs, "k", t0); !ok || n != 2 {
 		t.Fatalf("/frontier covers %d but the committed output is %s, want the final count 2 of [%d, %d)", t0+9999, kafkatest.Summary(recs, 5), t0, t0+10000)
 	}
@@ -175,7 +178,10 @@ func TestFrontierCoversAWindowOnlyOnceItsFinalResultIsReadable(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("WaitCovers did not return once the window was covered")
 	}
-	recs = kafkatest.ConsumeExactly(t, out, 1, 2*time.Second, 200*time.Millisecond)
+	if lso := kafkatest.StableEnds(t, out)[0]; lso == 0 {
+		t.Fatalf("WaitCovers returned while nothing on %s is committed (last stable offset 0)", out)
+	}
+	recs = kafkatest.ConsumeExactly(t, out, 1, 30*time.Second, 200*time.Millisecond)
 	if _, ok := finalCount(recs, "k", t0); !ok {
 		t.Fatalf("after WaitCovers the final result is not readable: %s", kafkatest.Summary(recs, 5))
 	}

@@ -94,6 +94,7 @@ func TestWatcherFollowsCommittedRecords(t *testing.T) {
 
 	// A waiter blocks until a commit covers its time, and the outputs are
 	// readable when it returns.
+	stable := kafkatest.StableEnds(t, sink)[0]
 	done := make(chan error, 1)
 	go func() { done <- w.WaitCovers(ctx, sink, time.UnixMilli(250)) }()
 	select {
@@ -105,7 +106,10 @@ func TestWatcherFollowsCommittedRecords(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("WaitCovers(250): %v", err)
 	}
-	kafkatest.ConsumeUntil(t, sink, 5*time.Second, func(recs []*kgo.Record) bool {
+	if now := kafkatest.StableEnds(t, sink)[0]; now <= stable {
+		t.Fatalf("WaitCovers(250) returned with the sink's last stable offset at %d, as before the commit", now)
+	}
+	kafkatest.ConsumeUntil(t, sink, 30*time.Second, func(recs []*kgo.Record) bool {
 		for _, r := range recs {
 			if r.Timestamp.UnixMilli() == 240 {
 				return true

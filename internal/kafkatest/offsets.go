@@ -45,3 +45,26 @@ func Committed(t testing.TB, group, topic string) map[int32]int64 {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// StableEnds is every partition of topic's last stable offset: the end a
+// read_committed consumer reads up to, past every committed transaction's
+// records and before any open transaction's. Unlike a fresh consumer's
+// first fetch, it answers in one round trip, so a test can check what was
+// committed at a given instant.
+func StableEnds(t testing.TB, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	got, err := kadm.NewClient(Client(t)).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("last stable offsets of %s: %v", topic, err)
+	}
+	out := map[int32]int64{}
+	got.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("last stable offset of %s/%d: %v", topic, o.Partition, o.Err)
+		}
+		out[o.Partition] = o.Offset
+	})
+	return out
+}
