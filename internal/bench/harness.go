@@ -121,7 +121,7 @@ func (h *harness) job(ctx context.Context, w string, s System) (Job, error) {
 	id := fmt.Sprintf("bench-%d-%s-%s-%d", time.Now().Unix(), w, s.Name, h.seq)
 	job := Job{Brokers: h.o.Brokers, Workload: w, AppID: id, Input: id + "-in", Output: id + "-out",
 		Partitions: h.o.Partitions, StateDir: filepath.Join(h.o.WorkDir, id),
-		CommitInterval: s.CommitInterval, Policy: s.Policy, Threads: s.Threads, Pipelined: s.Pipelined, RecordCache: s.RecordCache, WindowSize: h.o.WindowSize, Grace: h.o.Grace}
+		CommitInterval: s.CommitInterval, Policy: s.Policy, Threads: s.Threads, Pipelined: s.Pipelined, RecordCache: s.RecordCache, P99Tolerance: s.P99Tolerance, WindowSize: h.o.WindowSize, Grace: h.o.Grace}
 	topics := []string{job.Input, job.Output}
 	if w == "join" {
 		job.Table = id + "-table"

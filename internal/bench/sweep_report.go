@@ -64,6 +64,9 @@ type SweepRun struct {
 	Repeat     int     `json:"repeat"`
 	KillAtSec  float64 `json:"kill_at_seconds"`       // offset of the SIGKILL from the drive's start
 	RestartSec float64 `json:"restart_ready_seconds"` // SIGKILL → the new worker ready
+	// WarmupSec is the run's unmeasured lead-in: the sweep's warm-up, and
+	// for the first run FirstWarmupSec more.
+	WarmupSec float64 `json:"warmup_seconds"`
 	// SettleSec is how long the run waited for the broker to go quiet
 	// before it started (sweep_settle.go).
 	SettleSec float64      `json:"broker_settle_seconds"`
@@ -83,31 +86,33 @@ type TargetCheck struct {
 
 // SweepReport is a whole sweep.
 type SweepReport struct {
-	Started      time.Time          `json:"started"`
-	Machine      string             `json:"machine"`
-	Seed         uint64             `json:"seed"`
-	Loads        []float64          `json:"loads"`
-	PhaseSec     float64            `json:"phase_seconds"`
-	WarmupSec    float64            `json:"warmup_seconds"`
-	Keys         int                `json:"keys"`
-	Zipf         float64            `json:"zipf_exponent"`
-	Partitions   int32              `json:"partitions"`
-	SkewMs       int64              `json:"event_time_skew_max_ms"`
-	WindowMs     int64              `json:"window_ms"`
-	GraceMs      int64              `json:"grace_ms"`
-	KillPhase    int                `json:"kill_phase"`
-	KillFrac     float64            `json:"kill_fraction"`
-	NoKill       bool               `json:"no_kill,omitempty"`
-	Repeats      int                `json:"repeats"`
-	BrokerPID    int                `json:"broker_pid"`
-	Quick        bool               `json:"quick"`
-	FetchFloorMs float64            `json:"read_committed_fetch_floor_ms"`
-	TxnCommitMs  float64            `json:"one_record_txn_commit_ms"`
-	Capacity     float64            `json:"capacity"`
-	Calibrations []SweepCalibration `json:"calibrations"`
-	Runs         []SweepRun         `json:"runs"`
-	Targets      []TargetCheck      `json:"targets"`
-	Duration     string             `json:"duration"`
+	Started   time.Time `json:"started"`
+	Machine   string    `json:"machine"`
+	Seed      uint64    `json:"seed"`
+	Loads     []float64 `json:"loads"`
+	PhaseSec  float64   `json:"phase_seconds"`
+	WarmupSec float64   `json:"warmup_seconds"`
+	// FirstWarmupSec is the first run's extra warm-up.
+	FirstWarmupSec float64            `json:"first_run_extra_warmup_seconds,omitempty"`
+	Keys           int                `json:"keys"`
+	Zipf           float64            `json:"zipf_exponent"`
+	Partitions     int32              `json:"partitions"`
+	SkewMs         int64              `json:"event_time_skew_max_ms"`
+	WindowMs       int64              `json:"window_ms"`
+	GraceMs        int64              `json:"grace_ms"`
+	KillPhase      int                `json:"kill_phase"`
+	KillFrac       float64            `json:"kill_fraction"`
+	NoKill         bool               `json:"no_kill,omitempty"`
+	Repeats        int                `json:"repeats"`
+	BrokerPID      int                `json:"broker_pid"`
+	Quick          bool               `json:"quick"`
+	FetchFloorMs   float64            `json:"read_committed_fetch_floor_ms"`
+	TxnCommitMs    float64            `json:"one_record_txn_commit_ms"`
+	Capacity       float64            `json:"capacity"`
+	Calibrations   []SweepCalibration `json:"calibrations"`
+	Runs           []SweepRun         `json:"runs"`
+	Targets        []TargetCheck      `json:"targets"`
+	Duration       string             `json:"duration"`
 }
 
 // Target ratios of issue #12.
@@ -443,6 +448,9 @@ func (r *SweepReport) Markdown(w io.Writer) {
 		"windows %d ms tumbling, %d ms grace; phases of %.0f s after a %.0f s warm-up; %s; %d repeat(s), policy order rotated per repeat.",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Machine, r.Duration, r.Seed, r.Keys, r.Zipf, r.Partitions, r.SkewMs,
 		r.WindowMs, r.GraceMs, r.PhaseSec, r.WarmupSec, r.killText(), r.Repeats)
+	if r.FirstWarmupSec > 0 {
+		fmt.Fprintf(w, " The first run, right after the calibrations, warms up %.0f s longer.", r.FirstWarmupSec)
+	}
 	if r.Quick {
 		fmt.Fprint(w, " **Quick mode: too short for conclusions.**")
 	}
@@ -482,10 +490,10 @@ func (r *SweepReport) Markdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| run | policy | repeat | waited for the broker s | SIGKILL at s | restart → ready s | error |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| run | policy | repeat | waited for the broker s | warm-up s | SIGKILL at s | restart → ready s | error |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---|")
 	for i, run := range r.Runs {
-		fmt.Fprintf(w, "| %d | %s | %d | %.1f | %.1f | %.2f | %s |\n", i+1, run.Policy, run.Repeat, run.SettleSec, run.KillAtSec, run.RestartSec, oneLine(run.Error))
+		fmt.Fprintf(w, "| %d | %s | %d | %.1f | %.0f | %.1f | %.2f | %s |\n", i+1, run.Policy, run.Repeat, run.SettleSec, run.WarmupSec, run.KillAtSec, run.RestartSec, oneLine(run.Error))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Targets of issue #12 (computed from the medians above):")

@@ -76,7 +76,7 @@ func TestSweepQuickMeasuresEveryPhase(t *testing.T) {
 			// and a restart of a few seconds on a loaded machine may leave
 			// phase 3 and the next without a worker long enough to commit
 			// (and so to make outputs visible).
-			from := rep.WarmupSec + float64(ph.Phase-1)*rep.PhaseSec
+			from := run.WarmupSec + float64(ph.Phase-1)*rep.PhaseSec
 			upFor := from + rep.PhaseSec - max(from, run.KillAtSec+run.RestartSec)
 			working := ph.Phase < 3 || ph.Phase > 3 && upFor >= 0.5
 			if ph.Inputs <= 0 || ph.Outputs <= 0 || ph.P50 <= 0 || ph.P99 < ph.P50 {

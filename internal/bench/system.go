@@ -40,6 +40,9 @@ type System struct {
 	// (topology.WithRecordCache with this many keys per task), so it
 	// emits one update per key per commit like Kafka Streams' default.
 	RecordCache int
+	// P99Tolerance is the adaptive policy's frontier.Options.P99Tolerance;
+	// 0 keeps its default.
+	P99Tolerance float64
 }
 
 // Job is what one system run processes; it is handed to workers as JSON.
@@ -57,6 +60,7 @@ type Job struct {
 	Threads        int           `json:"threads,omitempty"`
 	Pipelined      string        `json:"pipelined,omitempty"`
 	RecordCache    int           `json:"record_cache,omitempty"`
+	P99Tolerance   float64       `json:"p99_tolerance,omitempty"`
 	WindowSize     time.Duration `json:"window_size"`
 	Grace          time.Duration `json:"grace"`
 	// WindowOutput is the sweep workload's second output, its window finals

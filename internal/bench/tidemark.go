@@ -99,7 +99,7 @@ func runTidemark(ctx context.Context, job Job, ready func()) error {
 // harness's own, until ctx is done, calling ready once the app owns its
 // partitions.
 func runApp(ctx context.Context, job Job, topo *topology.Topology, extra []processor.Option, ready func()) error {
-	policy := frontier.Options{Policy: frontier.PolicyAdaptive}
+	policy := frontier.Options{Policy: frontier.PolicyAdaptive, P99Tolerance: job.P99Tolerance}
 	if job.Policy == "fixed" {
 		policy = frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: job.CommitInterval}
 	}
