@@ -39,12 +39,14 @@ func TestPrivateBrokerKeepsCommittedRecordsAcrossKillAndStop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list end offsets with the client made before the restarts: %v", err)
 	}
-	// 40 records and two commit markers, or three: a coordinator killed
-	// after EndTxn returned but before it logged the markers as written
-	// writes them again when it reloads the transaction (seen here, 1 run
-	// in ~10). readCommitted above already checked the records themselves.
-	if end, _ := ends.Lookup(topic, 0); end.Err != nil || end.Offset < 42 || end.Offset > 43 {
-		t.Fatalf("end offset of %s = %+v, want 42 or 43 (40 records, 2 commit markers, one maybe written twice)", topic, end)
+	// 40 records and two commit markers, and each marker maybe once more:
+	// a coordinator stopped after EndTxn returned but before it logged the
+	// markers as written writes them again when it reloads the
+	// transaction (after the kill, 1 run in ~10; after the graceful stop
+	// too, seen once in CI). readCommitted above already checked the
+	// records themselves; a record written twice would add 20.
+	if end, _ := ends.Lookup(topic, 0); end.Err != nil || end.Offset < 42 || end.Offset > 44 {
+		t.Fatalf("end offset of %s = %+v, want 42 to 44 (40 records, 2 commit markers, each maybe written twice)", topic, end)
 	}
 }
 
