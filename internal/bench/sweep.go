@@ -131,9 +131,7 @@ func (o *SweepOptions) ensureDefaults() error {
 	}
 	def(&o.Phase, 20*time.Second, 2*time.Second)
 	def(&o.Warmup, 3*time.Second, time.Second)
-	if o.FirstWarmup == 0 && !o.Quick {
-		o.FirstWarmup = 20 * time.Second
-	}
+	def(&o.FirstWarmup, 20*time.Second, 0)
 	def(&o.Drain, 3*time.Second, 2*time.Second)
 	if o.KillPhase == 0 && o.KillFrac == 0 {
 		o.KillPhase, o.KillFrac = min(2, len(o.Loads)-1), 0.6
