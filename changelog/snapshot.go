@@ -139,13 +139,18 @@ func OpenSnapshotStore(ctx context.Context, url, app string, opts SnapshotOption
 	if app == "" || strings.Contains(app, "/") {
 		return nil, fmt.Errorf("changelog: snapshot store: application id %q: want a non-empty name without '/'", app)
 	}
-	if rest, ok := strings.CutPrefix(url, "file://"); ok && !strings.Contains(rest, "create_dir") {
+	if rest, ok := strings.CutPrefix(url, "file://"); ok {
 		// fileblob refuses a missing directory unless asked to create it.
-		if strings.Contains(rest, "?") {
-			url += "&create_dir=true"
-		} else {
-			url += "?create_dir=true"
-		}
+		url = withFileParam(url, rest, "create_dir")
+		// fileblob writes each object to a temporary file and renames it
+		// into place, by default in os.TempDir: where /tmp is another
+		// file system than the store (a tmpfs /tmp, a mounted volume)
+		// the rename fails with "invalid cross-device link" and no
+		// snapshot is ever written, and a process killed mid-write
+		// leaves its temporary file in /tmp for good. Next to the object
+		// the rename stays within the store, and a chain's leftovers go
+		// when the chain is pruned (deleteChain lists every object).
+		url = withFileParam(url, rest, "no_tmp_dir")
 	}
 	b, err := blob.OpenBucket(ctx, url)
 	if err != nil {
@@ -154,6 +159,18 @@ func OpenSnapshotStore(ctx context.Context, url, app string, opts SnapshotOption
 	s := NewSnapshotStore(b, app, opts)
 	s.owned = true
 	return s, nil
+}
+
+// withFileParam adds name=true to a file:// URL whose rest (the URL after
+// the scheme) does not set name.
+func withFileParam(url, rest, name string) string {
+	if strings.Contains(rest, name+"=") {
+		return url
+	}
+	if strings.Contains(url, "?") {
+		return url + "&" + name + "=true"
+	}
+	return url + "?" + name + "=true"
 }
 
 // NewSnapshotStore uses an open bucket; Close leaves it open.
