@@ -138,7 +138,11 @@ func TestTightTenantTargetCommitsEarly(t *testing.T) {
 	if med := tight[len(tight)/2]; med > time.Second {
 		t.Errorf("gold with a 20ms target: median visibility %v (all %v), want under 1s", med, tight)
 	}
-	if slices.Min(loose) < 2*time.Second {
-		t.Errorf("gold with a 5s target: visible after %v, want every round over 2s (the 4s interval)", loose)
+	// The median, not every round: a round's latency counts from when the
+	// watcher saw the standard record, and a watcher slowed by a loaded
+	// machine sees it late, which shortens that round's wait.
+	slices.Sort(loose)
+	if med := loose[len(loose)/2]; med < 2*time.Second {
+		t.Errorf("gold with a 5s target: median visibility %v (all %v), want over 2s (the 4s interval)", med, loose)
 	}
 }
