@@ -139,7 +139,12 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		return nil
 	}
 	a.observed = max(a.observed, r.Timestamp)
-	closeTime := a.observed - a.w.grace
+	// A session accepts records until no in-grace record could extend it:
+	// its end + gap passes stream time − grace, the rule emitClosed
+	// finalises it by (Kafka Streams' KStreamSessionWindowAggregate since
+	// 3.0). Without the gap a record that merges into a session still
+	// open would be dropped as late.
+	closeTime := a.observed - a.w.grace - a.w.gap
 	var err error
 	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
 		return errorf(a.env.node, "encode key: %w", err)
@@ -229,10 +234,8 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 }
 
 // emitClosed emits the final result of each session no record can extend
-// any more, ordered by end: end + gap < stream time − grace. Kafka Streams
-// emits a session once end < stream time − grace, ignoring the gap, and so
-// can emit a "final" session that a later in-grace record extends; tidemark
-// waits out the gap as well.
+// any more, ordered by end: end + gap < stream time − grace, as Kafka
+// Streams does since 3.0 (KAFKA-12718).
 func (a *sessionAgg[K, V, VA]) emitClosed() error {
 	bound := a.observed - a.w.grace - a.w.gap // sessions with end < bound are final
 	if bound <= 0 {

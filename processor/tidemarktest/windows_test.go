@@ -113,6 +113,28 @@ func TestGoldenSessionMerges(t *testing.T) {
 	}
 }
 
+func TestGoldenSessionAcceptsRecordsWithinGapPastGrace(t *testing.T) {
+	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(10*time.Second, 0)).Count(topology.Named("sessions"))
+	})
+	tr.note("gap 10s, no grace: a record is late only if its merged session ends before stream time - grace - gap (Kafka Streams since 3.0)")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "bob", "b", 6000)
+	tr.note("stream time 6000: 3000 is behind it, and merges into alice's [0,0], which a record up to 10000 could still extend")
+	pipe(tr, in, "clicks", "alice", "c", 3000)
+	pipe(tr, in, "clicks", "carol", "d", 5000)
+	pipe(tr, in, "clicks", "bob", "e", 14000)
+	tr.note("stream time 14000: alice's [0,3000] is closed (3000 + 10000 < 14000); 12000 starts a session of its own")
+	pipe(tr, in, "clicks", "alice", "f", 12000)
+	pipe(tr, in, "clicks", "bob", "g", 30000)
+	tr.note("stream time 30000: a session ending at 15000 could not reach 20000, so the record is dropped")
+	pipe(tr, in, "clicks", "alice", "late", 15000)
+	tr.check()
+	if got := tr.d.Metrics().Dropped[topology.DropLate]; got != 1 {
+		t.Errorf("dropped as late: %d, want 1 (only the last record)", got)
+	}
+}
+
 func TestGoldenSlidingWindows(t *testing.T) {
 	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).Count(topology.Named("sliding"))
