@@ -216,7 +216,7 @@ func TestOutputWatermarkFormulas(t *testing.T) {
 					Count(topology.Named("sess")).ToStream().To("out")
 			}),
 			[]step{{topic: "in", key: "k", ts: 9000, want: 4000}, {topic: "in", key: "k", ts: 30000, want: 25000}}},
-		{"inner stream-stream join: clock − grace − max(before, after) − 1",
+		{"inner stream-stream join: clock − grace − before − after − 1 (the stores' expiry cut)",
 			build(func(b *topology.Builder) {
 				l := b.Stream("left", str, str)
 				r := b.Stream("right", str, str)
@@ -224,9 +224,9 @@ func TestOutputWatermarkFormulas(t *testing.T) {
 					topology.Named("j")).To("out")
 			}),
 			[]step{
-				{topic: "left", key: "k", ts: 10000, want: 10000 - 1000 - 5000 - 1},
-				{topic: "right", key: "k", ts: 20000, want: 13999},
-				{topic: "right", key: "k", ts: 15000, want: 13999}, // behind the clock: it stays
+				{topic: "left", key: "k", ts: 10000, want: 10000 - 1000 - 5000 - 2000 - 1},
+				{topic: "right", key: "k", ts: 20000, want: 11999},
+				{topic: "right", key: "k", ts: 15000, want: 11999}, // behind the clock: it stays
 			}},
 		{"left join: also bounded by its inputs",
 			func(t *testing.T) *topology.Topology {

@@ -24,7 +24,9 @@ func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTE
 // key dropped (DropNullKey); both still advance the join's stream time, as
 // in Kafka Streams. Inputs whose key may have changed are repartitioned
 // first; the two inputs must be co-partitioned (recorded in
-// CopartitionGroups).
+// CopartitionGroups). There is no lateness check, as in Kafka Streams: a
+// record past its window + grace still joins what the join's stores retain
+// (records up to before + after + grace behind stream time).
 func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, w, opts)
 }
@@ -33,7 +35,9 @@ func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, l
 // as joiner(key, left, zero, false), once its window has closed (stream
 // time > its timestamp + after + grace), with the left record's timestamp:
 // Kafka Streams' behaviour since 3.1, which avoids spurious left-only
-// results for records that are joined later. A left record with a null key
+// results for records that are joined later. A left record that arrives
+// after its window has closed and joins nothing is emitted at once. A left
+// record with a null key
 // can join nothing: it is emitted at once, unjoined, keeping its null key
 // (KIP-962); a right record with a null key is dropped (DropNullKey).
 func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
@@ -211,11 +215,19 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 }
 
 // process stores r, joins it with the other input's records in its
-// window and updates the outer-join store. A record is late once its window
-// end (t+ahead) plus grace is behind stream time. Every record advances
-// stream time, as in Kafka Streams' KStreamKStreamJoin, even one it then
-// skips (a tombstone) or cannot join (a null key: emitted at once, unjoined,
-// on an outer input, dropped on the others).
+// window and updates the outer-join store. Every record advances stream
+// time, as in Kafka Streams' KStreamKStreamJoin, even one it then skips (a
+// tombstone) or cannot join (a null key: emitted at once, unjoined, on an
+// outer input, dropped on the others).
+//
+// There is no lateness check, as in Kafka Streams: a record whose window
+// (t+ahead) plus grace is already behind stream time still joins whatever
+// the other input's store retains (before + after + grace behind stream
+// time), and on an outer input, unmatched, it is emitted unjoined at once
+// (settle). Grace bounds how long records are kept and when unjoined ones
+// are emitted, not which records may join. A record older than what the
+// stores retain is not stored (expire would never reach it again: its
+// cut only rises), and can only be emitted unjoined.
 func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	j.observed = max(j.observed, r.Timestamp)
 	// Every advance of the clock emits what it made due, even when the
@@ -235,10 +247,6 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 		}
 		return j.next.forward(Record[K, VR]{Key: r.Key, Value: in.unjoined(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers, NullKey: true})
 	}
-	if r.Timestamp+in.ahead+j.op.w.grace < j.observed {
-		env.Dropped(env.node, DropLate)
-		return nil
-	}
 	var err error
 	if j.kbuf, err = j.op.ks.Encode(j.kbuf[:0], r.Key); err != nil {
 		return errorf(env.node, "encode key: %w", err)
@@ -247,8 +255,10 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 	if j.vbuf, err = in.vs.Encode(j.vbuf[:0], r.Value); err != nil {
 		return errorf(env.node, "encode value: %w", err)
 	}
-	if err := appendTo(in.mine, kb, r.Timestamp, j.vbuf); err != nil {
-		return errorf(env.node, "store record: %w", err)
+	if r.Timestamp >= j.cut() {
+		if err := appendTo(in.mine, kb, r.Timestamp, j.vbuf); err != nil {
+			return errorf(env.node, "store record: %w", err)
+		}
 	}
 	found := false
 	j.matched = j.matched[:0]
@@ -351,10 +361,16 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64) error {
 	return nil
 }
 
-// expire drops records no future record can join.
-func (j *ssJoin[K, V, V2, VR]) expire(env *opEnv) error {
+// cut is the oldest timestamp the join stores retain: records before it
+// are expired.
+func (j *ssJoin[K, V, V2, VR]) cut() int64 {
 	w := j.op.w
-	cut := j.observed - w.before - w.after - w.grace
+	return j.observed - w.before - w.after - w.grace
+}
+
+// expire drops the records the stores no longer retain.
+func (j *ssJoin[K, V, V2, VR]) expire(env *opEnv) error {
+	cut := j.cut()
 	if err := j.this.ExpireBefore(cut); err != nil {
 		return errorf(env.node, "expire: %w", err)
 	}

@@ -36,7 +36,7 @@ import (
 //	sliding window (diff d, grace g) W = c − g − d − 1
 //	session, emit-final (gap, g)    W = c − g − gap − 1
 //	session, every update (gap)     W = parent − gap
-//	stream-stream join (before b,   inner: W = c − g − max(b, af) − 1; left and outer: the min of
+//	stream-stream join (before b,   inner: W = c − g − b − af − 1; left and outer: the min of
 //	after af, grace g)              that and the parent's
 //	table suppress                  min(parent, H − 1), H the smallest timestamp buffered (a clock);
 //	                                the parent's when nothing is buffered
@@ -65,23 +65,25 @@ import (
 //     and an open window starts at ≥ c − g − d.
 //   - Emit-final sessions (session_agg.go) forward a session once its end
 //     < c − g − gap, with the end as timestamp; a record is dropped unless
-//     its merged session ends at ≥ c − g. A merge with an already-final
-//     session is forwarded later with the merged end, ≥ c − g.
+//     its merged session ends at ≥ c − g − gap, and that session is
+//     forwarded later with its end, ≥ c − g − gap.
 //   - Eager sessions also forward a retraction of every session a new
 //     record t merges away, timestamped with that session's end (≥ t − gap),
 //     and the merge can reach back arbitrarily far through a long session:
 //     the clock bounds nothing here, the input does. A future record has
 //     t > parent, so every future output is ≥ parent + 1 − gap.
-//   - Stream-stream joins (join_stream.go) accept a record at t when
-//     t + ahead + g ≥ c (ahead = after for left records, before for right
-//     ones) and join it with timestamp max(t, other) ≥ t; left and outer
-//     joins emit an unjoined record with its own timestamp t once
-//     t + ahead + g < c, checked on every clock advance. Records still
-//     waiting, and every record yet to come, have t ≥ c − g − max(b, af).
-//     Left and outer joins are also bounded by their input: a record they
-//     emit unjoined as it arrives (one with a null key can join nothing)
-//     keeps its own timestamp. The clock bound holds only while every clock
-//     advance runs the check for due unjoined records.
+//   - Stream-stream joins (join_stream.go) have no lateness check (Kafka
+//     Streams' has none): any record joins what the other input's store
+//     retains, records at ≥ c − g − b − af (the expiry cut), and a join's
+//     timestamp is the later of the pair's, so every joined output yet to
+//     come is ≥ that cut whatever its own record's timestamp. Left and
+//     outer joins also emit unjoined records with their own timestamp t:
+//     those waiting once t + ahead + g < c (ahead = after for left records,
+//     before for right ones), checked on every clock advance, so the ones
+//     still waiting have t ≥ c − g − max(b, af) ≥ the cut; and a record yet
+//     to come that joins nothing, or has a null key, at once, bounded only
+//     by the input. The clock bound holds only while every clock advance
+//     runs the check for due unjoined records.
 //
 //   - Deduplicate (dedup.go) keeps state but no operator clock: it forwards
 //     a record unchanged, with its own timestamp, as it arrives, or drops
@@ -222,7 +224,7 @@ type boundExpr struct {
 	topic string // boundInput
 	clock string // clock-based ops: the ClockKeeper name
 	// size, advance: time windows; size: sliding (diff); gap: sessions;
-	// reach: joins (max(before, after)).
+	// reach: joins (before + after).
 	size, advance, grace, gap, reach int64
 	args                             []*boundExpr
 }
@@ -457,12 +459,14 @@ func (a *sessionAgg[K, V, VA]) outputBound(parent *boundExpr) *boundExpr {
 
 func (j *ssJoinSide[K, V, V2, VR]) outputBound(parent *boundExpr) *boundExpr {
 	w := j.op.w
-	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: max(w.before, w.after)}
+	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: w.before + w.after}
 	if j.op.kind == innerJoin {
 		return e
 	}
-	// Left and outer joins may also emit a record unjoined with its own
-	// timestamp as it arrives (a null key, KIP-962): bounded by the input.
+	// Left and outer joins also emit a record yet to come unjoined with its
+	// own timestamp when it joins nothing, however far behind the clock (a
+	// null key, KIP-962; a record behind the stores' cut): bounded by the
+	// input.
 	return minOf(e, parent)
 }
 
