@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/tidemark-streams/tidemark/serde"
@@ -14,30 +16,71 @@ type GroupedTable[K, V any] struct {
 	s Stream[K, tableDelta[V]]
 }
 
-// tableDelta is one side of a table row change on its way through the
-// repartition topic: a value to add to, or subtract from, its group.
+// tableDelta is a table row change on its way through the repartition
+// topic: a value to add to its group, one to subtract from it, or, when a
+// row changes and stays in its group, both (replace: subtract old, add v),
+// which the aggregation applies as one update, as Kafka Streams does since
+// 3.5 (KIP-904). Sent as two deltas, the subtraction alone would be
+// forwarded as an update of its own, a wrong intermediate aggregate (a
+// count dipping to 0) that downstream consumers see.
 type tableDelta[V any] struct {
-	v   V
-	sub bool
+	v       V
+	sub     bool
+	replace bool
+	old     V // replace only
 }
 
 type tableDeltaSerde[V any] struct{ vs serde.Serde[V] }
 
-// The encoding is a flag byte (0 add, 1 subtract) then the value.
+// Delta flags: the first byte of an encoded tableDelta.
+const (
+	deltaAdd     = 0 // then the value
+	deltaSub     = 1 // then the value
+	deltaReplace = 2 // then the old value's length (uvarint), the old value, the new value
+)
+
 func (s tableDeltaSerde[V]) Encode(dst []byte, d tableDelta[V]) ([]byte, error) {
-	flag := byte(0)
-	if d.sub {
-		flag = 1
+	switch {
+	case d.replace:
+		dst = append(dst, deltaReplace)
+		start := len(dst)
+		old, err := s.vs.Encode(nil, d.old)
+		if err != nil {
+			return dst[:start-1], err
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(old)))
+		dst = append(dst, old...)
+		return s.vs.Encode(dst, d.v)
+	case d.sub:
+		return s.vs.Encode(append(dst, deltaSub), d.v)
+	default:
+		return s.vs.Encode(append(dst, deltaAdd), d.v)
 	}
-	return s.vs.Encode(append(dst, flag), d.v)
 }
 
 func (s tableDeltaSerde[V]) Decode(b []byte) (tableDelta[V], error) {
 	if len(b) < 1 {
 		return tableDelta[V]{}, fmt.Errorf("%w: empty table delta", serde.ErrDecode)
 	}
-	v, err := s.vs.Decode(b[1:])
-	return tableDelta[V]{v: v, sub: b[0] == 1}, err
+	switch b[0] {
+	case deltaAdd, deltaSub:
+		v, err := s.vs.Decode(b[1:])
+		return tableDelta[V]{v: v, sub: b[0] == deltaSub}, err
+	case deltaReplace:
+		n, k := binary.Uvarint(b[1:])
+		if k <= 0 || uint64(len(b)-1-k) < n {
+			return tableDelta[V]{}, fmt.Errorf("%w: table delta: bad old value length", serde.ErrDecode)
+		}
+		rest := b[1+k:]
+		old, err := s.vs.Decode(rest[:n])
+		if err != nil {
+			return tableDelta[V]{}, err
+		}
+		v, err := s.vs.Decode(rest[n:])
+		return tableDelta[V]{v: v, old: old, replace: true}, err
+	default:
+		return tableDelta[V]{}, fmt.Errorf("%w: table delta: unknown flag %d", serde.ErrDecode, b[0])
+	}
 }
 
 // GroupBy re-keys the table's rows with f and repartitions them by the new
@@ -57,14 +100,37 @@ func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde
 				}
 				return next.forward(Record[K2, tableDelta[V2]]{Key: k2, Value: d, Timestamp: r.Timestamp, Headers: r.Headers})
 			}
+			var oldKey, newKey []byte
 			return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
-				// Subtract first, as Kafka Streams does, so a row that stays in
-				// its group never counts twice.
-				if r.Value.hasOld {
-					k2, v2 := f(r.Key, r.Value.oldV)
-					if err := send(r, k2, tableDelta[V2]{v: v2, sub: true}); err != nil {
+				if r.Value.hasOld && r.Value.hasNew && keys != nil {
+					ok2, ov2 := f(r.Key, r.Value.oldV)
+					nk2, nv2 := f(r.Key, r.Value.newV)
+					if isNull(null, ok2) || isNull(null, nk2) {
+						if err := send(r, ok2, tableDelta[V2]{v: ov2, sub: true}); err != nil {
+							return err
+						}
+						return send(r, nk2, tableDelta[V2]{v: nv2})
+					}
+					var err error
+					if oldKey, err = keys.Encode(oldKey[:0], ok2); err != nil {
+						return errorf(env.node, "encode group key: %w", err)
+					}
+					if newKey, err = keys.Encode(newKey[:0], nk2); err != nil {
+						return errorf(env.node, "encode group key: %w", err)
+					}
+					if bytes.Equal(oldKey, newKey) {
+						// The row stays in its group: one change (KIP-904).
+						return send(r, nk2, tableDelta[V2]{v: nv2, old: ov2, replace: true})
+					}
+					// Subtract first, as Kafka Streams does.
+					if err := send(r, ok2, tableDelta[V2]{v: ov2, sub: true}); err != nil {
 						return err
 					}
+					return send(r, nk2, tableDelta[V2]{v: nv2})
+				}
+				if r.Value.hasOld {
+					k2, v2 := f(r.Key, r.Value.oldV)
+					return send(r, k2, tableDelta[V2]{v: v2, sub: true})
 				}
 				if r.Value.hasNew {
 					k2, v2 := f(r.Key, r.Value.newV)
@@ -101,9 +167,13 @@ func aggregateTable[K, V, VA any](g GroupedTable[K, V], op string, init func() V
 		if !found {
 			old = init()
 		}
-		if d.sub {
+		switch {
+		case d.replace:
+			return add(k, d.v, subtract(k, d.old, old))
+		case d.sub:
 			return subtract(k, d.v, old)
+		default:
+			return add(k, d.v, old)
 		}
-		return add(k, d.v, old)
 	})
 }
