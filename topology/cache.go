@@ -31,8 +31,9 @@ import (
 //
 // The runtime forwards held updates before every commit (Task.Flush); the
 // test driver (processor/tidemarktest) after every input, as if each
-// committed. Given to any other operator, or with keys < 1, it is a Build
-// error.
+// committed. It applies to Count, Reduce and Aggregate of grouped streams
+// and grouped tables and to a cogroup's Aggregate (not windowed); given to
+// any other operator, or with keys < 1, it is a Build error.
 func WithRecordCache(keys int) StoreOption {
 	return storeOpt{slidingOpt{windowOpt{func(c *opConfig) { c.cacheKeys = keys; c.hasCache = true }}}}
 }
