@@ -3,6 +3,9 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,4 +247,57 @@ func TestAppSnapshotHoldsNoUncommittedState(t *testing.T) {
 	if len(rec.loaded) != 2 {
 		t.Fatalf("snapshots loaded for %d tasks, want both", len(rec.loaded))
 	}
+}
+
+// TestWarmUpLoadsSnapshotOnFreshState: A counts 40k keys on 2 partitions
+// alone, snapshotting after frequent checkpoints; B joins with a fresh
+// state directory and the same snapshot store. B has no state, so the
+// group gives it its share as a warm-up first (a member without state is
+// never caught up): that warm-up must start from the task's snapshot, not
+// read the task's changelog from offset 0, before the task moves to B.
+// Counts stay exactly once across the move.
+func TestWarmUpLoadsSnapshotOnFreshState(t *testing.T) {
+	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
+	appID := kafkatest.UniqueName(t, "warmsnap")
+	topo := countTopology(t, appID, in, out)
+	url := "file://" + t.TempDir()
+	const keys = 40_000
+	probe := processor.WithProbingRebalanceInterval(2 * time.Second)
+	runApp(t, topo, processor.WithInstanceID("a"), processor.WithSnapshotStore(url), fastCheckpoints,
+		fixedCommits(200*time.Millisecond), probe)
+	ss, err := changelog.OpenSnapshotStore(context.Background(), url, appID, changelog.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	want := produceKeysN(t, in, 0, keys, keys, 2)
+	ends := map[int32]int64{}
+	for k, n := range want {
+		ends[processor.DefaultPartition([]byte(k), 2)] += int64(n)
+	}
+	waitSnapshotted(t, ss, in, ends, 60*time.Second)
+
+	rec := &snapshotRecorder{restoreRecorder: newRestoreRecorder(), loaded: map[topology.TaskID]changelog.ChangelogOffsets{}}
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithSnapshotStore(url), processor.WithRestoreListener(rec),
+		processor.WithHTTP("127.0.0.1:0"), fastCheckpoints, fixedCommits(200*time.Millisecond), probe)
+	v := waitTasks(t, b, 60*time.Second, "B got an active task", func(v tasksView) bool { return len(v.Active) > 0 })
+	rec.smu.Lock()
+	loaded := maps.Clone(rec.loaded)
+	rec.smu.Unlock()
+	m := scrape(t, baseURL(t, b))
+	t.Logf("B runs %v; snapshots loaded for %v; changelog records restored %.0f of %d", v.Active, slices.SortedFunc(maps.Keys(loaded), func(a, b topology.TaskID) int { return strings.Compare(a.String(), b.String()) }), m["tidemark_restored_records_total"], keys)
+	byName := map[string]bool{}
+	for id := range loaded {
+		byName[id.String()] = true
+	}
+	for _, id := range v.Active {
+		if !byName[id] {
+			t.Errorf("B's task %s was not started from its snapshot (loaded: %v)", id, loaded)
+		}
+	}
+	if n := m["tidemark_restored_records_total"]; n > keys/10 {
+		t.Errorf("B restored %.0f changelog records: its warm-up should have read only the tail after the snapshot (the changelog holds %d)", n, keys/2)
+	}
+	more := produceKeysN(t, in, keys, 4_000, keys, 2)
+	checkCounts(t, out, addCounts(want, more))
 }

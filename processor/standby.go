@@ -467,6 +467,15 @@ func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 			return true
 		}
 	}
+	// A task without local state starts from its newest snapshot, as an
+	// active task does (openLeased): without it a warm-up on an instance
+	// that is new to the task (a scale-out, a replaced node) read the
+	// task's changelogs from offset 0, and since a member without state is
+	// never caught up, every such move went that way. A snapshot that
+	// cannot be loaded leaves the changelogs to do it all.
+	if err := s.loadSnapshot(ctx, id); err != nil && ctx.Err() == nil {
+		log.Warn("standby: loading the task's snapshot failed, restoring from its changelogs", "err", err)
+	}
 	for ctx.Err() == nil {
 		state := a.db.NewTaskState(changelog.TaskStateConfig{
 			ID:        id.String(),
