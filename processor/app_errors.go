@@ -53,11 +53,18 @@ type ErrorContext struct {
 	// Attempts is how many times producing the record's output failed
 	// (production errors; 1 for processing errors).
 	Attempts int
+	// Punctuation: a punctuator failed, not a record (a processing error
+	// only). There is no record: Topic, Key and Value are empty, Offset
+	// is −1, Timestamp is the time the punctuation fired at. Fail stops
+	// the application; Continue and DeadLetter go on (nothing to
+	// dead-letter), keeping what the punctuator did before it failed.
+	Punctuation bool
 }
 
 // ProcessingErrorHandler decides what happens to an input record when a
 // user function (a mapper, a predicate, an aggregator, a processor) returns
-// an error or panics while processing it (Kafka Streams' KIP-1033). It is
+// an error or panics while processing it (Kafka Streams' KIP-1033), and to
+// a punctuation whose punctuator fails (ErrorContext.Punctuation). It is
 // not called for records that fail to decode (see OnDeserializationError)
 // nor for corrupt local state (which is rebuilt).
 type ProcessingErrorHandler func(ErrorContext, error) ErrorAction

@@ -780,6 +780,16 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	case changelog.IsCorrupt(perr):
 		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), perr)
+	}
+	if pe, ok := errors.AsType[*task.PunctuationError](perr); ok {
+		// The record was processed in full; a stream-time punctuator it
+		// made due failed. Blamed on the record, Continue skipped it and
+		// redid the transaction, whose redo fired the punctuator again
+		// on the next record: every record was skipped.
+		s.observeHeld(lt)
+		return s.punctuationFailed(pe)
+	}
+	switch {
 	case errors.Is(perr, topology.ErrDeserialize):
 		// Only a source's decode failure is a bad input record: a store
 		// value or a windowed key that does not decode (serde.ErrDecode
@@ -792,6 +802,27 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	}
 	return s.processingFailed(lt, raw, perr)
+}
+
+// punctuationFailed asks the processing-error handler about a punctuation
+// whose punctuator failed (returned an error or panicked), with no record
+// in the context (ErrorContext.Punctuation). Fail stops the application;
+// Continue and DeadLetter (there is no input record to dead-letter) go
+// on: what the punctuator did before failing stands, as in Kafka Streams,
+// and it fires again when it is next due.
+func (s *session) punctuationFailed(pe *task.PunctuationError) error {
+	ectx := ErrorContext{Task: pe.Task, Offset: -1, Timestamp: time.UnixMilli(pe.At), Attempts: 1, Punctuation: true}
+	action := Fail
+	if h := s.app.cfg.OnProcessingError; h != nil {
+		action = h(ectx, pe)
+	}
+	s.app.metrics.processingErrors.WithLabelValues(action.String()).Inc()
+	if action == Fail {
+		return fmt.Errorf("processor: %w: %w", errFatal, pe)
+	}
+	s.app.log.Warn("a punctuator failed; continuing", "action", action.String(), "task", pe.Task.String(),
+		"type", pe.Type.String(), "at", pe.At, "thread", s.th.index, "err", pe.Err)
+	return nil
 }
 
 // processingFailed asks the processing-error handler about a record whose
@@ -977,15 +1008,20 @@ func (s *session) punctuate() error {
 	return nil
 }
 
-// punctuateTask runs a task's due wall-clock punctuators, turning a panic
-// in them (user code, like a processor's) into an error naming the task.
+// punctuateTask runs a task's due wall-clock punctuators. A punctuator's
+// error or panic goes to the processing-error handler (punctuationFailed);
+// a panic anywhere else in the call stops the application, naming the task.
 func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("processor: %w: task %s panicked in a wall-clock punctuator at %d: %v\n%s", errFatal, lt.task.ID(), now, p, debug.Stack())
 		}
 	}()
-	err = taskCallError(lt, lt.task.Punctuate(now))
+	perr := lt.task.Punctuate(now)
 	s.observeHeld(lt)
-	return err
+	if pe, ok := errors.AsType[*task.PunctuationError](perr); ok && !errors.Is(perr, errRedo) && !errors.Is(perr, errFatal) &&
+		!errors.Is(perr, errReplay) && !changelog.IsCorrupt(perr) {
+		return s.punctuationFailed(pe)
+	}
+	return taskCallError(lt, perr)
 }

@@ -1,6 +1,9 @@
 package task
 
 import (
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/topology"
@@ -47,27 +50,45 @@ func (e *env) Schedule(interval time.Duration, typ topology.PunctuationType, fn 
 	return s, nil
 }
 
+// PunctuationError is the error of one or more punctuators that returned an
+// error or panicked. Process returns it after the record itself was
+// processed in full: the record did not fail, a punctuator did, so the
+// runtime asks its processing-error handler about the punctuation (Kafka
+// Streams' KIP-1033 calls it with no record), not about the record. What the
+// punctuators did before failing stands, and the other punctuators due at
+// the same time still ran.
+type PunctuationError struct {
+	Task topology.TaskID
+	Type topology.PunctuationType
+	At   int64 // the time it fired at, ms
+	Err  error // the punctuators' errors (errors.Join of several)
+}
+
+func (e *PunctuationError) Error() string {
+	return fmt.Sprintf("task %s: %s punctuation at %d: %v", e.Task, e.Type, e.At, e.Err)
+}
+
+func (e *PunctuationError) Unwrap() error { return e.Err }
+
 // runDue fires the punctuators of typ that are due at now, in the order they
 // were scheduled. Punctuators scheduled while others run wait for the next
-// call; cancelled ones are dropped.
+// call; cancelled ones are dropped. A punctuator that fails does not keep
+// the others from running; their errors come back as a *PunctuationError.
 func (t *Task) runDue(typ topology.PunctuationType, now int64) error {
 	if now < 0 {
 		return nil
 	}
-	var firstErr error
+	var errs []error
 	n := len(t.schedules)
-	for i := 0; i < n && firstErr == nil; i++ {
+	for i := 0; i < n; i++ {
 		s := t.schedules[i]
 		if s.cancelled || s.typ != typ || now < s.next {
 			continue
 		}
 		s.advance(now)
 		t.metrics.Punctuations++
-		t.punctuating = true
-		err := s.fn(now)
-		t.punctuating = false
-		if err != nil {
-			firstErr = errorf(t, "%s punctuation at %d: %w", typ, now, err)
+		if err := t.fire(s, now); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	kept := t.schedules[:0]
@@ -78,5 +99,20 @@ func (t *Task) runDue(typ topology.PunctuationType, now int64) error {
 	}
 	clear(t.schedules[len(kept):])
 	t.schedules = kept
-	return firstErr
+	if len(errs) == 0 {
+		return nil
+	}
+	return &PunctuationError{Task: t.id, Type: typ, At: now, Err: errors.Join(errs...)}
+}
+
+// fire runs one punctuator; a panic becomes its error.
+func (t *Task) fire(s *schedule, now int64) (err error) {
+	t.punctuating = true
+	defer func() {
+		t.punctuating = false
+		if p := recover(); p != nil {
+			err = fmt.Errorf("punctuator panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return s.fn(now)
 }
