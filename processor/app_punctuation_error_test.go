@@ -37,7 +37,7 @@ func (p *failingPunctuator) Init(ctx topology.ProcessorContext[string, string]) 
 	return err
 }
 func (p *failingPunctuator) Process(r topology.Record[string, string]) error { return p.ctx.Forward(r) }
-func (p *failingPunctuator) Close() error                                   { return nil }
+func (p *failingPunctuator) Close() error                                    { return nil }
 
 func failingPunctuatorTopology(t *testing.T, in, out string, typ topology.PunctuationType, interval time.Duration) *topology.Topology {
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "punct"))
