@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
@@ -675,6 +676,13 @@ func (s *session) pollError(fs kgo.Fetches) error {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		case errors.Is(err, kgo.ErrClientClosed):
 			fatal = err
+		case errors.Is(err, kerr.FencedInstanceID):
+			// Another process joined the group with this member's
+			// instance id (static membership) and took its place; kgo
+			// would retry for ever, leaving a member with no partitions
+			// that still reported ready. Kafka Streams stops the same way.
+			fatal = fmt.Errorf("processor: %w: another instance joined the group with instance id %q and fenced this one: instance ids must be unique (%v)",
+				errFatal, s.app.threadInstance(s.th), err)
 		default:
 			// franz-go retries what is retriable; what reaches us here is
 			// worth a log line but not a stop (e.g. a topic being deleted).
