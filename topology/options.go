@@ -120,6 +120,7 @@ func (nameOpt) processOption()       {}
 
 type opConfig struct {
 	name          string
+	topicBase     string           // a repartition topic's base name when not the node's (ToTable)
 	extractor     any              // func(Record[K, V], int64) int64 for the source's K, V
 	tenant        any              // func(K, V) string for the source's K, V (WithTenant)
 	partitioner   any              // func(topic string, key K, value V, n int32) int32

@@ -144,7 +144,11 @@ func (s Stream[K, V]) repartition(op string, cfg *opConfig) Stream[K, V] {
 	if cfg.name == "" && s.b.strict {
 		s.b.fail(errorf(sink.name, "%w: repartition topic has a generated name; name the operator with Named (RequireNamedState)", ErrInvalidTopology))
 	}
-	topic := s.b.app + "-" + sink.name + "-repartition"
+	base := sink.name
+	if cfg.topicBase != "" {
+		base = cfg.topicBase
+	}
+	topic := s.b.app + "-" + base + "-repartition"
 	sink.topics = []string{topic}
 	sink.internal = true
 	sink.impl = s.sinkOp(sink, cfg)

@@ -82,10 +82,21 @@ func (b *Builder) Table[K, V any](topic string, keys serde.Serde[K], values serd
 
 // ToTable materializes the stream as a table: each record is the new value
 // of its key and a tombstone deletes it; records with a null key are dropped
-// (DropNullKey). The stream is not repartitioned: its key must already be
-// the partitioning key.
+// (DropNullKey). A stream whose key may have changed (SelectKey, Map,
+// FlatMap, Process) is first repartitioned by its key, through
+// "<app>-<name>-repartition", as Kafka Streams does: a key's rows must be
+// in the task that owns the key's partition, where joins and queries look
+// for them.
 func (s Stream[K, V]) ToTable(opts ...StoreOption) Table[K, V] {
-	return s.toTable("TOTABLE", newOpConfig(opts))
+	cfg := newOpConfig(opts)
+	if s.rekeyed {
+		rc := &opConfig{}
+		if cfg.name != "" {
+			rc.name, rc.topicBase = cfg.name+"-repartition", cfg.name
+		}
+		s = s.repartition("REPARTITION", rc)
+	}
+	return s.toTable("TOTABLE", cfg)
 }
 
 func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {

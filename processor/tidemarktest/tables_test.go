@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
 	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -184,5 +185,51 @@ func TestGroupedTableMovesAndStays(t *testing.T) {
 	want := []string{"eu=1@1", "eu=2@2", "eu=1@3", "us=1@3", "us=1@4", "eu=0@5"}
 	if !slices.Equal(got, want) {
 		t.Errorf("region counts %v, want %v", got, want)
+	}
+}
+
+// A stream re-keyed before ToTable is repartitioned by its new key, as
+// Kafka Streams does: the row lands in the task of its key's partition,
+// where a stream-table join (and a query) looks for it. Without the
+// repartition it stayed in the partition of its old key, and a join on
+// the new key found nothing.
+func TestToTableAfterKeyChangeRepartitions(t *testing.T) {
+	// A user key in partition 0 whose value, the new key, is in partition 1.
+	var user, sku string
+	for i := 0; user == "" || sku == ""; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		switch p := task.DefaultPartition([]byte(k), 2); {
+		case p == 0 && user == "":
+			user = k
+		case p == 1 && sku == "":
+			sku = k
+		}
+	}
+	build := func() *topology.Builder {
+		b := topology.NewBuilder("app")
+		tbl := b.Stream("in", serde.String(), serde.String()).
+			SelectKey(func(_, v string) string { return v }).
+			ToTable(topology.Named("by-sku"))
+		b.Stream("lookups", serde.String(), serde.String()).
+			JoinTable(tbl, func(_, l, r string) string { return l + "+" + r }).To("out")
+		return b
+	}
+	topo, err := build().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(topo.RepartitionTopics(), func(it topology.InternalTopic) bool { return it.Name == "app-by-sku-repartition" }) {
+		t.Errorf("repartition topics %v: want app-by-sku-repartition", topo.RepartitionTopics())
+	}
+	d := newDriver(t, build(), tidemarktest.WithDefaultPartitions(2))
+	must(t, tidemarktest.Input(d, "in", serde.String(), serde.String()).Pipe(user, sku, 1))
+	rows, err := tidemarktest.ReadStore(d, "by-sku", serde.String(), serde.String())
+	must(t, err)
+	if len(rows) != 1 || rows[0].Key != sku || rows[0].Partition != 1 {
+		t.Errorf("rows %+v: want %s in partition 1, its key's", rows, sku)
+	}
+	must(t, tidemarktest.Input(d, "lookups", serde.String(), serde.String()).Pipe(sku, "L", 2))
+	if out := readAll(t, tidemarktest.Output(d, "out", serde.String(), serde.String())); len(out) != 1 || out[0].Value != "L+"+sku {
+		t.Errorf("join on %s: %+v, want one L+%s", sku, out, sku)
 	}
 }
