@@ -135,9 +135,13 @@ func (a *App) Handler() http.Handler {
 }
 
 type entryJSON struct {
-	Key       string `json:"key"`
-	Value     string `json:"value"`
-	Encoding  string `json:"encoding"` // "utf8" or "base64"
+	Key string `json:"key"`
+	// KeyEncoding is "base64" for a key that does not read as text (a
+	// serialized number), else omitted (utf8): written raw, JSON would
+	// replace its invalid bytes with U+FFFD and distinct keys read alike.
+	KeyEncoding string `json:"key_encoding,omitempty"`
+	Value       string `json:"value"`
+	Encoding    string `json:"encoding"` // the value's: "utf8" or "base64"
 	Timestamp *int64 `json:"timestamp,omitempty"`
 	Start     *int64 `json:"start,omitempty"`
 	End       *int64 `json:"end,omitempty"`
@@ -175,13 +179,18 @@ func encodeEntry(kv KV, info topology.StoreInfo) entryJSON {
 		e.Start, e.End = &kv.Start, &kv.End
 	}
 	e.Value = string(v)
-	// Text only when it reads as text: a serialized number is often valid
-	// UTF-8 made of control characters.
-	if !utf8.Valid(v) || bytes.ContainsFunc(v, unicode.IsControl) {
+	if !isText(v) {
 		e.Value, e.Encoding = base64.StdEncoding.EncodeToString(v), "base64"
+	}
+	if !isText(kv.Key) {
+		e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(kv.Key), "base64"
 	}
 	return e
 }
+
+// isText reports whether b reads as text: valid UTF-8 without control
+// characters (a serialized number is often valid UTF-8 made of them).
+func isText(b []byte) bool { return utf8.Valid(b) && !bytes.ContainsFunc(b, unicode.IsControl) }
 
 // answerShape is how serveQuery writes an answer.
 type answerShape int
