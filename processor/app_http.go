@@ -142,9 +142,9 @@ type entryJSON struct {
 	KeyEncoding string `json:"key_encoding,omitempty"`
 	Value       string `json:"value"`
 	Encoding    string `json:"encoding"` // the value's: "utf8" or "base64"
-	Timestamp *int64 `json:"timestamp,omitempty"`
-	Start     *int64 `json:"start,omitempty"`
-	End       *int64 `json:"end,omitempty"`
+	Timestamp   *int64 `json:"timestamp,omitempty"`
+	Start       *int64 `json:"start,omitempty"`
+	End         *int64 `json:"end,omitempty"`
 }
 
 // answerJSON is what every answer says of the state it read.
