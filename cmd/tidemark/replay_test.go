@@ -109,6 +109,19 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 	if err != nil || out != "\"sku-e\"\t11\n" {
 		t.Fatalf("state get = %q, %v", out, err)
 	}
+	// Without --partition: every partition, in order.
+	out, err = runSub(t, newStateCmd(), "get", "--dir", dir, "--store", "inventory", "--key-serde", "string", "--value-serde", "int64", "sku-e")
+	if err != nil || out != "\"sku-e\"\t11\n" {
+		t.Fatalf("state get without --partition = %q, %v", out, err)
+	}
+	out, err = runSub(t, newStateCmd(), "scan", "--dir", dir, "--store", "inventory", "--key-serde", "string", "--value-serde", "int64")
+	if want := "\"sku-a\"\t0\n\"sku-b\"\t1\n\"sku-c\"\t2\n\"sku-d\"\t10\n\"sku-e\"\t11\n\"sku-f\"\t12\n"; err != nil || out != want {
+		t.Fatalf("state scan of every partition = %q, %v; want %q", out, err, want)
+	}
+	if _, err = runSub(t, newStateCmd(), "get", "--dir", dir, "--store", "inventory", "--key-serde", "string", "sku-z"); err == nil ||
+		!strings.Contains(err.Error(), "not found in any partition") {
+		t.Fatalf("state get of a missing key = %v", err)
+	}
 	out, err = runSub(t, newStateCmd(), "scan", "--dir", dir, "--store", "clicks", "--key-serde", "string", "--value-serde", "int64")
 	if err != nil || out != "\"user-1\"\t@0\t3\n\"user-1\"\t@60000\t4\n" {
 		t.Fatalf("state scan of the window store = %q, %v", out, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,6 +29,7 @@ type stateFlags struct {
 	partition  int32
 	keySerde   string
 	valueSerde string
+	timestamp  bool
 	from, to   string
 	limit      int
 }
@@ -44,13 +47,18 @@ never the uncommitted writes of a running task.
 
 Keys and values are decoded with --key-serde and --value-serde: string, int64,
 float64, json or bytes (hex). Without a serde they print as hex. Keys given on
-the command line are encoded with the key serde (hex for bytes).`,
+the command line are encoded with the key serde (hex for bytes). The DSL's
+tables and aggregations store each value after the 8-byte timestamp of the
+record that last updated it: --timestamped decodes the value after it and
+prints the timestamp as ts=<ms>. get and scan read every partition of the
+store unless --partition names one.`,
 		Args: cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.dir, "dir", "", "state directory (required)")
 	pf.StringVar(&f.store, "store", "", "store name")
-	pf.Int32Var(&f.partition, "partition", 0, "store partition")
+	pf.Int32Var(&f.partition, "partition", -1, "store partition (-1: every partition)")
+	pf.BoolVar(&f.timestamp, "timestamped", false, "values start with an 8-byte timestamp (DSL tables and aggregations)")
 	pf.StringVar(&f.keySerde, "key-serde", "bytes", "key serde: string, int64, float64, json, bytes")
 	pf.StringVar(&f.valueSerde, "value-serde", "bytes", "value serde: string, int64, float64, json, bytes")
 
@@ -138,7 +146,7 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 		return err
 	}
 	defer db.Close()
-	info, err := findStateStore(db, f.store, f.partition, f.dir)
+	infos, err := findStateStores(db, f.store, f.partition, f.dir)
 	if err != nil {
 		return err
 	}
@@ -160,43 +168,70 @@ func runStateScan(cmd *cobra.Command, f stateFlags, key *string) error {
 	}
 	w := cmd.OutOrStdout()
 	n := 0
-	err = db.Scan(info, opts, func(e changelog.Entry) bool {
-		printStateEntry(w, info.Kind, e, ks, vs)
-		n++
-		return f.limit <= 0 || n < f.limit
-	})
-	if err != nil {
-		return err
+	for _, info := range infos {
+		err = db.Scan(info, opts, func(e changelog.Entry) bool {
+			printStateEntry(w, info.Kind, e, ks, vs, f.timestamp)
+			n++
+			return f.limit <= 0 || n < f.limit
+		})
+		if err != nil {
+			return err
+		}
+		if f.limit > 0 && n >= f.limit {
+			break
+		}
 	}
 	if key != nil && n == 0 {
+		if f.partition < 0 {
+			return fmt.Errorf("key %q not found in any partition of store %q", *key, f.store)
+		}
 		return fmt.Errorf("key %q not found in store %q partition %d", *key, f.store, f.partition)
 	}
 	return nil
 }
 
-// findStateStore returns the registered store, or an error listing those
-// present.
-func findStateStore(db *changelog.DB, name string, partition int32, dir string) (changelog.StoreInstance, error) {
+// findStateStores returns the registered partitions of store name, in
+// partition order (only partition, unless it is negative), or an error
+// listing the stores present.
+func findStateStores(db *changelog.DB, name string, partition int32, dir string) ([]changelog.StoreInstance, error) {
 	stores, err := db.Stores()
 	if err != nil {
-		return changelog.StoreInstance{}, err
+		return nil, err
 	}
 	var names []string
+	var found []changelog.StoreInstance
 	seen := map[string]bool{}
 	for _, s := range stores {
-		if s.Name == name && s.Partition == partition {
-			return s, nil
+		if s.Name == name && (partition < 0 || s.Partition == partition) {
+			found = append(found, s)
 		}
 		if label := fmt.Sprintf("%s (partition %d)", s.Name, s.Partition); !seen[label] {
 			seen[label] = true
 			names = append(names, label)
 		}
 	}
-	return changelog.StoreInstance{}, fmt.Errorf("no store %q partition %d in %s; stores present: %s", name, partition, dir, joinOrNone(names))
+	if len(found) == 0 {
+		what := fmt.Sprintf("no store %q", name)
+		if partition >= 0 {
+			what += fmt.Sprintf(" partition %d", partition)
+		}
+		return nil, fmt.Errorf("%s in %s; stores present: %s", what, dir, joinOrNone(names))
+	}
+	slices.SortFunc(found, func(a, b changelog.StoreInstance) int { return cmp.Compare(a.Partition, b.Partition) })
+	return found, nil
 }
 
-func printStateEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs stateCodec) {
-	k, v := ks.show(e.Key), vs.show(e.Value)
+func printStateEntry(w io.Writer, kind store.Kind, e changelog.Entry, ks, vs stateCodec, timestamped bool) {
+	k, v := ks.show(e.Key), ""
+	if timestamped {
+		if len(e.Value) < 8 {
+			v = "<no timestamp " + stateHex(e.Value) + ">"
+		} else {
+			v = vs.show(e.Value[8:]) + "\tts=" + strconv.FormatInt(int64(binary.BigEndian.Uint64(e.Value)), 10)
+		}
+	} else {
+		v = vs.show(e.Value)
+	}
 	switch kind {
 	case store.KindWindow:
 		fmt.Fprintf(w, "%s\t@%d\t%s\n", k, e.Start, v)
