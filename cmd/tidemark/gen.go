@@ -223,6 +223,8 @@ func runGen(cmd *cobra.Command, f genFlags) error {
 		if err := createTopics(ctx, cl, log, topics, f.partitions, f.replication); err != nil {
 			return err
 		}
+	} else if err := requireTopics(ctx, cl, topics); err != nil {
+		return err
 	}
 
 	prog, finish := progressReporter(cmd.ErrOrStderr(), log, f.count)
@@ -333,6 +335,29 @@ func createTopics(ctx context.Context, cl *kgo.Client, log *slog.Logger, topics 
 		default:
 			log.Info("created topic", "topic", t, "partitions", partitions, "replication", rf)
 		}
+	}
+	return nil
+}
+
+// requireTopics fails, before anything is written, when a topic gen
+// writes to is missing: found part-way, the producer fails with
+// UNKNOWN_TOPIC_OR_PARTITION after writing the other topics' share, and
+// the inputs are left half-written.
+func requireTopics(ctx context.Context, cl *kgo.Client, topics []string) error {
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("list topics %s: %w", strings.Join(topics, ","), err)
+	}
+	var missing []string
+	for _, t := range topics {
+		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t)
+		} else if d.Err != nil {
+			return fmt.Errorf("describe topic %q: %w", t, d.Err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("topics %s do not exist: create them with --create-topics (nothing was written)", strings.Join(missing, ", "))
 	}
 	return nil
 }

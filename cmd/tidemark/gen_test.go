@@ -121,6 +121,27 @@ func TestGenCreatesTopicsAndProducesCount(t *testing.T) {
 	if _, logs, err := execGen(t, "--count=10", "--rate=100000", "--create-topics", "--topics=it."); err != nil || !strings.Contains(logs, "topic exists") {
 		t.Fatalf("second run: %v\n%s", err, logs)
 	}
+	// Without --create-topics and a topic missing, nothing is written.
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, "it.clicks"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, logs, err = execGen(t, "--count=10", "--rate=100000", "--topics=it.")
+	if err == nil || !strings.Contains(err.Error(), "topics it.clicks do not exist: create them with --create-topics") {
+		t.Fatalf("gen with a missing topic: %v\n%s", err, logs)
+	}
+	after, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Each(func(o kadm.ListedOffset) {
+		if a, _ := after.Lookup(o.Topic, o.Partition); a.Offset != o.Offset {
+			t.Errorf("%s/%d went from %d to %d: gen wrote before failing", o.Topic, o.Partition, o.Offset, a.Offset)
+		}
+	})
 }
 
 func TestGenWithRegistryWritesTheWireFormat(t *testing.T) {
