@@ -2,8 +2,11 @@ package changelog
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"time"
 
+	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
 
@@ -39,4 +42,51 @@ func listAgainOnNotFound(ctx context.Context, list func() error) error {
 		}
 	}
 	return err
+}
+
+// Objects counts the application's objects in the store: every snapshot
+// of every task, complete or not.
+func (s *SnapshotStore) Objects(ctx context.Context) (int, error) {
+	n := 0
+	err := listAgainOnNotFound(ctx, func() error {
+		n = 0
+		return s.eachAppObject(ctx, func(string) error { n++; return nil })
+	})
+	return n, err
+}
+
+// DeleteAll deletes every snapshot of the application (tidemark reset):
+// after a reset the changelogs they reflect are gone, and a new instance
+// would load them only to find their offsets point nowhere. It returns how
+// many objects it deleted.
+func (s *SnapshotStore) DeleteAll(ctx context.Context) (int, error) {
+	n := 0
+	err := listAgainOnNotFound(ctx, func() error {
+		return s.eachAppObject(ctx, func(key string) error {
+			if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				return fmt.Errorf("changelog: delete snapshot object %s: %w", key, err)
+			}
+			n++
+			return nil
+		})
+	})
+	return n, err
+}
+
+// eachAppObject calls fn with the key of each of the application's
+// objects.
+func (s *SnapshotStore) eachAppObject(ctx context.Context, fn func(key string) error) error {
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.app + "/"})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: list the snapshots of %s: %w", s.app, err)
+		}
+		if err := fn(obj.Key); err != nil {
+			return err
+		}
+	}
 }

@@ -33,6 +33,7 @@ type resetFlags struct {
 	toDatetime  string
 	inputTopics []string
 	stateDir    string
+	snapStore   string
 	execute     bool
 	dialTimeout time.Duration
 }
@@ -54,7 +55,10 @@ does for Kafka Streams. With --execute it, in this order:
   4. deletes the internal topics (<application>-<store>-changelog,
      <application>-<name>-repartition, <application>-frontier) and waits until
      they are gone;
-  5. deletes the local state directory given with --state-dir.
+  5. deletes the local state directory given with --state-dir;
+  6. deletes the application's snapshots from the store given with
+     --snapshot-store (the URL given to 'tidemark run --snapshot-store'):
+     they reflect changelogs that no longer exist.
 
 Without --execute it prints that plan and changes nothing. It refuses while
 the group (the application id) has live members: stop every instance first.
@@ -90,6 +94,7 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 	fl.StringVar(&f.toDatetime, "to-datetime", "", "reset input offsets to the first offset at or after this RFC 3339 time")
 	fl.StringSliceVar(&f.inputTopics, "input-topics", nil, "input topics to reset (default: the non-internal topics the group committed offsets for)")
 	fl.StringVar(&f.stateDir, "state-dir", "", "the --state-dir of 'tidemark run' (its <application> subdirectory is deleted)")
+	fl.StringVar(&f.snapStore, "snapshot-store", "", "the --snapshot-store of 'tidemark run' (the application's snapshots are deleted)")
 	fl.BoolVar(&f.execute, "execute", false, "do it; without, print the plan and change nothing")
 	fl.DurationVar(&f.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to answer")
 	return cmd
@@ -109,6 +114,9 @@ type resetPlan struct {
 	openTxns        []txn.OpenTxn
 	stateDir        string // "" when none is to be wiped
 	stateNote       string
+	snapURL         string // "" when none was given
+	snaps           *changelog.SnapshotStore
+	snapObjects     int
 }
 
 // inputReset is one input partition's committed offset now (-1: none) and
@@ -156,6 +164,17 @@ func runReset(ctx context.Context, out, errw io.Writer, f resetFlags) error {
 	}
 	if err := p.kafka(ctx, log, adm, f.inputTopics, at); err != nil {
 		return err
+	}
+	if f.snapStore != "" {
+		ss, err := changelog.OpenSnapshotStore(ctx, f.snapStore, f.app, changelog.SnapshotOptions{})
+		if err != nil {
+			return fmt.Errorf("--snapshot-store: %w", err)
+		}
+		defer ss.Close()
+		if p.snapObjects, err = ss.Objects(ctx); err != nil {
+			return fmt.Errorf("--snapshot-store: %w", err)
+		}
+		p.snapURL, p.snaps = f.snapStore, ss
 	}
 	p.print(out)
 	if !f.execute {
@@ -415,6 +434,11 @@ func (p *resetPlan) print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "local state directory: %s\n", p.stateNote)
 	}
+	if p.snaps != nil {
+		fmt.Fprintf(w, "snapshots to delete: %d objects in %s\n", p.snapObjects, p.snapURL)
+	} else {
+		fmt.Fprintln(w, "snapshots: none deleted (no --snapshot-store given)")
+	}
 }
 
 func (p *resetPlan) execute(ctx context.Context, out io.Writer, log *slog.Logger, adm *kadm.Client, clientOpts []kgo.Opt) error {
@@ -481,6 +505,13 @@ func (p *resetPlan) execute(ctx context.Context, out io.Writer, log *slog.Logger
 		} else {
 			fmt.Fprintf(out, "local state directory %s was already gone\n", p.stateDir)
 		}
+	}
+	if p.snaps != nil {
+		n, err := p.snaps.DeleteAll(ctx)
+		if err != nil {
+			return fmt.Errorf("delete snapshots: %w", err)
+		}
+		fmt.Fprintf(out, "deleted %d snapshot objects from %s\n", n, p.snapURL)
 	}
 	return nil
 }

@@ -444,3 +444,51 @@ func TestResetKeepsTopicsOfALongerApplicationID(t *testing.T) {
 		}
 	}
 }
+
+// With --snapshot-store the reset deletes the application's snapshots
+// (only its own): they reflect changelogs the reset deletes, and a new
+// instance loaded them all only to rebuild every store from the new
+// changelogs. The dry run counts them and deletes nothing.
+func TestResetDeletesTheApplicationsSnapshots(t *testing.T) {
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	app := kafkatest.UniqueName(t, "app")
+	dir := t.TempDir()
+	for _, rel := range []string{
+		app + "/0_0/c01/00000000.backup", app + "/0_0/c01/00000000.manifest.json",
+		app + "/0_1/c01/00000000.backup", app + "/0_1/c01/00000000.manifest.json",
+		"other/0_0/c01/00000000.backup",
+	} {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "file://" + dir
+	stdout, err := runSub(t, newResetCmd(), "--brokers", brokers, "--application", app, "--snapshot-store", url)
+	if err != nil || !strings.Contains(stdout, "snapshots to delete: 4 objects in "+url) {
+		t.Fatalf("dry run: %v\n%s", err, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, app, "0_0/c01/00000000.backup")); err != nil {
+		t.Fatalf("the dry run deleted a snapshot: %v", err)
+	}
+	stdout, err = runSub(t, newResetCmd(), "--brokers", brokers, "--application", app, "--snapshot-store", url, "--execute")
+	if err != nil || !strings.Contains(stdout, "deleted 4 snapshot objects from "+url) {
+		t.Fatalf("reset: %v\n%s", err, stdout)
+	}
+	left := 0
+	_ = filepath.Walk(filepath.Join(dir, app), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			left++
+		}
+		return nil
+	})
+	if left != 0 {
+		t.Errorf("%d of the application's snapshot files left", left)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other/0_0/c01/00000000.backup")); err != nil {
+		t.Errorf("another application's snapshot: %v, want it kept", err)
+	}
+}
