@@ -332,7 +332,10 @@ func (a *App) servePeers(w http.ResponseWriter, _ *http.Request) {
 		DeadAfter string            `json:"dead_after"`
 		Watching  []peerJSON        `json:"watching"`
 		Removals  []peerRemovalJSON `json:"removals"`
-	}{a.cfg.PeerDeadAfter > 0 && a.cfg.HTTPAddr != "", a.cfg.PeerDeadAfter.String(), slices.Clone(a.peers.watching), slices.Clone(a.peers.removals)}
+	}{a.cfg.PeerDeadAfter > 0 && a.cfg.HTTPAddr != "", "off", slices.Clone(a.peers.watching), slices.Clone(a.peers.removals)}
+	if a.cfg.PeerDeadAfter > 0 {
+		body.DeadAfter = a.cfg.PeerDeadAfter.String()
+	}
 	a.peers.mu.Unlock()
 	if body.Watching == nil {
 		body.Watching = []peerJSON{}

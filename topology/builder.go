@@ -57,8 +57,8 @@ func NewBuilder(app string, opts ...BuilderOption) *Builder {
 		stores: map[string]*StoreInfo{},
 		topics: map[string]string{},
 	}
-	if app == "" {
-		b.errs = append(b.errs, fmt.Errorf("%w: empty application id", ErrInvalidTopology))
+	if err := CheckApplicationID(app); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("%w: %w", ErrInvalidTopology, err))
 	}
 	for _, o := range opts {
 		o(b)
@@ -187,3 +187,23 @@ func (b *Builder) checkSame(n *node, other *Builder) bool {
 }
 
 func (b *Builder) errors() error { return errors.Join(b.errs...) }
+
+// CheckApplicationID checks an application id: it prefixes the application's
+// internal topic names (and names its group and transactional ids), so
+// it must be made of what a Kafka topic name may hold, and leave room for
+// the suffixes within the 249 characters a topic name may have. Found
+// only at the broker, a bad id failed after the state directory was made.
+func CheckApplicationID(app string) error {
+	if app == "" {
+		return errors.New("empty application id")
+	}
+	if len(app) > 200 {
+		return fmt.Errorf("application id of %d characters: at most 200 (it prefixes topic names, at most 249)", len(app))
+	}
+	for _, r := range app {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("application id %q: only ASCII letters, digits, '.', '_' and '-' (it prefixes topic names)", app)
+		}
+	}
+	return nil
+}

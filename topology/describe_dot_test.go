@@ -101,7 +101,7 @@ func checkDOT(t *testing.T, dot string) (nodes map[string]bool, edges [][2]strin
 }
 
 func TestDescribeDOTIsPlausible(t *testing.T) {
-	b := topology.NewBuilder("odd \"app\"")
+	b := topology.NewBuilder("odd.app_-1")
 	// Names with quotes and backslashes must stay inside their strings.
 	b.Stream(`in "quoted" \ topic`, serde.String(), serde.String()).
 		GroupBy(func(_, v string) string { return v }, serde.String()).Count().ToStream().To("out")

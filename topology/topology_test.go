@@ -279,3 +279,25 @@ func TestDeduplicateDeclaresAStore(t *testing.T) {
 		t.Errorf("unnamed under RequireNamedState: Build error %v, want one naming in-DEDUPLICATE-1", err)
 	}
 }
+
+// The application id prefixes internal topic names: what Kafka refuses in
+// a topic name fails Build, naming the id, before anything is created.
+func TestBuildRejectsAnApplicationIDKafkaWouldRefuse(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                       "empty application id",
+		"bad name/with slash":    `application id "bad name/with slash": only ASCII letters`,
+		"shop:eu":                `application id "shop:eu"`,
+		strings.Repeat("a", 201): "at most 200",
+	} {
+		b := topology.NewBuilder(id)
+		b.Stream("in", serde.String(), serde.String()).To("out")
+		if _, err := b.Build(); !errors.Is(err, topology.ErrInvalidTopology) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build with application id %q: %v, want ErrInvalidTopology mentioning %q", id, err, want)
+		}
+	}
+	b := topology.NewBuilder("shop.eu_2-orders")
+	b.Stream("in", serde.String(), serde.String()).To("out")
+	if _, err := b.Build(); err != nil {
+		t.Errorf("a legal id: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/security"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // serviceConfig is the configuration of `tidemark run`, from a YAML or
@@ -198,6 +200,13 @@ func (c serviceConfig) validate() (*service, error) {
 	if len(c.Brokers) == 0 {
 		return nil, errors.New("config: brokers is required (flag --brokers, env TIDEMARK_BROKERS, or brokers: in the config file)")
 	}
+	for _, b := range c.Brokers {
+		// Not a URL: "http://host:9092" was retried for a minute as a
+		// host name that never resolves.
+		if _, port, err := net.SplitHostPort(b); err != nil || strings.Contains(b, "/") || port == "" {
+			return nil, fmt.Errorf("config: brokers %q: want host:port, such as localhost:9092 (no scheme)", b)
+		}
+	}
 	if len(c.Apps) > 0 {
 		apps, err := c.validateApps()
 		if err != nil {
@@ -214,6 +223,9 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	s := &service{cfg: c}
 	if c.Application == "" {
 		return nil, errors.New("config: application must not be empty")
+	}
+	if err := topology.CheckApplicationID(c.Application); err != nil {
+		return nil, fmt.Errorf("config: application: %w", err)
 	}
 	names, err := pipelines.ParseNames(strings.Join(c.Pipelines, ","))
 	if err != nil {
@@ -251,6 +263,9 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	}
 	if err := c.haConfig.validate(); err != nil {
 		return nil, err
+	}
+	if d, _ := c.haConfig.peerDeadAfter(); d > 0 && c.HTTP == "" {
+		return nil, fmt.Errorf("config: peer_dead_after %s needs http: the detector watches the other instances' HTTP ports (set http, or peer_dead_after: off)", d)
 	}
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		return nil, fmt.Errorf("config: partitions %d: accepted range 1..10000", c.Partitions)

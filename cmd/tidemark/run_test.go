@@ -42,6 +42,10 @@ func TestRunConfigErrorsNameTheField(t *testing.T) {
 		{"dead letter and skip exclude each other", "brokers: [k:9092]\ndead_letter_topic: dlq\nskip_undecodable: true\n", "dead_letter_topic and skip_undecodable", nil},
 		{"bad environment value names the variable", "brokers: [k:9092]\n", "TIDEMARK_CREATE_TOPICS", map[string]string{"TIDEMARK_CREATE_TOPICS": "perhaps"}},
 		{"environment overrides the file", "brokers: [k:9092]\n", `staleness_target "fast"`, map[string]string{"TIDEMARK_STALENESS_TARGET": "fast"}},
+		{"a broker given as a URL", "brokers: [\"http://localhost:9092\"]\n", `brokers "http://localhost:9092": want host:port`, nil},
+		{"a broker without a port", "brokers: [kafka]\n", `brokers "kafka": want host:port`, nil},
+		{"an application id Kafka refuses in topic names", "brokers: [k:9092]\napplication: bad name/with slash\n", `application id "bad name/with slash"`, nil},
+		{"the peer detector needs http", "brokers: [k:9092]\nhttp: \"\"\npeer_dead_after: 2s\n", "peer_dead_after 2s needs http", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""
