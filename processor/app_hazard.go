@@ -138,6 +138,9 @@ func (a *App) registerHazardMetrics(h *appHazard) {
 	h.failed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_failures_total",
 		Help:        "Failures counted into the failure hazard, by cause: unclean_start (the previous process died without shutting down), fenced, outcome_unknown, restart, rebuild (session restarts that lost work or state), fatal (Run returned an error).",
 		ConstLabels: labels}, []string{"cause"})
+	for _, cause := range []string{"unclean_start", "fenced", "outcome_unknown", "restart", "rebuild", "fatal"} {
+		h.failed.WithLabelValues(cause) // exported at 0 from the start (appMetrics.initLabels)
+	}
 	h.gauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_checkpoint_interval_seconds",
 		Help: "Checkpoint interval planned by the checkpoint scheduler: Daly's rule for the measured checkpoint cost and the learned hazard, capped by the restore target.", ConstLabels: labels})
 	hazard := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidemark_failure_hazard_per_hour",

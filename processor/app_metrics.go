@@ -147,7 +147,28 @@ func newAppMetrics(app string) *appMetrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.initLabels()
 	return m
+}
+
+// initLabels exports the counters whose label values are a fixed set at 0
+// from the start: a series that appears only with its first event cannot
+// be told from a metric that does not exist, and rate() and alerts over it
+// see nothing until then.
+func (m *appMetrics) initLabels() {
+	for _, cause := range []string{"rebuild", "fenced", "outcome_unknown", "restart", "transient"} {
+		m.sessionRestarts.WithLabelValues(cause)
+	}
+	for _, a := range []ErrorAction{Fail, Continue, DeadLetter} {
+		m.processingErrors.WithLabelValues(a.String())
+		m.productionErrors.WithLabelValues(a.String())
+	}
+	for _, reason := range []string{"daly", "mtbf", "restore_target", "min_interval", "max_interval"} {
+		m.checkpoints.WithLabelValues(reason)
+	}
+	for _, result := range []string{"loaded", "fallback", "failed", "none"} {
+		m.snap.restores.WithLabelValues(result)
+	}
 }
 
 func (m *appMetrics) observeDecision(d frontier.Decision) {

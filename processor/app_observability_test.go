@@ -91,6 +91,14 @@ func TestMetricsReadinessAndFrontierReportWhatWasCommitted(t *testing.T) {
 	if got := m["tidemark_commits_total"]; got < 1 {
 		t.Errorf("tidemark_commits_total %v after committed outputs", got)
 	}
+	// Counters of events that did not happen are there, at 0: a series
+	// that appears only with its first event looks like a missing metric.
+	for _, name := range []string{"tidemark_session_restarts_total", "tidemark_failures_total", "tidemark_processing_errors_total",
+		"tidemark_checkpoints_total", "tidemark_snapshot_restores_total"} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("%s is not exported before its first event", name)
+		}
+	}
 	if got := m["tidemark_commit_interval_seconds"]; got < 0.001 || got > 5 {
 		t.Errorf("tidemark_commit_interval_seconds %v, want within the controller's [5ms, 5s]", got)
 	}
