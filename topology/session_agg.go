@@ -153,7 +153,12 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 	t := r.Timestamp
 	a.found = a.found[:0]
 	err = a.st.FindSessions(kb, t-a.w.gap, t+a.w.gap, func(start, end int64, v []byte) bool {
-		a.found = append(a.found, foundSession{start: start, end: end, value: bytes.Clone(v)})
+		// A closed session is never reopened, even while the store
+		// still holds it (WithRetention beyond grace): its final result
+		// may have been emitted. The record forms a session without it.
+		if end >= closeTime {
+			a.found = append(a.found, foundSession{start: start, end: end, value: bytes.Clone(v)})
+		}
 		return true
 	})
 	if err != nil {

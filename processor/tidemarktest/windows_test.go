@@ -135,6 +135,20 @@ func TestGoldenSessionAcceptsRecordsWithinGapPastGrace(t *testing.T) {
 	}
 }
 
+func TestGoldenSessionNeverReopensAClosedSession(t *testing.T) {
+	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(10*time.Second, 0)).
+			Count(topology.Named("sessions"), topology.EmitFinal(), topology.WithRetention(time.Minute))
+	})
+	tr.note("gap 10s, no grace, kept a minute for queries: [0,0] is final once stream time passes 10000")
+	pipe(tr, in, "clicks", "alice", "a", 0)
+	pipe(tr, in, "clicks", "bob", "b", 15000)
+	tr.note("8000 is within gap of the closed [0,0], which the store still holds: it starts a session of its own")
+	pipe(tr, in, "clicks", "alice", "c", 8000)
+	pipe(tr, in, "clicks", "bob", "d", 40000)
+	tr.check()
+}
+
 func TestGoldenSlidingWindows(t *testing.T) {
 	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).Count(topology.Named("sliding"))
