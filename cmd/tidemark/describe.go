@@ -23,7 +23,7 @@ func newDescribeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "describe [PIPELINE...]",
-		Short: "Print the topology `tidemark run` would run, as text or Graphviz DOT",
+		Short: "Print the topology `tidemark run` would run, as text, Graphviz DOT or SVG",
 		Long: `describe builds the topology of the marketplace pipelines from the same
 configuration as 'tidemark run' (defaults, --config or $TIDEMARK_CONFIG,
 TIDEMARK_* environment variables, flags) and prints it without touching

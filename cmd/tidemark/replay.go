@@ -58,7 +58,7 @@ Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
 	fl.StringSliceVar(&f.brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated (default $TIDEMARK_BROKERS)")
 	fl.StringVar(&f.app, "app", "", "application id: changelog topics are <app>-<store>-changelog (required)")
 	fl.StringSliceVar(&f.stores, "store", nil, "store names to rebuild (default: every store of the app)")
-	fl.Int32SliceVar(&f.partitions, "partitions", nil, "partitions to rebuild (default: all)")
+	fl.Int32SliceVar(&f.partitions, "partitions", nil, "partitions to rebuild, comma-separated; all when not given")
 	fl.StringVar(&f.dir, "dir", "", "state directory to write (required)")
 	fl.DurationVar(&f.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to answer")
 	fl.Int64Var(&f.memory, "memory-mb", changelog.DefaultMemoryBudget>>20, "Badger memory budget in MiB")
