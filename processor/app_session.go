@@ -820,13 +820,9 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 // and it fires again when it is next due.
 func (s *session) punctuationFailed(pe *task.PunctuationError) error {
 	ectx := ErrorContext{Task: pe.Task, Offset: -1, Timestamp: time.UnixMilli(pe.At), Attempts: 1, Punctuation: true}
-	action := Fail
-	if h := s.app.cfg.OnProcessingError; h != nil {
-		action = h(ectx, pe)
-	}
-	s.app.metrics.processingErrors.WithLabelValues(action.String()).Inc()
+	action, err := s.askProcessingHandler(ectx, pe)
 	if action == Fail {
-		return fmt.Errorf("processor: %w: %w", errFatal, pe)
+		return err
 	}
 	s.app.log.Warn("a punctuator failed; continuing", "action", action.String(), "task", pe.Task.String(),
 		"type", pe.Type.String(), "at", pe.At, "thread", s.th.index, "err", pe.Err)
@@ -839,15 +835,25 @@ func (s *session) punctuationFailed(pe *task.PunctuationError) error {
 // changes and outputs it made before failing must not commit.
 func (s *session) processingFailed(lt *liveTask, raw *kgo.Record, cause error) error {
 	ectx := errorContextOf(lt.task.ID(), raw, cause, 1)
+	action, err := s.askProcessingHandler(ectx, cause)
+	if action == Fail {
+		return err
+	}
+	return s.poison(ectx, action, "processing", cause)
+}
+
+// askProcessingHandler asks the processing-error handler (Fail without
+// one) and counts its answer; with Fail it also returns the fatal error.
+func (s *session) askProcessingHandler(ectx ErrorContext, cause error) (ErrorAction, error) {
 	action := Fail
 	if h := s.app.cfg.OnProcessingError; h != nil {
 		action = h(ectx, cause)
 	}
 	s.app.metrics.processingErrors.WithLabelValues(action.String()).Inc()
 	if action == Fail {
-		return fmt.Errorf("processor: %w: %w", errFatal, cause)
+		return Fail, fmt.Errorf("processor: %w: %w", errFatal, cause)
 	}
-	return s.poison(ectx, action, "processing", cause)
+	return action, nil
 }
 
 // poison registers the decision for a bad record and asks for a replay.
