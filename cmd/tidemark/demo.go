@@ -34,6 +34,7 @@ type demoFlags struct {
 	stateDir   string
 	httpAddr   string
 	app        string
+	prefix     string
 	threshold  int64
 	disorder   time.Duration
 	verbose    bool
@@ -79,6 +80,7 @@ Ctrl-C stops cleanly; --duration bounds the run and ends with a summary.`,
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:0", "address of the app's HTTP API (/ui, /stores, /frontier, /metrics)")
 	fl.BoolVar(&f.open, "open", true, "open the web view (/ui) with xdg-open when the machine has one and a display")
 	fl.StringVar(&f.app, "application", "tidemark-demo", "application id (consumer group, internal topic prefix)")
+	fl.StringVar(&f.prefix, "topic-prefix", "", "prefix of the input and output topic names (with --brokers, to keep the demo's topics apart on a shared cluster)")
 	fl.Int64Var(&f.threshold, "fraud-threshold", 20, "payment attempts per user per minute that raise a fraud alert")
 	fl.DurationVar(&f.disorder, "max-disorder", 2*time.Second, "how far before its send time an event may be stamped (0: in order); staleness includes it")
 	fl.BoolVar(&f.verbose, "verbose", false, "log the runtime to stderr at info level (default: warnings only)")
@@ -128,7 +130,8 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
 
-	pcfg := pipelines.Config{FraudThreshold: f.threshold}
+	pcfg := pipelines.Config{FraudThreshold: f.threshold,
+		Inputs: gen.DefaultTopics.WithPrefix(f.prefix), Outputs: pipelines.DefaultOutputs.WithPrefix(f.prefix)}
 	if err := pcfg.EnsureDefaults().Validate(); err != nil {
 		return err
 	}
@@ -158,7 +161,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, f demoFlags) error {
 		}
 	}
 	// The clicks topic is generated but read by no pipeline.
-	if err := ensureTopics(ctx, adm, []string{gen.DefaultTopics.Clicks}, f.partitions); err != nil {
+	if err := ensureTopics(ctx, adm, []string{pcfg.Inputs.Clicks}, f.partitions); err != nil {
 		return err
 	}
 
