@@ -230,12 +230,24 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 // cut only rises), and can only be emitted unjoined.
 func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	j.observed = max(j.observed, r.Timestamp)
-	// Every advance of the clock emits what it made due, even when the
-	// record that moved it is skipped: the output frontier's bound for left
-	// and outer joins (topology/watermark.go) rests on it.
+	// Every advance of the clock emits what it made due and expires what
+	// the stores no longer retain, even when the record that moved it is
+	// skipped: the output frontier's bound (topology/watermark.go) rests
+	// on both. (A tombstone that moved the clock left records below the
+	// cut in the stores, and a later record joined one of them below the
+	// watermark already published; found by TestOutputWatermarkIsSound.)
 	if err := j.emitDue(env, r.Timestamp); err != nil {
 		return err
 	}
+	if err := j.join(env, in, r); err != nil {
+		return err
+	}
+	return j.expire(env)
+}
+
+// join joins r with the other input's records in its window, stores it and
+// updates the outer-join store; process expires after it.
+func (j *ssJoin[K, V, V2, VR]) join[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	if r.Tombstone {
 		env.Dropped(env.node, DropSkipped)
 		return nil
@@ -286,7 +298,7 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 			return err
 		}
 	}
-	return j.expire(env)
+	return nil
 }
 
 // settle updates the outer-join store after a record of side mine at ts:

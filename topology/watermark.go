@@ -36,8 +36,9 @@ import (
 //	sliding window (diff d, grace g) W = c − g − d − 1
 //	session, emit-final (gap, g)    W = c − g − gap − 1
 //	session, every update (gap)     W = parent − gap
-//	stream-stream join (before b,   inner: W = c − g − b − af − 1; left and outer: the min of
-//	after af, grace g)              that and the parent's
+//	stream-stream join (before b,   inner: W = c − g − b − af − 1; left: the min of that,
+//	after af, grace g)              c − g − af − 1 and the parent's; outer: also c − g − b − 1
+//	                                (b or af may be negative; b + af ≥ 0)
 //	table suppress                  min(parent, H − 1), H the smallest timestamp buffered (a clock);
 //	                                the parent's when nothing is buffered
 //
@@ -80,7 +81,8 @@ import (
 //     outer joins also emit unjoined records with their own timestamp t:
 //     those waiting once t + ahead + g < c (ahead = after for left records,
 //     before for right ones), checked on every clock advance, so the ones
-//     still waiting have t ≥ c − g − max(b, af) ≥ the cut; and a record yet
+//     still waiting have t ≥ c − g − ahead, which a negative before or
+//     after puts below the cut; and a record yet
 //     to come that joins nothing, or has a null key, at once, bounded only
 //     by the input. The clock bound holds only while every clock advance
 //     runs the check for due unjoined records.
@@ -462,6 +464,13 @@ func (j *ssJoinSide[K, V, V2, VR]) outputBound(parent *boundExpr) *boundExpr {
 	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: w.before + w.after}
 	if j.op.kind == innerJoin {
 		return e
+	}
+	// Unjoined records wait until t + ahead + g < c: left ones from
+	// c − g − after, right ones (outer joins) from c − g − before. With a
+	// negative before (after) that is below the stores' cut.
+	e.reach = max(e.reach, w.after)
+	if j.op.kind == outerJoin {
+		e.reach = max(e.reach, w.before)
 	}
 	// Left and outer joins also emit a record yet to come unjoined with its
 	// own timestamp when it joins nothing, however far behind the clock (a
