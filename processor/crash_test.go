@@ -42,6 +42,8 @@ func runChild() int {
 		build = buildWindowedCount
 	case "cached":
 		build = buildCachedCount
+	case "join":
+		build = buildJoin
 	}
 	topo, err := build(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
 	if err != nil {
