@@ -71,7 +71,9 @@ func TestWindowedExactlyOnceUnderCrashes(t *testing.T) {
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_TOPOLOGY=windowed", "CHILD_APP=" + kafkatestName(t, "wcrash"),
 		"CHILD_IN=" + in, "CHILD_OUT=" + out, "CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + t.TempDir(), "CHILD_SELF_KILL=0.05",
 		"CHILD_THREADS=" + os.Getenv("CRASH_TEST_THREADS")}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	seed := crashTestSeed(t)
+	env = append(env, fmt.Sprintf("CHILD_SEED=%d", seed))
+	rng := rand.New(rand.NewPCG(seed, 11))
 	byPartition := map[int32][]*kgo.Record{}
 	next := 0
 	base := time.Now().Add(-time.Hour).UnixMilli()
