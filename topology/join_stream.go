@@ -36,7 +36,8 @@ func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, l
 // time > its timestamp + after + grace), with the left record's timestamp:
 // Kafka Streams' behaviour since 3.1, which avoids spurious left-only
 // results for records that are joined later. A left record that arrives
-// after its window has closed and joins nothing is emitted at once. A left
+// after its window end (stream time > t + after, grace or not) and joins
+// nothing is emitted at once, as Kafka Streams does. A left
 // record with a null key
 // can join nothing: it is emitted at once, unjoined, keeping its null key
 // (KIP-962); a right record with a null key is dropped (DropNullKey).
