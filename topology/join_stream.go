@@ -37,10 +37,10 @@ func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, l
 // Kafka Streams' behaviour since 3.1, which avoids spurious left-only
 // results for records that are joined later. A left record that arrives
 // after its window end (stream time > t + after, grace or not) and joins
-// nothing is emitted at once, as Kafka Streams does. A left
-// record with a null key
-// can join nothing: it is emitted at once, unjoined, keeping its null key
-// (KIP-962); a right record with a null key is dropped (DropNullKey).
+// nothing is emitted at once, as Kafka Streams does. A left record with a
+// null key can join nothing: it is emitted at once, unjoined, keeping its
+// null key (KIP-962); a right record with a null key is dropped
+// (DropNullKey).
 func (s Stream[K, V]) LeftJoin[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2, rightFound bool) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, leftJoin, func(k K, l V, _ bool, r V2, rok bool) VR { return joiner(k, l, r, rok) }, w, opts)
 }
