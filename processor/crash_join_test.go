@@ -163,15 +163,8 @@ func TestJoinExactlyOnceUnderCrashes(t *testing.T) {
 			// The last run must live to finish the input.
 			childEnv = append(childEnv, "CHILD_SELF_KILL=0")
 		}
-		c := startChild(t, childEnv)
-		// Keep input arriving while the child runs, and kill it while it
-		// is busy with a burst: mid-transaction.
-		produce(250)
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		c := killRound(t, childEnv, rng, produce, 250, 1000, round < kills)
 		if round < kills {
-			produce(1000)
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-			c.kill()
 			continue
 		}
 		want, atBound, justOut, disorder := joinReference(inputs)
@@ -198,20 +191,8 @@ func TestJoinExactlyOnceUnderCrashes(t *testing.T) {
 // pairs with their input records (what names the check).
 func checkJoinPairs(t *testing.T, out string, inputs []joinInput, want map[joinPair]joinInput, what string) {
 	t.Helper()
-	cl := kafkatest.Client(t, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
 	var got []*kgo.Record
-	poll := func(ctx context.Context) bool {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
-		if ctx.Err() != nil {
-			return false
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			t.Fatalf("fetch %s/%d: %v", topic, p, err)
-		})
-		return true
-	}
+	poll := committedPoller(t, out, &got)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	complete := true

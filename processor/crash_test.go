@@ -321,6 +321,43 @@ func crashTestSeed(t *testing.T) uint64 {
 	return seed
 }
 
+// committedPoller reads topic out read_committed from the start: each
+// call polls once, appends what it fetched to *got, and reports false once
+// ctx is done. A fetch error fails the test.
+func committedPoller(t *testing.T, out string, got *[]*kgo.Record) func(context.Context) bool {
+	t.Helper()
+	cl := kafkatest.Client(t, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	return func(ctx context.Context) bool {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { *got = append(*got, r) })
+		if ctx.Err() != nil {
+			return false
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("fetch %s/%d: %v", topic, p, err)
+		})
+		return true
+	}
+}
+
+// killRound is one round of a crash test: the child started with env gets
+// small records, a pause, and, unless it is the last round (kill false),
+// a burst and a SIGKILL while it is busy with it: mid-transaction. It
+// returns the child, still running after the last round.
+func killRound(t *testing.T, env []string, rng *rand.Rand, produce func(int), small, burst int, kill bool) *child {
+	t.Helper()
+	c := startChild(t, env)
+	produce(small)
+	time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+	if kill {
+		produce(burst)
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		c.kill()
+	}
+	return c
+}
+
 // checkCountsByPartition is checkCounts for the crash tests' last round
 // (what names the check in failures):
 // when the outputs do not all show up within a minute, the failure says,
@@ -335,20 +372,8 @@ func checkCountsByPartition(t *testing.T, out string, want map[string]int, parti
 		total += n
 		expected[processor.DefaultPartition([]byte(k), partitions)] += n
 	}
-	cl := kafkatest.Client(t, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
 	var got []*kgo.Record
-	poll := func(ctx context.Context) bool {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, r) })
-		if ctx.Err() != nil {
-			return false
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			t.Fatalf("fetch %s/%d: %v", topic, p, err)
-		})
-		return true
-	}
+	poll := committedPoller(t, out, &got)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for len(got) < total {

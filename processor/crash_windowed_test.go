@@ -97,13 +97,8 @@ func TestWindowedExactlyOnceUnderCrashes(t *testing.T) {
 		if round == kills {
 			childEnv = append(append([]string(nil), env...), "CHILD_SELF_KILL=0")
 		}
-		c := startChild(t, childEnv)
-		produce(300)
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		c := killRound(t, childEnv, rng, produce, 300, 2000, round < kills)
 		if round < kills {
-			produce(2000)
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-			c.kill()
 			continue
 		}
 		want, late := windowedReference(byPartition)
