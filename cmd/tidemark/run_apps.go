@@ -36,7 +36,7 @@ func (c serviceConfig) appConfigs() ([]serviceConfig, error) {
 		app.Brokers, app.Pipelines = slices.Clone(c.Brokers), slices.Clone(c.Pipelines)
 		var keys map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &keys); err != nil {
-			return nil, fmt.Errorf("config: apps[%d]: want an object of settings: %w", i, err)
+			return nil, fmt.Errorf("config: apps[%d]: want a mapping of settings, got %s", i, jsonKind(raw))
 		}
 		if _, ok := keys["tenant_classes"]; ok {
 			app.TenantClasses = nil
@@ -46,7 +46,7 @@ func (c serviceConfig) appConfigs() ([]serviceConfig, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&app); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("config: apps[%d]: %w", i, err)
+			return nil, fmt.Errorf("config: apps[%d]: %w", i, describeDecodeError(err))
 		}
 		if len(app.Apps) > 0 {
 			return nil, fmt.Errorf("config: apps[%d]: apps cannot nest", i)

@@ -64,6 +64,8 @@ func TestRunConfigAppsErrors(t *testing.T) {
 		{"unknown key", "[{application: a, colour: blue}]", "colour"},
 		{"nested", "[{application: a, apps: [{application: b}]}]", "apps cannot nest"},
 		{"bad field names the app", "[{application: a, commit_interval: soon}]", `apps[0] (a): config: commit_interval "soon"`},
+		{"wrong type names the field", "[{application: a, partitions: [1]}]", "apps[0]: partitions: want a whole number, got array"},
+		{"an entry that is not a mapping", "[shop-gold]", "apps[0]: want a mapping of settings, got a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\napps: "+tc.apps+"\n")

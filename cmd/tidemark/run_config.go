@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -105,9 +106,39 @@ func loadConfigFile(path string, cfg *serviceConfig) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return fmt.Errorf("config file %s: %w", path, describeDecodeError(err))
 	}
 	return nil
+}
+
+// describeDecodeError says what a field wants in the file's terms: the
+// decoder's own message names Go types ("Go struct field
+// serviceConfig.partitions of type int"), which an operator cannot act on.
+func describeDecodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return err
+	}
+	return fmt.Errorf("%s: want %s, got %s", te.Field, configKind(te.Type), te.Value)
+}
+
+func configKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return t.String()
 }
 
 // applyEnv overrides cfg with the TIDEMARK_* variables that are set.
@@ -306,4 +337,25 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	}
 	s.pipelines = p
 	return s, nil
+}
+
+// jsonKind names what raw holds, for an error that says what was given.
+func jsonKind(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "invalid JSON"
+	}
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "true or false"
+	case nil:
+		return "nothing"
+	}
+	return "a mapping"
 }
