@@ -42,21 +42,25 @@ into a state directory without running the application: to inspect state with
 to check a changelog.
 
 With --store it rebuilds those stores; without, every store of the app (every
-topic named <app>-<store>-changelog). A store the directory already holds is
+topic named <application>-<store>-changelog). A store the directory already holds is
 brought up to date from its recorded offsets, in its task's DB
 (<dir>/tasks/<task>); one it does not hold goes to a DB per partition
 (<dir>/tasks/p<partition>), which tidemark state reads but a running instance
 does not: the instance restores its tasks' stores from the changelogs.
 
 Brokers come from --brokers or the TIDEMARK_BROKERS environment variable.`,
-		Example: `  tidemark replay --brokers 127.0.0.1:9092 --app shop --store inventory --dir ./state
-  tidemark replay --app shop --dir ./state --partitions 0,1`,
+		Example: `  tidemark replay --brokers 127.0.0.1:9092 --application shop --store inventory --dir ./state
+  tidemark replay --application shop --dir ./state --partitions 0,1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runReplay(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.brokers, "brokers", nil, "Kafka bootstrap brokers, comma-separated (default $TIDEMARK_BROKERS)")
-	fl.StringVar(&f.app, "app", "", "application id: changelog topics are <app>-<store>-changelog (required)")
+	fl.StringVar(&f.app, "application", "", "application id: changelog topics are <application>-<store>-changelog (required)")
+	// --app was this command's name for it before every command said
+	// --application; scripts that use it keep working.
+	fl.StringVar(&f.app, "app", "", "")
+	_ = fl.MarkDeprecated("app", "use --application")
 	fl.StringSliceVar(&f.stores, "store", nil, "store names to rebuild (default: every store of the app)")
 	fl.Int32SliceVar(&f.partitions, "partitions", nil, "partitions to rebuild, comma-separated; all when not given")
 	fl.StringVar(&f.dir, "dir", "", "state directory to write (required)")
@@ -72,7 +76,7 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	case len(f.brokers) == 0:
 		return errors.New("--brokers is required (or set TIDEMARK_BROKERS), e.g. --brokers 127.0.0.1:9092")
 	case f.app == "":
-		return errors.New("--app is required: the application id that names the changelog topics")
+		return errors.New("--application is required: the application id that names the changelog topics")
 	case f.dir == "":
 		return errors.New("--dir is required: the state directory to rebuild into")
 	case f.dialTimeout <= 0:

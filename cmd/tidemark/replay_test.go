@@ -87,7 +87,7 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 	brokers := strings.Join(kafkatest.Brokers(t), ",")
 	app := writeApp(t)
 	dir := t.TempDir()
-	out, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--dir", dir, "--quiet")
+	out, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--dir", dir, "--quiet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 
 func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
 	t.Run("unreachable broker names the address", func(t *testing.T) {
-		_, err := runSub(t, newReplayCmd(), "--brokers", "127.0.0.1:1", "--dial-timeout", "300ms", "--app", "a", "--dir", t.TempDir())
+		_, err := runSub(t, newReplayCmd(), "--brokers", "127.0.0.1:1", "--dial-timeout", "300ms", "--application", "a", "--dir", t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka broker 127.0.0.1:1") {
 			t.Fatalf("replay against a closed port = %v", err)
 		}
@@ -147,15 +147,19 @@ func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
 	t.Run("missing topic lists the app's changelogs", func(t *testing.T) {
 		brokers := strings.Join(kafkatest.Brokers(t), ",")
 		app := writeApp(t)
-		_, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--app", app, "--store", "nope", "--dir", t.TempDir(), "--quiet")
+		_, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--store", "nope", "--dir", t.TempDir(), "--quiet")
 		want := "changelog topic " + app + "-nope-changelog does not exist; changelog topics of app \"" + app + "\": clicks, inventory"
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("replay of a missing store = %v\nwant it to contain %q", err, want)
 		}
 	})
 	t.Run("missing flags", func(t *testing.T) {
-		if _, err := runSub(t, newReplayCmd(), "--brokers", "x:1", "--dir", "d"); err == nil || !strings.Contains(err.Error(), "--app is required") {
-			t.Fatalf("replay without --app = %v", err)
+		if _, err := runSub(t, newReplayCmd(), "--brokers", "x:1", "--dir", "d"); err == nil || !strings.Contains(err.Error(), "--application is required") {
+			t.Fatalf("replay without --application = %v", err)
+		}
+		// The old spelling still names the application.
+		if _, err := runSub(t, newReplayCmd(), "--brokers", "x:1", "--app", "a"); err == nil || !strings.Contains(err.Error(), "--dir is required") {
+			t.Fatalf("replay --app a without --dir = %v", err)
 		}
 		if _, err := runSub(t, newStateCmd(), "scan", "--dir", t.TempDir(), "--store", "s", "--key-serde", "avro"); err == nil ||
 			!strings.Contains(err.Error(), `--key-serde "avro": want one of`) {
