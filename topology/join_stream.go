@@ -26,7 +26,9 @@ func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTE
 // first; the two inputs must be co-partitioned (recorded in
 // CopartitionGroups). There is no lateness check, as in Kafka Streams: a
 // record past its window + grace still joins what the join's stores retain
-// (records up to before + after + grace behind stream time).
+// (records up to before + after + grace behind stream time; with a negative
+// before or after, up to the other bound + grace, so that every pair within
+// the window is found: Kafka Streams' stores lose those pairs).
 func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
 	return joinStreams(s, other, innerJoin, func(k K, l V, _ bool, r V2, _ bool) VR { return joiner(k, l, r) }, w, opts)
 }
@@ -86,7 +88,7 @@ func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joi
 	if err := w.validate(); err != nil {
 		b.fail(errorf(merge.name, "%w", err))
 	}
-	retention := w.before + w.after + w.grace
+	retention := w.reach() + w.grace
 	spec := store.Spec{Kind: store.KindWindow, WindowSize: w.before + w.after + 1, Retention: retention}
 	core.thisStore = b.addStore(this, sideCfg(cfg, "-this"), "", spec, false)
 	core.otherStore = b.addStore(that, sideCfg(cfg, "-other"), "", spec, false)
@@ -223,8 +225,8 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 //
 // There is no lateness check, as in Kafka Streams: a record whose window
 // (t+ahead) plus grace is already behind stream time still joins whatever
-// the other input's store retains (before + after + grace behind stream
-// time), and on an outer input, unmatched, it is emitted unjoined at once
+// the other input's store retains (JoinWindows.reach + grace behind
+// stream time), and on an outer input, unmatched, it is emitted unjoined at once
 // (settle). Grace bounds how long records are kept and when unjoined ones
 // are emitted, not which records may join. A record older than what the
 // stores retain is not stored (expire would never reach it again: its
@@ -378,7 +380,7 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64) error {
 // are expired.
 func (j *ssJoin[K, V, V2, VR]) cut() int64 {
 	w := j.op.w
-	return j.observed - w.before - w.after - w.grace
+	return j.observed - w.reach() - w.grace
 }
 
 // expire drops the records the stores no longer retain.

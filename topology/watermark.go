@@ -36,8 +36,8 @@ import (
 //	sliding window (diff d, grace g) W = c − g − d − 1
 //	session, emit-final (gap, g)    W = c − g − gap − 1
 //	session, every update (gap)     W = parent − gap
-//	stream-stream join (before b,   inner: W = c − g − b − af − 1; left: the min of that,
-//	after af, grace g)              c − g − af − 1 and the parent's; outer: also c − g − b − 1
+//	stream-stream join (before b,   inner: W = c − g − r − 1, r = max(b + af, b, af) the stores'
+//	after af, grace g)              reach; left and outer: the min of that and the parent's
 //	                                (b or af may be negative; b + af ≥ 0)
 //	table suppress                  min(parent, H − 1), H the smallest timestamp buffered (a clock);
 //	                                the parent's when nothing is buffered
@@ -75,14 +75,13 @@ import (
 //     t > parent, so every future output is ≥ parent + 1 − gap.
 //   - Stream-stream joins (join_stream.go) have no lateness check (Kafka
 //     Streams' has none): any record joins what the other input's store
-//     retains, records at ≥ c − g − b − af (the expiry cut), and a join's
+//     retains, records at ≥ c − g − r (the expiry cut), and a join's
 //     timestamp is the later of the pair's, so every joined output yet to
 //     come is ≥ that cut whatever its own record's timestamp. Left and
 //     outer joins also emit unjoined records with their own timestamp t:
 //     those waiting once t + ahead + g < c (ahead = after for left records,
 //     before for right ones), checked on every clock advance, so the ones
-//     still waiting have t ≥ c − g − ahead, which a negative before or
-//     after puts below the cut; and a record yet
+//     still waiting have t ≥ c − g − ahead ≥ c − g − r; and a record yet
 //     to come that joins nothing, or has a null key, at once, bounded only
 //     by the input. The clock bound holds only while every clock advance
 //     runs the check for due unjoined records.
@@ -226,7 +225,7 @@ type boundExpr struct {
 	topic string // boundInput
 	clock string // clock-based ops: the ClockKeeper name
 	// size, advance: time windows; size: sliding (diff); gap: sessions;
-	// reach: joins (before + after).
+	// reach: joins (JoinWindows.reach).
 	size, advance, grace, gap, reach int64
 	args                             []*boundExpr
 }
@@ -461,16 +460,12 @@ func (a *sessionAgg[K, V, VA]) outputBound(parent *boundExpr) *boundExpr {
 
 func (j *ssJoinSide[K, V, V2, VR]) outputBound(parent *boundExpr) *boundExpr {
 	w := j.op.w
-	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: w.before + w.after}
+	// Unjoined records wait until t + ahead + g < c, from c − g − after
+	// (left) or c − g − before (right), never below the stores' cut, which
+	// reach spans.
+	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: w.reach()}
 	if j.op.kind == innerJoin {
 		return e
-	}
-	// Unjoined records wait until t + ahead + g < c: left ones from
-	// c − g − after, right ones (outer joins) from c − g − before. With a
-	// negative before (after) that is below the stores' cut.
-	e.reach = max(e.reach, w.after)
-	if j.op.kind == outerJoin {
-		e.reach = max(e.reach, w.before)
 	}
 	// Left and outer joins also emit a record yet to come unjoined with its
 	// own timestamp when it joins nothing, however far behind the clock (a

@@ -103,6 +103,15 @@ func (w JoinWindows) Before(d time.Duration) JoinWindows { w.before = d.Millisec
 // After sets how far after a left record right records may be.
 func (w JoinWindows) After(d time.Duration) JoinWindows { w.after = d.Milliseconds(); return w }
 
+// reach is how far behind stream time (before grace) the join stores keep
+// records: before + after, and with a negative bound the other one, which
+// alone spans how far back a record on time reaches into the other input
+// (a left record at t joins right ones down to t − before, a right one
+// left ones down to t − after). Kafka Streams keeps before + after + grace
+// only, and so a window such as before 10 min, after −5 min loses the
+// pairs more than before + after + grace behind.
+func (w JoinWindows) reach() int64 { return max(w.before+w.after, w.before, w.after) }
+
 func (w JoinWindows) validate() error {
 	if w.before+w.after < 0 || w.grace < 0 {
 		return fmt.Errorf("%w: before %dms, after %dms, grace %dms", ErrInvalidWindow, w.before, w.after, w.grace)

@@ -370,8 +370,8 @@ func (r joinRec) name() string {
 // joinModel is the documented stream-stream join, brute force. Stream time
 // is the largest timestamp seen on either side (the record included). A
 // left record at t joins every right record of its key in [t−before,
-// t+after] that is retained (timestamp ≥ stream time − before − after −
-// grace); a right record mirrors it. The output timestamp is the later of
+// t+after] that is retained (timestamp ≥ stream time − max(before + after,
+// before, after) − grace); a right record mirrors it. The output timestamp is the later of
 // the pair. For left (and outer) joins an unjoined left (right) record is
 // emitted with its own timestamp once stream time > t + after + grace
 // (t + before + grace), unless a record joined it before that; one that
@@ -401,7 +401,7 @@ func (m *joinModel) outerSide(left bool) bool {
 
 func (m *joinModel) add(r joinRec) {
 	m.observed = max(m.observed, r.TS)
-	cut := m.observed - m.before - m.after - m.grace
+	cut := m.observed - max(m.before+m.after, m.before, m.after) - m.grace
 	// Unjoined records whose window plus grace has passed.
 	ids := make([]int, 0, len(m.pending))
 	for id := range m.pending {
@@ -473,10 +473,9 @@ func genJoin(rng *rand.Rand) (joinCaseP, []joinRec) {
 	switch rng.IntN(4) {
 	case 0: // asymmetric
 		c.before, c.after = rng.Int64N(15), rng.Int64N(15)
-	case 1: // one bound negative: a window that does not contain t. The
-		// stores' retention and the join agree only while before+grace and
-		// after+grace stay non-negative, as the model assumes.
-		neg := -min(c.grace, 1+rng.Int64N(5))
+	case 1: // one bound negative: a window that does not contain t, and
+		// may reach further back than before + after + grace.
+		neg := -(1 + rng.Int64N(5))
 		pos := -neg + rng.Int64N(10)
 		if rng.IntN(2) == 0 {
 			c.before, c.after = neg, pos
