@@ -234,10 +234,11 @@ func verifyTables(dir string, bopts badger.Options) (err error) {
 	slices.Sort(ids)
 
 	var (
-		mu   sync.Mutex
-		errs []error
-		next int
-		wg   sync.WaitGroup
+		mu       sync.Mutex
+		errs     []error
+		next     int
+		namedMax uint64
+		wg       sync.WaitGroup
 	)
 	for range min(verifyWorkers, len(ids)) {
 		wg.Go(func() {
@@ -250,11 +251,13 @@ func verifyTables(dir string, bopts badger.Options) (err error) {
 				id := ids[next]
 				next++
 				mu.Unlock()
-				if err := verifyTable(table.NewFilename(id, dir), id, mf.Tables[id], bopts.BlockSize); err != nil {
-					mu.Lock()
+				v, err := verifyTable(table.NewFilename(id, dir), id, mf.Tables[id], bopts.BlockSize)
+				mu.Lock()
+				if err != nil {
 					errs = append(errs, err)
-					mu.Unlock()
 				}
+				namedMax = max(namedMax, v)
+				mu.Unlock()
 			}
 		})
 	}
@@ -262,33 +265,34 @@ func verifyTables(dir string, bopts badger.Options) (err error) {
 	if len(errs) > 0 {
 		return fmt.Errorf("changelog: verify state dir %s: %w", dir, errs[0])
 	}
-	return nil
+	return checkLostTables(dir, mf.Tables, namedMax)
 }
 
 // verifyTable reads one table file through Badger's table code, from a
-// read-only mapping of its own, and checks every block's checksum.
-func verifyTable(path string, id uint64, tm badger.TableManifest, blockSize int) (err error) {
+// read-only mapping of its own, checks every block's checksum, and returns
+// the highest version the table holds.
+func verifyTable(path string, id uint64, tm badger.TableManifest, blockSize int) (maxVersion uint64, err error) {
 	name := filepath.Base(path)
 	if tm.KeyID != 0 {
 		// Encrypted: tidemark never sets a key, and Badger will refuse
 		// the directory itself.
-		return nil
+		return 0, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("%w: table %s named by the MANIFEST: %v", ErrCorrupt, name, err)
+		return 0, fmt.Errorf("%w: table %s named by the MANIFEST: %v", ErrCorrupt, name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("table %s: %w", name, err)
+		return 0, fmt.Errorf("table %s: %w", name, err)
 	}
 	if fi.Size() < 8 {
-		return fmt.Errorf("%w: table %s has %d bytes", ErrCorrupt, name, fi.Size())
+		return 0, fmt.Errorf("%w: table %s has %d bytes", ErrCorrupt, name, fi.Size())
 	}
 	data, err := z.Mmap(f, false, fi.Size())
 	if err != nil {
-		return fmt.Errorf("table %s: map: %w", name, err)
+		return 0, fmt.Errorf("table %s: map: %w", name, err)
 	}
 	// Runs after the recover below: nothing reads data once it has.
 	defer func() { _ = z.Munmap(data) }()
@@ -306,10 +310,10 @@ func verifyTable(path string, id uint64, tm badger.TableManifest, blockSize int)
 		BlockSize:   blockSize,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: table %s: %v", ErrCorrupt, name, err)
+		return 0, fmt.Errorf("%w: table %s: %v", ErrCorrupt, name, err)
 	}
 	if err := t.VerifyChecksum(); err != nil {
-		return fmt.Errorf("%w: table %s: %v", ErrCorrupt, name, err)
+		return 0, fmt.Errorf("%w: table %s: %v", ErrCorrupt, name, err)
 	}
-	return nil
+	return t.MaxVersion(), nil
 }

@@ -117,8 +117,10 @@
 // task DB; the runtime then closes the DB and calls Quarantine, which moves
 // the marked task DBs aside the same way. A MANIFEST cut short names an
 // older set of tables: an earlier committed prefix with its offsets, served
-// as such. An unreadable STATE moves the whole directory aside to
-// <dir>.corrupt-<time>.
+// as such, unless memtable logs newer than the tables it forgot remain
+// (after a crash): Badger would replay them, later offsets and all, onto
+// the older tables, so that task DB moves aside too (checkLostTables). An
+// unreadable STATE moves the whole directory aside to <dir>.corrupt-<time>.
 //
 // # Memory
 //
