@@ -35,8 +35,10 @@ import (
 // the older position after a crash rewrites the same values in the same
 // order, so state converges). A restart reads only the topic's tail. A
 // missing, unreadable or foreign position (another topic), or a Badger
-// directory that does not open, means a full reload: the data is dropped
-// (a damaged directory is moved aside) and the topic read from its start.
+// directory that does not open or fails OpenDB's checks of a task DB
+// (damaged tables, a MANIFEST lost), means a full reload: the data is
+// dropped (a damaged directory is moved aside) and the topic read from
+// its start.
 type GlobalStore struct {
 	name, topic, dir string
 	bdb              *badger.DB
@@ -75,7 +77,19 @@ func OpenGlobalStore(dir, name, topic string, opts Options) (gs *GlobalStore, re
 	// A global DB shares the budget's caches with the task DBs: a quarter
 	// of what one task DB gets alone.
 	bopts := badgerOptions(dir, opts, normalMode, 4)
-	g.bdb, err = openBadger(bopts, opts.Logger)
+	// Verified first, as a task DB is (verifyTables): Badger panics on
+	// some damaged tables in goroutines of its own, which kills the
+	// process at every start, and a MANIFEST lost or cut short leaves the
+	// memtable logs' latest position over older data.
+	err = checkManifest(dir)
+	if err == nil && !opts.NoVerifyChecksums {
+		err = verifyTables(dir, bopts)
+	}
+	if err == nil {
+		g.bdb, err = openBadger(bopts, opts.Logger)
+	} else if !IsCorrupt(err) {
+		return nil, "", fmt.Errorf("changelog: global store %q: %w", name, err)
+	}
 	if err != nil {
 		if isLockErr(err) {
 			return nil, "", fmt.Errorf("changelog: global store %q: %s in use by another process: %w", name, dir, err)
