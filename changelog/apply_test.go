@@ -121,6 +121,39 @@ func TestFlushProducesLatestValuePerKeyAndApplyRecordsOffsets(t *testing.T) {
 	equalMaps(t, "after apply", contents(t, kv), map[string]string{"sku1": "4"})
 }
 
+// A rebuild empties the store and forgets its applied offset in one step,
+// so a process that dies before the rebuild records progress starts the
+// next restore from the beginning, not from the old offset.
+func TestWipeForgetsTheAppliedOffset(t *testing.T) {
+	db := openTestDB(t, Options{})
+	task := db.NewTaskState(TaskStateConfig{AppID: "shop", Partition: 1, Producer: &fakeProducer{}})
+	s, err := task.Open(store.Spec{Name: "stock", Kind: store.KindKeyValue, Logged: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s.(store.KeyValue), "sku1", "5")
+	offs, err := task.Flush(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Apply(offs); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{"shop-stock-changelog", 1}
+	tdbs, err := db.pinAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tdb := range tdbs {
+		if err := tdb.wipe(storeID("stock", 1), tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, ok, err := db.AppliedOffset(tp); err != nil || ok {
+		t.Fatalf("AppliedOffset after wipe = %+v, %v, %v; want none", a, ok, err)
+	}
+}
+
 func TestApplyRefusesLoggedWritesThatWereNotFlushed(t *testing.T) {
 	db := openTestDB(t, Options{})
 	task := db.NewTaskState(TaskStateConfig{AppID: "a", Partition: 0, Producer: &fakeProducer{}})

@@ -400,7 +400,7 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, tts []taskTarge
 		if reason != "" {
 			opts.Logger.Info("rebuilding store from its changelog", "store", t.Store, "partition", t.Partition,
 				"topic", t.Topic, "reason", reason, "from", so.Offset, "to", eo.Offset)
-			if err := tdb.wipe(s.id); err != nil {
+			if err := tdb.wipe(s.id, t.tp()); err != nil {
 				return nil, fmt.Errorf("changelog: rebuild store %q partition %d: wipe: %w", t.Store, t.Partition, err)
 			}
 			s.from = so.Offset
@@ -556,15 +556,21 @@ func deleteRetention(configs kadm.ResourceConfigs, topic string) time.Duration {
 // hold nothing else whole, instead of writing a tombstone per key; it
 // stops the task DB's writes while it runs, and its only writer is the
 // restore.
-func (tdb *taskDB) wipe(id []byte) error {
+func (tdb *taskDB) wipe(id []byte, tp TopicPartition) error {
 	if err := tdb.bdb.DropPrefix(withNS(nsData, id), withNS(nsIndex, id)); err != nil {
 		return err
 	}
+	// The applied offset goes too: a process that dies before the rebuild
+	// records its first position would otherwise resume, next time, from
+	// the old offset onto the emptied store (when what made it rebuild,
+	// such as an offset past the end, no longer holds by then).
 	return tdb.bdb.Update(func(txn *badger.Txn) error {
-		if err := txn.Delete(metaKey(metaCut, id)); err != nil {
-			return err
+		for _, k := range [][]byte{metaKey(metaCut, id), metaKey(metaPosition, id), offsetKey(tp.Topic, tp.Partition)} {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
 		}
-		return txn.Delete(metaKey(metaPosition, id))
+		return nil
 	})
 }
 
