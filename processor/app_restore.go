@@ -123,6 +123,7 @@ func (s *session) startRestore(ctx context.Context, id topology.TaskID, prep *ta
 func (s *session) stopRestore(id topology.TaskID, rt *restoringTask) {
 	rt.cancel()
 	<-rt.done
+	s.app.ha.endRestoring(id)
 	if rt.lt != nil {
 		if err := rt.lt.close(); err != nil {
 			s.app.log.Warn("close restored task", "task", id.String(), "err", err)
@@ -161,6 +162,7 @@ func (s *session) promoteRestored(ctx context.Context) error {
 				continue // shutting down: the loop's next turn ends the session
 			}
 			delete(s.restoring, id)
+			s.app.ha.endRestoring(id)
 			s.app.metrics.forgetTask(id.String())
 			s.taskState(id, taskClosed, "reason", "open failed")
 			return rt.err
@@ -186,6 +188,9 @@ func (s *session) promoteRestored(ctx context.Context) error {
 	s.resumeRunning()
 	s.app.setThreadTasks(s.th, len(s.tasks))
 	s.app.ha.setActive(s.th.index, s.sortedTaskIDs())
+	for _, id := range promoted {
+		s.app.ha.endRestoring(id)
+	}
 	if len(s.restoring) == 0 {
 		s.app.setReady(s.th, true)
 	}

@@ -208,6 +208,7 @@ func (s *session) restoreOptions(id topology.TaskID, resume resumePoint) changel
 		Pace:       a.pace,
 		Progress: func(p changelog.RestoreProgress) {
 			a.metrics.restoreRemaining.WithLabelValues(id.String()).Set(float64(p.Remaining))
+			a.ha.setRestoring(id, p.Remaining)
 		},
 	}
 }

@@ -47,9 +47,10 @@ import (
 //
 // Each member reports its lags in its join metadata (haLags): 0 for the
 // partitions whose stateful tasks all run here, the standby's last
-// measured lag for those kept as standbys; tasks still restoring, and
-// local state of tasks this session neither runs nor keeps, are not
-// reported (the leader treats them as having no state).
+// measured lag for those kept as standbys, the offsets left to restore
+// for tasks restoring here (as Kafka Streams reports a restoring task's
+// changelog offsets); local state of tasks this instance neither runs,
+// restores nor keeps is not reported (the leader treats it as no state).
 
 // WithStandbyReplicas sets Config.StandbyReplicas.
 func WithStandbyReplicas(n int) Option { return func(c *Config) { c.StandbyReplicas = n } }
@@ -106,6 +107,9 @@ type haRuntime struct {
 	// byThread are the running active tasks of each stream thread.
 	byThread map[int][]topology.TaskID
 	standby  map[topology.TaskID]*standbyTask
+	// restoring are the changelog offsets the restores of active tasks
+	// have left, as last reported (setRestoring).
+	restoring map[topology.TaskID]int64
 
 	tasksGauge prometheus.Gauge
 	lagGauge   *prometheus.GaugeVec
@@ -145,6 +149,23 @@ func (h *haRuntime) setActive(th int, ids []topology.TaskID) {
 			h.active[id] = true
 		}
 	}
+}
+
+// setRestoring records that task id's restore has remaining offsets left.
+func (h *haRuntime) setRestoring(id topology.TaskID, remaining int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.restoring == nil {
+		h.restoring = map[topology.TaskID]int64{}
+	}
+	h.restoring[id] = remaining
+}
+
+// endRestoring forgets task id's restore: it runs now, or was stopped.
+func (h *haRuntime) endRestoring(id topology.TaskID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.restoring, id)
 }
 
 // setStandbyGauge sets the standby gauge to the standbys of every stream
@@ -191,8 +212,13 @@ func (a *App) maxPartitions() int32 {
 }
 
 // haLags is this member's report for its join metadata: per partition
-// number whose stateful tasks all run here or are kept as standbys with a
-// measured lag, the sum of their lags.
+// number whose stateful tasks all run here, restore here or are kept as
+// standbys with a measured lag, the sum of their lags.
+//
+// A restoring task counts with what it has left: reported as no state,
+// the leader would hand its partition to any member with a caught-up
+// standby, however little the restore had left, and give this member a
+// warm-up to take it back.
 func (a *App) haLags() map[int32]int64 {
 	a.ha.mu.Lock()
 	defer a.ha.mu.Unlock()
@@ -206,6 +232,10 @@ func (a *App) haLags() map[int32]int64 {
 		complete := true
 		for _, id := range ids {
 			if a.ha.active[id] {
+				continue
+			}
+			if l, ok := a.ha.restoring[id]; ok {
+				sum += l
 				continue
 			}
 			st := a.ha.standby[id]

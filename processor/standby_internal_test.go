@@ -1,9 +1,11 @@
 package processor
 
 import (
+	"log/slog"
 	"maps"
 	"testing"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
@@ -68,5 +70,38 @@ func TestHALagsReport(t *testing.T) {
 	a.ha.standby[id(stateful[0], 2)].warmup.Store(true)
 	if !a.warmupsCaughtUp(100) || a.warmupsCaughtUp(10) {
 		t.Fatal("a warm-up of lag 40 is caught up under 100, not under 10")
+	}
+}
+
+// TestHALagsReportRestoringTasks checks that a partition whose task is
+// restoring here is reported with the offsets its restore has left (what
+// its restore progress said last), as Kafka Streams reports a restoring
+// task's changelog offsets: reported as no state, the leader hands the
+// partition to any caught-up standby elsewhere however little the restore
+// had left, and gives this member a warm-up to take it back.
+func TestHALagsReportRestoringTasks(t *testing.T) {
+	b := topology.NewBuilder("ha-lags-restoring")
+	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{topo: topo, layout: &layout{tasks: []int32{2}}, metrics: newAppMetrics("app"), log: slog.New(slog.DiscardHandler)}
+	s := &session{app: a}
+	id := topology.TaskID{SubTopology: 0, Partition: 1}
+	a.ha.setActive(0, []topology.TaskID{{SubTopology: 0, Partition: 0}})
+
+	s.restoreOptions(id, resumePoint{}).Progress(changelog.RestoreProgress{Remaining: 120, Total: 500})
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 120}; !maps.Equal(got, want) {
+		t.Fatalf("restore with 120 left: lags %v, want %v", got, want)
+	}
+	s.restoreOptions(id, resumePoint{}).Progress(changelog.RestoreProgress{Restored: 500, Total: 500, Done: true})
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 0}; !maps.Equal(got, want) {
+		t.Fatalf("restore done, not promoted yet: lags %v, want %v", got, want)
+	}
+	// Stopped (a revocation) or promoted: no longer a restore.
+	a.ha.endRestoring(id)
+	if got, want := a.haLags(), map[int32]int64{0: 0}; !maps.Equal(got, want) {
+		t.Fatalf("restore stopped: lags %v, want %v", got, want)
 	}
 }
