@@ -33,7 +33,10 @@ import (
 //     standby that exists to catch up, after which a probing rebalance
 //     (members holding warm-ups force one every ProbingRebalanceInterval)
 //     finds the target caught up and moves p. When no member is caught
-//     up, p goes to its target: moving costs nothing anyone could avoid;
+//     up, p goes to the most caught-up member if it has less lag than the
+//     target (Kafka Streams' TaskMovement: a standby that fell behind
+//     restores less than a member without state), and the target warms
+//     up; else p goes to its target;
 //  3. each stateful p gets up to StandbyReplicas standbys on members other
 //     than its active owner and its warm-up (never two copies on one
 //     member), preferring members whose state for p is freshest, then the
@@ -202,6 +205,17 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 	sameProcess := func(a, b int) bool {
 		return a == b || members[a].process != "" && members[a].process == members[b].process
 	}
+	// mostCaughtUp is the member with the least lag on p (the owner
+	// among equals), -1 when none has state.
+	mostCaughtUp := func(owner int, p int32) (int, int64) {
+		best, bestLag := -1, int64(0)
+		for m := range members {
+			if l, ok := lag(m, p); ok && (best < 0 || l < bestLag || l == bestLag && m == owner) {
+				best, bestLag = m, l
+			}
+		}
+		return best, bestLag
+	}
 	load := make([]int, n) // actives and copies, for tie-breaks
 	for p := range parts {
 		t := target[p]
@@ -214,17 +228,13 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 					break
 				}
 			}
-			switch {
-			case owner >= 0 && caughtUp(owner, p):
+			if owner >= 0 && caughtUp(owner, p) {
 				active = owner
-			default:
-				best, bestLag := -1, int64(0)
-				for m := range members {
-					if l, ok := lag(m, p); ok && caughtUp(m, p) && (best < 0 || l < bestLag) {
-						best, bestLag = m, l
-					}
-				}
-				if best >= 0 {
+			} else if best, bestLag := mostCaughtUp(owner, p); best >= 0 {
+				// Caught up, or at least fresher than the target: a
+				// standby that fell behind in a burst still restores far
+				// less than a member without state.
+				if tl, ok := lag(t, p); !ok || bestLag < tl {
 					active = best
 				}
 			}

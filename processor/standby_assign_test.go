@@ -96,8 +96,20 @@ func TestAssignHATable(t *testing.T) {
 			active: [][]int32{{0, 2}, {1}, nil}, standby: [][]int32{nil, {1}, nil}, warmup: [][]int32{nil, nil, {2}},
 		},
 		{
-			name: "no caught-up member: the balanced target gets it (restores from scratch)", parts: 2,
+			name: "no caught-up member: the most caught-up one gets it, the balanced target warms up", parts: 2,
 			owned: [][]int32{nil, nil}, lags: []map[int32]int64{{0: 50_000, 1: 50_000}, none},
+			active: [][]int32{{0, 1}, nil}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, {1}},
+		},
+		{
+			name: "failover, the only standby lags more than acceptable: it takes over rather than a member without state", parts: 4, standbys: 1,
+			// A (owned 0,1) died; B owns 2,3 and kept 0,1 as standbys,
+			// which fell 25k behind in a burst; C is new.
+			owned: [][]int32{{2, 3}, nil}, lags: []map[int32]int64{{0: 25_000, 1: 25_000, 2: 0, 3: 0}, none},
+			active: [][]int32{{0, 1, 2, 3}, nil}, standby: [][]int32{nil, {2, 3}}, warmup: [][]int32{nil, {0, 1}},
+		},
+		{
+			name: "no caught-up member: the target keeps it when it is the most caught up", parts: 2,
+			owned: [][]int32{nil, nil}, lags: []map[int32]int64{{0: 30_000, 1: 60_000}, {0: 40_000, 1: 50_000}},
 			active: [][]int32{{0}, {1}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
 		},
 		{
@@ -130,7 +142,8 @@ func TestAssignHATable(t *testing.T) {
 // active on exactly one member, standbys never on the active owner (but
 // for a partition in flight to it) nor on its warm-up, nor twice on a
 // member; as many standbys as asked for when there are instances for
-// them; warm-ups only where a caught-up member keeps the partition.
+// them; warm-ups only where a member keeps the partition that is caught
+// up or fresher than the warm-up's.
 func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 	t.Helper()
 	n := len(c.owned)
@@ -155,8 +168,12 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 				if m == a {
 					t.Fatalf("partition %d warms up on its active owner %d", p, m)
 				}
-				if l, ok := c.lags[a][p]; !ok || l > 10_000 {
-					t.Fatalf("partition %d warms up on %d while kept by %d, which is not caught up", p, m, a)
+				la, ok := c.lags[a][p]
+				if !ok {
+					t.Fatalf("partition %d warms up on %d while kept by %d, which has no state", p, m, a)
+				}
+				if lw, ok := c.lags[m][p]; la > 10_000 && ok && lw <= la {
+					t.Fatalf("partition %d warms up on %d (lag %d) while kept by %d, not caught up and no fresher", p, m, lw, a)
 				}
 			}
 			if inStandby {
