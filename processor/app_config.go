@@ -211,6 +211,11 @@ type Config struct {
 	// active task only to a caught-up instance when one exists, and warms
 	// up the others first (KIP-441). Default 10,000.
 	AcceptableRecoveryLag int64
+	// MaxWarmupReplicas is how many warm-ups (standbys catching up to take
+	// a task over) the group runs at once, Kafka Streams'
+	// max.warmup.replicas: it bounds the restore traffic of a scale-out.
+	// Default 2.
+	MaxWarmupReplicas int
 	// ProbingRebalanceInterval is how often an instance warming up tasks
 	// forces a rebalance so the leader sees its lags. Default 10 min.
 	ProbingRebalanceInterval time.Duration

@@ -71,7 +71,7 @@ func TestAssignHAThreads(t *testing.T) {
 				}
 			}
 		}
-		plan := assignHA(members, parts, haConfig{standbys: standbys, acceptable: 10_000, stateful: func(int32) bool { return true }})
+		plan := assignHA(members, parts, haConfig{standbys: standbys, acceptable: 10_000, maxWarmups: int(parts), stateful: func(int32) bool { return true }})
 		for p := range parts {
 			a := plan.active[p]
 			copies := map[int]int{} // process -> copies of p (standby or warm-up)

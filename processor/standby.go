@@ -60,15 +60,20 @@ func WithAcceptableRecoveryLag(records int64) Option {
 	return func(c *Config) { c.AcceptableRecoveryLag = records }
 }
 
+// WithMaxWarmupReplicas sets Config.MaxWarmupReplicas.
+func WithMaxWarmupReplicas(n int) Option { return func(c *Config) { c.MaxWarmupReplicas = n } }
+
 // WithProbingRebalanceInterval sets Config.ProbingRebalanceInterval.
 func WithProbingRebalanceInterval(d time.Duration) Option {
 	return func(c *Config) { c.ProbingRebalanceInterval = d }
 }
 
 // Defaults of the high-availability settings, Kafka Streams' own
-// (acceptable.recovery.lag, probing.rebalance.interval.ms).
+// (acceptable.recovery.lag, max.warmup.replicas,
+// probing.rebalance.interval.ms).
 const (
 	defaultAcceptableRecoveryLag    = 10_000
+	defaultMaxWarmupReplicas        = 2
 	defaultProbingRebalanceInterval = 10 * time.Minute
 )
 
@@ -79,6 +84,9 @@ const warmupCheckInterval = 250 * time.Millisecond
 func (c *Config) ensureStandbyDefaults() {
 	if c.AcceptableRecoveryLag == 0 {
 		c.AcceptableRecoveryLag = defaultAcceptableRecoveryLag
+	}
+	if c.MaxWarmupReplicas == 0 {
+		c.MaxWarmupReplicas = defaultMaxWarmupReplicas
 	}
 	if c.ProbingRebalanceInterval == 0 {
 		c.ProbingRebalanceInterval = defaultProbingRebalanceInterval
@@ -91,6 +99,9 @@ func (c *Config) validateStandby() error {
 	}
 	if c.AcceptableRecoveryLag < 0 {
 		return fmt.Errorf("config: AcceptableRecoveryLag %d must be ≥ 0 (0 takes the default %d)", c.AcceptableRecoveryLag, defaultAcceptableRecoveryLag)
+	}
+	if c.MaxWarmupReplicas < 0 {
+		return fmt.Errorf("config: MaxWarmupReplicas %d must be ≥ 0 (0 takes the default %d)", c.MaxWarmupReplicas, defaultMaxWarmupReplicas)
 	}
 	if c.ProbingRebalanceInterval < 0 {
 		return fmt.Errorf("config: ProbingRebalanceInterval %s must be positive (0 takes the default %s)", c.ProbingRebalanceInterval, defaultProbingRebalanceInterval)
@@ -257,6 +268,7 @@ func (a *App) haConfig() haConfig {
 	return haConfig{
 		standbys:   a.cfg.StandbyReplicas,
 		acceptable: a.cfg.AcceptableRecoveryLag,
+		maxWarmups: a.cfg.MaxWarmupReplicas,
 		stateful:   func(p int32) bool { return len(a.statefulTasks(p)) > 0 },
 		hot:        a.pinnedPartitions(),
 	}

@@ -36,7 +36,10 @@ import (
 //     up, p goes to the most caught-up member if it has less lag than the
 //     target (Kafka Streams' TaskMovement: a standby that fell behind
 //     restores less than a member without state), and the target warms
-//     up; else p goes to its target;
+//     up; else p goes to its target. At most MaxWarmupReplicas warm-ups
+//     exist at once (Kafka Streams' max.warmup.replicas), given in
+//     partition order; a target past the cap gets its warm-up in a later
+//     round (the rounds that move the earlier warm-ups' partitions);
 //  3. each stateful p gets up to StandbyReplicas standbys on members other
 //     than its active owner and its warm-up (never two copies on one
 //     member), preferring members whose state for p is freshest, then the
@@ -87,6 +90,8 @@ func (a standbyAssignment) all() []int32 {
 type haConfig struct {
 	standbys   int
 	acceptable int64
+	// maxWarmups caps the warm-ups in the group at once.
+	maxWarmups int
 	// stateful reports whether any task of partition number p has logged
 	// stores; nil: every partition is stateless (no standbys, no warm-ups).
 	stateful func(p int32) bool
@@ -217,6 +222,7 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		return best, bestLag
 	}
 	load := make([]int, n) // actives and copies, for tie-breaks
+	warmups := 0
 	for p := range parts {
 		t := target[p]
 		active := t
@@ -244,9 +250,10 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 				// Moving between threads of one process: t finds the
 				// state on its disk, there is nothing to warm up.
 				active = t
-			default:
+			case warmups < cfg.maxWarmups:
 				plan.warmup[t] = append(plan.warmup[t], p)
 				load[t]++
+				warmups++
 			}
 		}
 		plan.active[p] = active

@@ -20,8 +20,10 @@ type haCase struct {
 	parts     int32
 	standbys  int
 	stateless bool // no partition has stateful tasks
-	owned     [][]int32
-	lags      []map[int32]int64
+	// maxWarmups is haConfig.maxWarmups; 0: no cap (as large as parts).
+	maxWarmups int
+	owned      [][]int32
+	lags       []map[int32]int64
 	// want: per member the actives (intended owner), standbys, warm-ups.
 	active, standby, warmup [][]int32
 }
@@ -34,7 +36,10 @@ func (c haCase) run() haPlan {
 			ms[i].owned[p] = true
 		}
 	}
-	cfg := haConfig{standbys: c.standbys, acceptable: 10_000, stateful: func(int32) bool { return !c.stateless }}
+	cfg := haConfig{standbys: c.standbys, acceptable: 10_000, maxWarmups: c.maxWarmups, stateful: func(int32) bool { return !c.stateless }}
+	if cfg.maxWarmups == 0 {
+		cfg.maxWarmups = int(c.parts)
+	}
 	return assignHA(ms, c.parts, cfg)
 }
 
@@ -118,6 +123,11 @@ func TestAssignHATable(t *testing.T) {
 			active: [][]int32{nil, nil, {0, 1}}, standby: [][]int32{nil, nil, nil}, warmup: [][]int32{{0}, {1}, nil},
 		},
 		{
+			name: "at most maxWarmups warm-ups at once (max.warmup.replicas)", parts: 8, maxWarmups: 2,
+			owned: [][]int32{{0, 1, 2, 3, 4, 5, 6, 7}, nil, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0}, none, none},
+			active: [][]int32{{0, 1, 2, 3, 4, 5, 6, 7}, nil, nil}, standby: [][]int32{nil, nil, nil}, warmup: [][]int32{nil, {3}, {4}},
+		},
+		{
 			name: "stateless partitions: balance only, no standbys, no warm-ups", parts: 4, standbys: 1, stateless: true,
 			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{none, none},
 			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
@@ -143,7 +153,7 @@ func TestAssignHATable(t *testing.T) {
 // for a partition in flight to it) nor on its warm-up, nor twice on a
 // member; as many standbys as asked for when there are instances for
 // them; warm-ups only where a member keeps the partition that is caught
-// up or fresher than the warm-up's.
+// up or fresher than the warm-up's, and no more than the cap.
 func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 	t.Helper()
 	n := len(c.owned)
@@ -151,6 +161,7 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 		t.Fatalf("%d actives for %d partitions", len(plan.active), c.parts)
 	}
 	owns := func(m int, p int32) bool { return slices.Contains(c.owned[m], p) }
+	totalWarm := 0
 	for p := range c.parts {
 		a := plan.active[p]
 		if a < 0 || a >= n {
@@ -189,6 +200,7 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 		if warm > 1 {
 			t.Fatalf("partition %d has %d warm-ups", p, warm)
 		}
+		totalWarm += warm
 		if c.stateless && copies+warm > 0 {
 			t.Fatalf("stateless partition %d has copies", p)
 		}
@@ -197,6 +209,9 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 				t.Fatalf("partition %d has %d standbys on other members, want %d", p, regular, want)
 			}
 		}
+	}
+	if c.maxWarmups > 0 && totalWarm > c.maxWarmups {
+		t.Fatalf("%d warm-ups, at most %d wanted", totalWarm, c.maxWarmups)
 	}
 	for m := range n {
 		for _, l := range [][]int32{plan.standby[m], plan.warmup[m]} {
@@ -215,7 +230,7 @@ func TestAssignHARandomised(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	for range 2000 {
 		n := 1 + rng.IntN(5)
-		c := haCase{parts: int32(1 + rng.IntN(12)), standbys: rng.IntN(3), stateless: rng.IntN(8) == 0,
+		c := haCase{parts: int32(1 + rng.IntN(12)), standbys: rng.IntN(3), stateless: rng.IntN(8) == 0, maxWarmups: rng.IntN(4),
 			owned: make([][]int32, n), lags: make([]map[int32]int64, n)}
 		for p := range c.parts {
 			if o := rng.IntN(n + 1); o < n { // owned by one member, or by none (its owner left)
@@ -288,7 +303,7 @@ func TestHABalancerCarriesStandbys(t *testing.T) {
 		jm.ProtocolMetadata = b.JoinGroupMetadata(names, current, 1)
 		jms = append(jms, jm)
 	}
-	leader := &copartitionBalancer{ha: haConfig{standbys: 1, acceptable: 10_000, stateful: func(int32) bool { return true }}}
+	leader := &copartitionBalancer{ha: haConfig{standbys: 1, acceptable: 10_000, maxWarmups: 2, stateful: func(int32) bool { return true }}}
 	mb, _, err := leader.MemberBalancer(jms)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +363,8 @@ func TestStandbyConfigValidation(t *testing.T) {
 		{[]Option{WithAcceptableRecoveryLag(-5)}, false},
 		{[]Option{WithProbingRebalanceInterval(-time.Second)}, false},
 		{[]Option{WithProbingRebalanceInterval(time.Second), WithAcceptableRecoveryLag(100)}, true},
+		{[]Option{WithMaxWarmupReplicas(-1)}, false},
+		{[]Option{WithMaxWarmupReplicas(5)}, true},
 	} {
 		cfg, err := newConfig(append([]Option{WithBrokers("x:9092")}, c.opts...))
 		if err == nil {
@@ -359,7 +376,141 @@ func TestStandbyConfigValidation(t *testing.T) {
 	}
 	var c Config
 	c.EnsureDefaults("app")
-	if c.AcceptableRecoveryLag != 10_000 || c.ProbingRebalanceInterval != 10*time.Minute || c.StandbyReplicas != 0 {
-		t.Fatalf("defaults %d %s %d", c.AcceptableRecoveryLag, c.ProbingRebalanceInterval, c.StandbyReplicas)
+	if c.AcceptableRecoveryLag != 10_000 || c.ProbingRebalanceInterval != 10*time.Minute || c.StandbyReplicas != 0 || c.MaxWarmupReplicas != 2 {
+		t.Fatalf("defaults %d %s %d %d", c.AcceptableRecoveryLag, c.ProbingRebalanceInterval, c.StandbyReplicas, c.MaxWarmupReplicas)
+	}
+}
+
+// TestAssignHAConverges plays rounds of the group against assignHA: each
+// round the members report what they run and keep, a partition moving to
+// another member is revoked in one round and assigned in the next
+// (cooperative), a new copy takes two rounds to catch up, and a round
+// follows whenever something moved or a warm-up exists (its prober).
+// Members join and leave between runs; some share a process. Every run
+// must settle within a bound, balanced, with no warm-up left (no endless
+// probing), and warm-ups must stay within the cap on the way.
+func TestAssignHAConverges(t *testing.T) {
+	type member struct {
+		process string
+		owned   map[int32]bool
+		copies  map[int32]int64 // standbys and warm-ups: their lag
+	}
+	round := func(ms []*member, parts int32, cfg haConfig) (haPlan, bool) {
+		hm := make([]haMember, len(ms))
+		byProcess := map[string]map[int32]int64{} // a process's threads share their state
+		key := func(i int) string {
+			if ms[i].process == "" {
+				return fmt.Sprint("#", i)
+			}
+			return ms[i].process
+		}
+		for i, m := range ms {
+			lags := byProcess[key(i)]
+			if lags == nil {
+				lags = map[int32]int64{}
+				byProcess[key(i)] = lags
+			}
+			for p := range m.owned {
+				lags[p] = 0
+			}
+			for p, l := range m.copies {
+				if old, ok := lags[p]; !ok || l < old {
+					lags[p] = l
+				}
+			}
+		}
+		for i, m := range ms {
+			hm[i] = haMember{owned: m.owned, lags: byProcess[key(i)], process: m.process, thread: i}
+		}
+		plan := assignHA(hm, parts, cfg)
+		warm := 0
+		for _, w := range plan.warmup {
+			warm += len(w)
+		}
+		if warm > cfg.maxWarmups {
+			t.Fatalf("%d warm-ups, cap %d: %+v", warm, cfg.maxWarmups, plan)
+		}
+		moved := warm > 0
+		for p := range parts {
+			a, prev := plan.active[p], -1
+			for i, m := range ms {
+				if m.owned[p] {
+					prev = i
+				}
+			}
+			switch {
+			case prev == a:
+			case prev >= 0:
+				delete(ms[prev].owned, p) // revoked now, assigned next round
+				moved = true
+			default:
+				ms[a].owned[p] = true
+				moved = true
+			}
+		}
+		for i, m := range ms {
+			keep := map[int32]bool{}
+			for _, p := range slices.Concat(plan.standby[i], plan.warmup[i]) {
+				if !m.owned[p] {
+					keep[p] = true
+				}
+			}
+			for p, l := range m.copies {
+				if !keep[p] {
+					delete(m.copies, p)
+				} else {
+					m.copies[p] = max(0, l-30_000)
+				}
+			}
+			for p := range keep {
+				if _, ok := m.copies[p]; !ok {
+					m.copies[p] = 50_000
+					moved = true
+				}
+			}
+		}
+		return plan, moved
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for it := range 1500 {
+		parts := int32(1 + rng.IntN(12))
+		cfg := haConfig{standbys: rng.IntN(3), acceptable: 10_000, maxWarmups: 1 + rng.IntN(3),
+			stateful: func(p int32) bool { return p%4 != 3 }}
+		var ms []*member
+		join := func() {
+			m := &member{owned: map[int32]bool{}, copies: map[int32]int64{}}
+			if rng.IntN(3) == 0 {
+				m.process = fmt.Sprint("p", rng.IntN(2))
+			}
+			ms = append(ms, m)
+		}
+		for range 1 + rng.IntN(4) {
+			join()
+		}
+		for run := range 4 {
+			var plan haPlan
+			for rounds := 0; ; rounds++ {
+				if rounds > 8*int(parts)+10 {
+					t.Fatalf("iteration %d, run %d: still moving after %d rounds: %+v", it, run, rounds, plan)
+				}
+				var moved bool
+				if plan, moved = round(ms, parts, cfg); !moved {
+					break
+				}
+			}
+			load := make([]int, len(ms))
+			for _, m := range plan.active {
+				load[m]++
+			}
+			if slices.Max(load)-slices.Min(load) > 1 {
+				t.Fatalf("iteration %d, run %d: settled unbalanced: %v", it, run, load)
+			}
+			if rng.IntN(2) == 0 {
+				join()
+			} else if len(ms) > 1 {
+				i := rng.IntN(len(ms))
+				ms = slices.Delete(ms, i, i+1)
+			}
+		}
 	}
 }
