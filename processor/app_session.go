@@ -176,7 +176,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP, Thread: th.index},
-			ha: a.haConfig(), lags: a.haLags, onStandby: s.onStandby, rejoin: &s.rejoin}),
+			ha: a.haConfig(), lags: a.haLags, ends: a.changelogEnds, onStandby: s.onStandby, rejoin: &s.rejoin}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

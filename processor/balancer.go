@@ -37,6 +37,9 @@ type copartitionBalancer struct {
 	ha        haConfig
 	lags      func() map[int32]int64
 	onStandby func(standbyAssignment)
+	// ends, when set, lists the changelog end offsets (haConfig.ends)
+	// when this member leads an assignment; nil on failure.
+	ends func() map[int32]int64
 	// rejoin, when set, is the member's forced-rebalance counter
 	// (joinUserData.Rejoin).
 	rejoin *rejoinCounter
@@ -131,7 +134,11 @@ func (c *copartitionBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string
 	for i, mb := range members {
 		has[i] = mb.ha
 	}
-	hp := assignHA(has, maxParts, c.ha)
+	cfg := c.ha
+	if c.ends != nil && cfg.stateful != nil {
+		cfg.ends = c.ends()
+	}
+	hp := assignHA(has, maxParts, cfg)
 	for topic, n := range topics {
 		for p := range n {
 			if mb := members[hp.active[p]]; mb.topics[topic] {

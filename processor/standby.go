@@ -263,6 +263,54 @@ func (a *App) haLags() map[int32]int64 {
 	return out
 }
 
+// changelogEnds lists the end offsets of every changelog partition and
+// sums them per partition number over its stateful tasks (haConfig.ends).
+// The group leader calls it as it assigns; nil when the listing fails,
+// and a partition number any of whose changelogs is missing is left out.
+func (a *App) changelogEnds() map[int32]int64 {
+	app := a.topo.Application()
+	var topics []string
+	for _, sub := range a.topo.SubTopologies() {
+		for _, spec := range sub.Stores {
+			if spec.Logged {
+				topics = append(topics, changelog.TopicName(app, spec.Name))
+			}
+		}
+	}
+	if len(topics) == 0 || a.adm == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		a.log.Warn("listing changelog end offsets for the assignment failed: members without state count as not caught up", "err", err)
+		return nil
+	}
+	out := map[int32]int64{}
+next:
+	for p := range a.maxPartitions() {
+		var sum int64
+		for _, id := range a.statefulTasks(p) {
+			for _, spec := range a.topo.SubTopologies()[id.SubTopology].Stores {
+				if !spec.Logged {
+					continue
+				}
+				o, ok := ends.Lookup(changelog.TopicName(app, spec.Name), p)
+				if !ok {
+					continue next
+				}
+				sum += o.Offset
+			}
+		}
+		out[p] = sum
+	}
+	return out
+}
+
 // haConfig is the leader's assignment configuration.
 func (a *App) haConfig() haConfig {
 	return haConfig{

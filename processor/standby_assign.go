@@ -18,9 +18,11 @@ import (
 // task of p into its local task DBs (standby.go).
 //
 // Each member reports in its join metadata, per partition number it has
-// complete local state for (every stateful task of p running, or kept as
-// a standby), its lag: changelog records its state is behind, summed over
-// the tasks of p (0 for running tasks). The leader then assigns, in the
+// complete local state for (every stateful task of p running, restoring,
+// or kept as a standby), its lag: changelog records its state is behind,
+// summed over the tasks of p (0 for running tasks). A member without
+// state lags by the changelogs' end offsets, which the leader lists as it
+// assigns (as Kafka Streams does). The leader then assigns, in the
 // spirit of Kafka Streams' HighAvailabilityTaskAssignor (KIP-441):
 //
 //  1. the balanced, sticky target owner of each p, as copartitionBalancer
@@ -92,6 +94,10 @@ type haConfig struct {
 	acceptable int64
 	// maxWarmups caps the warm-ups in the group at once.
 	maxWarmups int
+	// ends are the changelog end offsets of each partition number,
+	// summed over its stateful tasks: the lag of a member without state
+	// (nil or absent: unknown, never caught up).
+	ends map[int32]int64
 	// stateful reports whether any task of partition number p has logged
 	// stores; nil: every partition is stateless (no standbys, no warm-ups).
 	stateful func(p int32) bool
@@ -198,7 +204,12 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		if !stateful(p) {
 			return 0, true
 		}
-		l, ok := members[m].lags[p]
+		if l, ok := members[m].lags[p]; ok {
+			return l, true
+		}
+		// No state: the whole changelogs to restore, as Kafka Streams
+		// counts it, so small tasks move to a new member at once.
+		l, ok := cfg.ends[p]
 		return l, ok
 	}
 	caughtUp := func(m int, p int32) bool {

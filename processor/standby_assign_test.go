@@ -22,6 +22,7 @@ type haCase struct {
 	stateless bool // no partition has stateful tasks
 	// maxWarmups is haConfig.maxWarmups; 0: no cap (as large as parts).
 	maxWarmups int
+	ends       map[int32]int64 // haConfig.ends
 	owned      [][]int32
 	lags       []map[int32]int64
 	// want: per member the actives (intended owner), standbys, warm-ups.
@@ -36,11 +37,21 @@ func (c haCase) run() haPlan {
 			ms[i].owned[p] = true
 		}
 	}
-	cfg := haConfig{standbys: c.standbys, acceptable: 10_000, maxWarmups: c.maxWarmups, stateful: func(int32) bool { return !c.stateless }}
+	cfg := haConfig{standbys: c.standbys, acceptable: 10_000, maxWarmups: c.maxWarmups, ends: c.ends, stateful: func(int32) bool { return !c.stateless }}
 	if cfg.maxWarmups == 0 {
 		cfg.maxWarmups = int(c.parts)
 	}
 	return assignHA(ms, c.parts, cfg)
+}
+
+// lag is member m's lag on p as the leader sees it: reported, or with no
+// state the changelogs' end offsets when known.
+func (c haCase) lag(m int, p int32) (int64, bool) {
+	if l, ok := c.lags[m][p]; ok {
+		return l, true
+	}
+	l, ok := c.ends[p]
+	return l, ok
 }
 
 func activesOf(plan haPlan, members int) [][]int32 {
@@ -128,6 +139,14 @@ func TestAssignHATable(t *testing.T) {
 			active: [][]int32{{0, 1, 2, 3, 4, 5, 6, 7}, nil, nil}, standby: [][]int32{nil, nil, nil}, warmup: [][]int32{nil, {3}, {4}},
 		},
 		{
+			name: "a new instance without state takes small tasks at once: their whole changelogs are within the acceptable lag", parts: 4,
+			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0}, none},
+			// 2 and 3 are the new instance's share: 2 moves (tailed until
+			// it arrives), 3 warms up.
+			ends:   map[int32]int64{0: 9_000, 1: 9_000, 2: 4_000, 3: 60_000},
+			active: [][]int32{{0, 1, 3}, {2}}, standby: [][]int32{nil, {2}}, warmup: [][]int32{nil, {3}},
+		},
+		{
 			name: "stateless partitions: balance only, no standbys, no warm-ups", parts: 4, standbys: 1, stateless: true,
 			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{none, none},
 			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
@@ -179,11 +198,11 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 				if m == a {
 					t.Fatalf("partition %d warms up on its active owner %d", p, m)
 				}
-				la, ok := c.lags[a][p]
+				la, ok := c.lag(a, p)
 				if !ok {
 					t.Fatalf("partition %d warms up on %d while kept by %d, which has no state", p, m, a)
 				}
-				if lw, ok := c.lags[m][p]; la > 10_000 && ok && lw <= la {
+				if lw, ok := c.lag(m, p); la > 10_000 && ok && lw <= la {
 					t.Fatalf("partition %d warms up on %d (lag %d) while kept by %d, not caught up and no fresher", p, m, lw, a)
 				}
 			}
@@ -237,6 +256,12 @@ func TestAssignHARandomised(t *testing.T) {
 				c.owned[o] = append(c.owned[o], p)
 			}
 		}
+		if rng.IntN(2) == 0 {
+			c.ends = map[int32]int64{}
+			for p := range c.parts {
+				c.ends[p] = int64(rng.IntN(40_000))
+			}
+		}
 		for m := range n {
 			c.lags[m] = map[int32]int64{}
 			for p := range c.parts {
@@ -263,8 +288,8 @@ func TestAssignHARandomised(t *testing.T) {
 			warmed := slices.ContainsFunc(plan.warmup, func(w []int32) bool { return slices.Contains(w, p) })
 			for m := range n {
 				if slices.Contains(c.owned[m], p) && m != a {
-					if l, ok := c.lags[m][p]; ok && l <= 10_000 && !c.stateless {
-						if la, ok := c.lags[a][p]; !ok || la > 10_000 {
+					if l, ok := c.lag(m, p); ok && l <= 10_000 && !c.stateless {
+						if la, ok := c.lag(a, p); !ok || la > 10_000 {
 							t.Fatalf("partition %d moved from caught-up owner %d to %d, not caught up (lags %v)", p, m, a, c.lags)
 						}
 						if warmed {
@@ -464,7 +489,10 @@ func TestAssignHAConverges(t *testing.T) {
 			}
 			for p := range keep {
 				if _, ok := m.copies[p]; !ok {
-					m.copies[p] = 50_000
+					m.copies[p] = 50_000 // never more than the whole changelogs
+					if e, ok := cfg.ends[p]; ok {
+						m.copies[p] = min(e, 50_000)
+					}
 					moved = true
 				}
 			}
@@ -476,6 +504,12 @@ func TestAssignHAConverges(t *testing.T) {
 		parts := int32(1 + rng.IntN(12))
 		cfg := haConfig{standbys: rng.IntN(3), acceptable: 10_000, maxWarmups: 1 + rng.IntN(3),
 			stateful: func(p int32) bool { return p%4 != 3 }}
+		if rng.IntN(2) == 0 {
+			cfg.ends = map[int32]int64{}
+			for p := range parts {
+				cfg.ends[p] = int64(rng.IntN(60_000))
+			}
+		}
 		var ms []*member
 		join := func() {
 			m := &member{owned: map[int32]bool{}, copies: map[int32]int64{}}

@@ -1,7 +1,10 @@
 package processor_test
 
 import (
+	"encoding/json"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,4 +199,36 @@ func TestWarmUpBeforeMovingActiveTasks(t *testing.T) {
 		}
 	}
 	t.Logf("C's active restores: %v", byTask)
+}
+
+// TestNewInstanceTakesSmallTasksAtOnce: a member without state lags by
+// the changelogs' end offsets, as in Kafka Streams, so a new instance
+// takes a task whose whole changelog is within the acceptable recovery
+// lag in the rebalance it joins with, instead of warming it up first and
+// taking it in a probing rebalance after.
+func TestNewInstanceTakesSmallTasksAtOnce(t *testing.T) {
+	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
+	appID := kafkatestName(t, "small-state")
+	topo := countTopology(t, appID, in, out)
+	const keys = 400
+	want := produceKeysN(t, in, 0, keys, keys, 2)
+	runApp(t, topo, processor.WithInstanceID("a"), processor.WithHTTP("127.0.0.1:0"), fastCommits)
+	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
+
+	var logs logBuffer
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithHTTP("127.0.0.1:0"), fastCommits,
+		processor.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	v := waitTasks(t, b, 30*time.Second, "B got an active task", func(v tasksView) bool { return len(v.Active) > 0 })
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if n, _ := m["warmups"].(float64); m["msg"] == "standby tasks started" && n > 0 {
+			t.Fatalf("B warmed up tasks before running %v, though their changelogs (~%d records each) are within the acceptable lag: %s", v.Active, keys/2, line)
+		}
+	}
+	t.Logf("B runs %v", v.Active)
+	more := produceKeysN(t, in, keys, 200, keys, 2)
+	checkCounts(t, out, addCounts(want, more))
 }
