@@ -30,6 +30,23 @@ func TestSizeLayout(t *testing.T) {
 				again.Merge(in).To("out")
 			},
 			map[string]int32{"events": 3, "out": 1}, nil, ""},
+		{"a repartition topic with WithPartitions has that count, and so its reader's tasks",
+			func(b *topology.Builder) {
+				b.Stream("orders", serde.String(), serde.String()).
+					GroupBy(func(_, v string) string { return v }, serde.String(), topology.Named("by-item"), topology.WithPartitions(6)).
+					Count(topology.Named("per-item")).ToStream().To("out")
+			},
+			map[string]int32{"orders": 2, "out": 6}, []int32{2, 6}, ""},
+		{"a cogroup input repartitioned WithPartitions to the other input's count is co-partitioned with it",
+			func(b *topology.Builder) {
+				small := b.Stream("small", serde.String(), serde.String()).
+					GroupBy(func(_, v string) string { return v }, serde.String(), topology.Named("small-by-v"), topology.WithPartitions(4))
+				big := b.Stream("big", serde.String(), serde.String()).GroupByKey()
+				small.Cogroup(func(_, v, agg string) string { return agg + v }).
+					Cogroup(big, func(_, v, agg string) string { return agg + v }).
+					Aggregate(func() string { return "" }, serde.String(), topology.Named("agg")).ToStream().To("out")
+			},
+			map[string]int32{"small": 2, "big": 4, "out": 4}, []int32{2, 4}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

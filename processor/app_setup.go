@@ -229,6 +229,11 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 	repart := map[string]topology.InternalTopic{}
 	for _, r := range t.RepartitionTopics() {
 		repart[r.Name] = r
+		if r.Partitions > 0 {
+			// WithPartitions: fixed before the writer is sized, which
+			// would otherwise give the topic its own task count.
+			l.partitions[r.Name] = r.Partitions
+		}
 	}
 	// A topic sized by its reader takes the count of the reader's other
 	// inputs (its writer must not size it).
@@ -244,12 +249,6 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 				continue // sized below, from the others
 			}
 			p, ok := l.partitions[src]
-			if !ok {
-				if r, isRep := repart[src]; isRep && r.Partitions > 0 {
-					p, ok = r.Partitions, true
-					l.partitions[src] = p
-				}
-			}
 			if !ok && !lenient {
 				return false
 			}
