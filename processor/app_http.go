@@ -84,6 +84,7 @@ func advertisedAddr(adv, bound string) string {
 //
 //	min_position=topic:partition:offset  (repeatable, or comma-separated)
 //	wait=2s                              (default 0, at most 1m)
+//	tenant=acme                          (a key's tenant, for a store fed by tenant placement: ForTenant)
 //
 // and then answers only from local state at or past that position on the
 // partitions it reads (the input offsets a producer got for its writes,
@@ -273,6 +274,9 @@ func parseQuery(r *http.Request, shape answerShape) (queryParams, error) {
 		return p, err
 	}
 	p.limit = int(min(max(limit, 0), maxLimit))
+	if q.Has("tenant") {
+		p.opts = append(p.opts, ForTenant(q.Get("tenant")))
+	}
 	specs := q["min_position"]
 	if len(specs) == 0 {
 		return p, nil
@@ -287,7 +291,7 @@ func parseQuery(r *http.Request, shape answerShape) (queryParams, error) {
 			return p, fmt.Errorf("%w: wait=%q: want a duration from 0 to %s", errBadParam, v, maxWait)
 		}
 	}
-	p.opts = []QueryOption{AtLeast(bound, wait)}
+	p.opts = append(p.opts, AtLeast(bound, wait))
 	return p, nil
 }
 

@@ -93,8 +93,9 @@ type QueryResult struct {
 type QueryOption func(*queryOptions)
 
 type queryOptions struct {
-	bound Position
-	wait  time.Duration
+	bound  Position
+	wait   time.Duration
+	tenant string
 }
 
 // AtLeast answers only from state whose position covers bound on the
@@ -107,6 +108,15 @@ func AtLeast(bound Position, wait time.Duration) QueryOption {
 	return func(o *queryOptions) { o.bound, o.wait = bound, max(wait, 0) }
 }
 
+// ForTenant names the tenant of a keyed query's key, for a store whose
+// records reach it by tenant placement (its sub-topology reads a topic
+// written WithPlacement): a key's partition there depends on its tenant.
+// Without it such a query looks where the tenants without dedicated
+// partitions keep their keys. Other stores ignore it.
+func ForTenant(tenant string) QueryOption {
+	return func(o *queryOptions) { o.tenant = tenant }
+}
+
 // queryLimit is the default and maxLimit the largest number of entries a
 // query over several keys returns: a query holds the registry's read lock
 // while it reads, and a session waits for it to end.
@@ -117,7 +127,7 @@ const (
 
 // Get reads key from a key-value store. The key is serialized; its
 // partition is the default partitioner's, as for every store written from
-// a keyed stream. It answers from this instance's committed state, or
+// a keyed stream, or its tenant placement's (see ForTenant). It answers from this instance's committed state, or
 // fails with ErrNotLocal (QueryResult.Owner names the owner), ErrRestoring
 // or ErrNoOwner.
 func (a *App) Get(ctx context.Context, storeName string, key []byte, opts ...QueryOption) (QueryResult, error) {
@@ -252,7 +262,7 @@ func (a *App) query(ctx context.Context, q storeQuery) (QueryResult, error) {
 	}
 	deadline := time.Now().Add(o.wait)
 	for {
-		res, parts, err := a.readCommitted(ctx, q, info, sub)
+		res, parts, err := a.readCommitted(ctx, q, o, info, sub)
 		if errors.Is(err, errElsewhere) {
 			return a.elsewhere(ctx, res)
 		}
@@ -276,13 +286,17 @@ var errElsewhere = errors.New("partition not local")
 
 // readCommitted answers q once from a snapshot of the committed state, and
 // returns the partitions it read.
-func (a *App) readCommitted(ctx context.Context, q storeQuery, info topology.StoreInfo, sub int) (QueryResult, []int32, error) {
+func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, info topology.StoreInfo, sub int) (QueryResult, []int32, error) {
 	res := QueryResult{Position: Position{}, Changelog: Position{}}
 	v, done := a.iq.read(sub)
 	defer done()
 	parts := v.queryable
 	if q.keyed {
-		res.Partition = task.DefaultPartition(q.key, v.partitions)
+		p, err := a.keyPartition(sub, q.key, o.tenant, v.partitions)
+		if err != nil {
+			return res, nil, fmt.Errorf("processor: query %q: %w", q.name, err)
+		}
+		res.Partition = p
 		switch {
 		case slices.Contains(v.queryable, res.Partition):
 			parts = []int32{res.Partition}
@@ -316,6 +330,20 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, info topology.Sto
 	}
 	res.Found = len(res.Entries) > 0
 	return res, res.Partitions, nil
+}
+
+// keyPartition is the partition of key (of tenant) among the n tasks of
+// sub-topology sub: the tenant placement's when the sub-topology reads a
+// placed topic (Build makes a join's placed inputs agree), the default
+// partitioner's otherwise.
+func (a *App) keyPartition(sub int, key []byte, tenant string, n int32) (int32, error) {
+	placements := a.topo.Placements()
+	for _, topic := range a.topo.SubTopologies()[sub].SourceTopics {
+		if p, ok := placements[topic]; ok {
+			return p.Partition(tenant, key, n)
+		}
+	}
+	return task.DefaultPartition(key, n), nil
 }
 
 // readPartition reads partition p of q's store into res, with the
