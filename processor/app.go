@@ -77,6 +77,9 @@ type App struct {
 
 	// tenants: per-tenant outputs and staleness (app_tenants.go).
 	tenants tenantAccounts
+	// buckets are the rate-limited tenants' token buckets, which every
+	// thread draws on (app_admit.go).
+	buckets tenantBuckets
 
 	hazard        atomic.Pointer[appHazard]    // set by Run (app_hazard.go)
 	global        atomic.Pointer[globalStores] // set by Run before any task (app_global.go)

@@ -1,26 +1,28 @@
 package processor
 
 import (
+	"sync"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/frontier"
 )
 
 // Admission control (issue #15): frontier.Options.Tenants[t].Rate caps the
-// records of tenant t the record loop processes per second.
+// records of tenant t the App (all its stream threads) processes per
+// second.
 //
 // Each record a task processes is charged one token of the tenant its
 // source named for it (topology.WithTenant; the tenant its outputs carry,
-// task.TakeTenant), with frontier.Controller.Admit. A record's tenant is
-// known only once its source has decoded it, so the charge comes after the
-// record: when the tenant's bucket is empty, the record has been processed
-// on credit and its partition is held — its queued records are not
-// processed, and what is fetched meanwhile joins the queue, whose bound
-// pauses the partition's fetching (kgo PauseFetchPartitions) once it is
-// full — until Admit grants the owed token, after the wait it named. Then
-// the partition resumes where it stopped. The hold itself does not pause
-// fetching: a hold lasts one token, and pausing and resuming at the
-// tenant's rate would make the client drop and refetch the partition's
+// task.TakeTenant), from the App's bucket of that tenant. A record's
+// tenant is known only once its source has decoded it, so the charge comes
+// after the record: when the tenant's bucket is empty, the record has been
+// processed on credit and its partition is held — its queued records are
+// not processed, and what is fetched meanwhile joins the queue, whose
+// bound pauses the partition's fetching (kgo PauseFetchPartitions) once it
+// is full — until the bucket grants the owed token, after the wait it
+// named. Then the partition resumes where it stopped. The hold itself does
+// not pause fetching: a hold lasts one token, and pausing and resuming at
+// the tenant's rate would make the client drop and refetch the partition's
 // buffered records over and over (measured: a throttled hot tenant then
 // doubled the other tenants' p99). Over time a limited tenant's records are
 // processed at its Rate, after an initial Burst (+1).
@@ -35,15 +37,18 @@ import (
 // output topics places them), so that throttling one does not slow the
 // others.
 //
-// Holds belong to the session's controller, whose buckets they draw on: a
-// new session starts with full buckets and no holds. An abort keeps them
-// (the tokens were spent whatever happens to the transaction).
+// The buckets are the App's, one per limited tenant, shared by its stream
+// threads: a tenant's Rate is what the process admits of it, however many
+// threads run its partitions. They outlive sessions, so a restart does not
+// grant a new Burst. Holds belong to the session: a new session starts
+// with none. An abort keeps them (the tokens were spent whatever happens
+// to the transaction).
 
 // admitHold is a partition's admission state.
 type admitHold struct {
 	owed  string    // the tenant owed a token for a record already processed; "" none
 	since time.Time // when the partition was held
-	retry time.Time // when to ask Admit again
+	retry time.Time // when to ask the bucket again
 }
 
 func (h admitHold) held() bool { return h.owed != "" }
@@ -70,7 +75,7 @@ func (s *session) charge(lt *liveTask, p *partQueue) {
 		return
 	}
 	now := s.now()
-	if ok, wait := s.ctrl.Admit(now, tenant, 1); !ok {
+	if ok, wait := s.app.buckets.admit(now, s.ctrl.Options(), tenant); !ok {
 		p.hold = admitHold{owed: tenant, since: now, retry: now.Add(max(wait, minHold))}
 		p.throttled = now
 	}
@@ -88,7 +93,7 @@ const minHold = 10 * time.Millisecond
 // are left out of the backlog the commit controller is told about.
 const throttledFor = time.Second
 
-// releaseHolds asks Admit again for the holds whose wait is over and
+// releaseHolds asks the buckets again for the holds whose wait is over and
 // releases the partitions whose owed token it grants.
 func (s *session) releaseHolds(now time.Time) {
 	if !s.admission {
@@ -99,7 +104,7 @@ func (s *session) releaseHolds(now time.Time) {
 		if !h.held() || now.Before(h.retry) {
 			continue
 		}
-		ok, wait := s.ctrl.Admit(now, h.owed, 1)
+		ok, wait := s.app.buckets.admit(now, s.ctrl.Options(), h.owed)
 		if !ok {
 			h.retry = now.Add(wait)
 			continue
@@ -119,4 +124,32 @@ func (s *session) nextRelease() (time.Time, bool) {
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// tenantBuckets are an App's token buckets by tenant, made full when a
+// tenant is first charged.
+type tenantBuckets struct {
+	mu      sync.Mutex
+	buckets map[string]*frontier.TokenBucket
+}
+
+// admit takes one token of tenant's bucket (o's Rate and Burst), or tells
+// how long until there is one. Tenants without a rate are admitted.
+func (b *tenantBuckets) admit(now time.Time, o frontier.Options, tenant string) (bool, time.Duration) {
+	t, ok := o.Tenants[tenant]
+	if !ok || t.Rate <= 0 {
+		return true, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tb := b.buckets[tenant]
+	if tb == nil {
+		if b.buckets == nil {
+			b.buckets = map[string]*frontier.TokenBucket{}
+		}
+		nb := frontier.NewTokenBucket(now, t.Rate, t.Burst)
+		tb = &nb
+		b.buckets[tenant] = tb
+	}
+	return tb.Take(now, 1)
 }
