@@ -678,7 +678,7 @@ func (s *session) applyPauses() {
 	if len(resume) > 0 {
 		s.cl.ResumeFetchPartitions(resume)
 	}
-	s.app.metrics.fair.paused.Set(float64(len(f.paused)))
+	s.app.setThreadPaused(s.th, len(f.paused))
 }
 
 // pollWait bounds the loop's poll wait by the queues: no wait while a pass

@@ -616,3 +616,29 @@ func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
 		t.Fatalf("a backlog resume was taken for a stray:\n%s", got)
 	}
 }
+
+// TestPausedPartitionsGaugeSumsThreads: tidemark_paused_partitions is the
+// App's, the partitions every stream thread paused: a thread with none
+// paused does not overwrite a sibling's count.
+func TestPausedPartitionsGaugeSumsThreads(t *testing.T) {
+	r0 := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
+	r1 := newFairRig(t, 5, 1, 2, frontier.Options{})
+	app := r0.s.app
+	th1 := &appThread{app: app, index: 1}
+	app.threads = append(app.threads, th1)
+	r1.s.app, r1.s.th = app, th1
+	for _, r := range []*fairRig{r0, r1} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		r.s.cl = cl
+	}
+	r0.feed(0, "a", 0, 21)
+	r0.s.applyPauses()
+	r1.s.applyPauses() // its first sweep, nothing paused
+	if got := metricValue(app.metrics.fair.paused); got != 1 {
+		t.Fatalf("thread 0 paused in/0, thread 1 nothing: tidemark_paused_partitions %v, want 1", got)
+	}
+}

@@ -527,6 +527,7 @@ func (s *session) close(state string, attrs []any) {
 	s.tasks = map[topology.TaskID]*liveTask{}
 	s.app.ha.setActive(s.th.index, nil)
 	s.app.setThreadTasks(s.th, 0)
+	s.app.setThreadPaused(s.th, 0) // the client and its pauses go
 	s.app.setReady(s.th, false)
 	s.th.client.Store(nil)
 	if s.gts != nil {

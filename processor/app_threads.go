@@ -130,6 +130,9 @@ type appThread struct {
 	ready atomic.Bool  // every task assigned to the thread runs
 	tasks atomic.Int64 // tasks running
 	lag   atomic.Int64 // records behind the inputs' end offsets
+	// paused counts the input partitions the thread's loop paused
+	// (app_fair.go).
+	paused atomic.Int64
 	// client is the current session's group client, nil between
 	// sessions: the peer detector forces a rejoin through it
 	// (app_peers.go).
@@ -270,6 +273,17 @@ func (a *App) setThreadLag(th *appThread, lag int64) {
 	}
 	a.metrics.lag.Set(float64(sum))
 	a.threadMetrics().lag.WithLabelValues(strconv.Itoa(th.index)).Set(float64(lag))
+}
+
+// setThreadPaused records the input partitions th paused: the paused
+// partitions gauge is the sum over threads.
+func (a *App) setThreadPaused(th *appThread, n int) {
+	th.paused.Store(int64(n))
+	var sum int64
+	for _, t := range a.threads {
+		sum += t.paused.Load()
+	}
+	a.metrics.fair.paused.Set(float64(sum))
 }
 
 // publishSnapshot publishes th's controller snapshot for /frontier: the
