@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -46,10 +47,14 @@ func RunApps(ctx context.Context, apps ...*App) error {
 		if seen[id] {
 			return fmt.Errorf("processor: RunApps: two apps with application id %q", id)
 		}
-		if dirs[a.cfg.StateDir] {
-			return fmt.Errorf("processor: RunApps: two apps with state dir %q", a.cfg.StateDir)
+		dir, err := filepath.Abs(a.cfg.StateDir) // one directory however it is spelled
+		if err != nil {
+			return fmt.Errorf("processor: RunApps: app %q: state dir: %w", id, err)
 		}
-		seen[id], dirs[a.cfg.StateDir] = true, true
+		if dirs[dir] {
+			return fmt.Errorf("processor: RunApps: two apps with state dir %q", dir)
+		}
+		seen[id], dirs[dir] = true, true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -134,6 +134,14 @@ func TestRunAppsRejectsCollisions(t *testing.T) {
 	if err := processor.RunApps(context.Background(), a1, a2); err == nil || !strings.Contains(err.Error(), "state dir") {
 		t.Fatalf("RunApps = %v, want a state dir collision", err)
 	}
+	// One directory spelled differently.
+	a4, err := processor.NewApp(countTopology(t, "third-app", "in", "out"), processor.WithBrokers("127.0.0.1:1"), processor.WithStateDir(dir+"/./"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := processor.RunApps(context.Background(), a1, a4); err == nil || !strings.Contains(err.Error(), "state dir") {
+		t.Fatalf("RunApps = %v, want a state dir collision", err)
+	}
 	a3, err := processor.NewApp(topo, processor.WithBrokers("127.0.0.1:1"), processor.WithStateDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
