@@ -169,21 +169,29 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		a.hazard.Load().stop(failed)
 	}()
-	if err := a.openSnapshots(ctx); err != nil {
+	// Shut down while starting (a global store's restore can take a
+	// while): nothing to commit, as when setup is interrupted.
+	starting := func(err error) error {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
+	}
+	if err := a.openSnapshots(ctx); err != nil {
+		return starting(err)
 	}
 	defer a.closeSnapshots()
 	// Global stores catch up with their topics before any task exists;
 	// they close after g.Wait, when every task is closed.
 	global, err := a.startGlobal(ctx)
 	if err != nil {
-		return err
+		return starting(err)
 	}
 	a.global.Store(global)
 	defer global.close()
 	stopFrontier, err := a.startFrontier(ctx)
 	if err != nil {
-		return err
+		return starting(err)
 	}
 	defer stopFrontier()
 	g, gctx := errgroup.WithContext(ctx)
