@@ -67,6 +67,10 @@ type App struct {
 	// keep a task's local state to one of them at a time.
 	threads []*appThread
 	leases  taskLeases
+	// threadSums serialises the threads' updates of App-wide values
+	// computed over every thread (readiness, the tasks, lag and paused
+	// gauges; app_threads.go), so none stores a sum of stale reads last.
+	threadSums sync.Mutex
 
 	ready    atomic.Bool
 	pub      published     // read by HTTP handlers

@@ -243,6 +243,8 @@ func (a *App) runThreads(appCtx, ctx context.Context) error {
 // setReady records whether every task of th runs, and the App is ready
 // when every thread is.
 func (a *App) setReady(th *appThread, ready bool) {
+	a.threadSums.Lock()
+	defer a.threadSums.Unlock()
 	th.ready.Store(ready)
 	all := true
 	for _, t := range a.threads {
@@ -254,6 +256,8 @@ func (a *App) setReady(th *appThread, ready bool) {
 // setThreadTasks records th's running tasks: the tasks gauge is the sum
 // over threads, the thread gauge th's.
 func (a *App) setThreadTasks(th *appThread, n int) {
+	a.threadSums.Lock()
+	defer a.threadSums.Unlock()
 	th.tasks.Store(int64(n))
 	var sum int64
 	for _, t := range a.threads {
@@ -266,6 +270,8 @@ func (a *App) setThreadTasks(th *appThread, n int) {
 // setThreadLag records th's consumer lag: the lag gauge is the sum over
 // threads.
 func (a *App) setThreadLag(th *appThread, lag int64) {
+	a.threadSums.Lock()
+	defer a.threadSums.Unlock()
 	th.lag.Store(lag)
 	var sum int64
 	for _, t := range a.threads {
@@ -278,6 +284,8 @@ func (a *App) setThreadLag(th *appThread, lag int64) {
 // setThreadPaused records the input partitions th paused: the paused
 // partitions gauge is the sum over threads.
 func (a *App) setThreadPaused(th *appThread, n int) {
+	a.threadSums.Lock()
+	defer a.threadSums.Unlock()
 	th.paused.Store(int64(n))
 	var sum int64
 	for _, t := range a.threads {

@@ -303,3 +303,37 @@ func TestPinHot(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadSumsDoNotLoseUpdates: threads that record their readiness and
+// their task counts at the same moment leave the App ready and the tasks
+// gauge at the sum. Each computed the App's value from a read of its
+// siblings and stored it: the store of a thread that read a sibling's old
+// state could land last, and the App stayed not ready (or the gauge stale)
+// until the next assignment change.
+func TestThreadSumsDoNotLoseUpdates(t *testing.T) {
+	a := &App{metrics: newAppMetrics("app"), threads: newThreads(2)}
+	a.thm = newThreadMetrics(a.metrics.reg, "app")
+	for _, th := range a.threads {
+		th.app = a
+	}
+	for i := range 20000 {
+		for _, th := range a.threads {
+			a.setReady(th, false)
+			a.setThreadTasks(th, 0)
+		}
+		var wg sync.WaitGroup
+		for _, th := range a.threads {
+			wg.Go(func() {
+				a.setReady(th, true)
+				a.setThreadTasks(th, 2)
+			})
+		}
+		wg.Wait()
+		if !a.Ready() {
+			t.Fatalf("round %d: every thread ready, the App not", i)
+		}
+		if got := metricValue(a.metrics.tasks); got != 4 {
+			t.Fatalf("round %d: tasks gauge %v, want 4", i, got)
+		}
+	}
+}
