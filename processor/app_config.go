@@ -234,8 +234,8 @@ type Config struct {
 	Threads int
 	// PinnedPartitions are the partition numbers whose tasks run on one
 	// stream thread of each process, apart from the other tasks
-	// (app_threads_pin.go). Default: the partitions the topology's
-	// placements dedicate to hot tenants.
+	// (app_threads_pin.go). Default (nil): the partitions the topology's
+	// placements dedicate to hot tenants; empty: none.
 	PinnedPartitions []int32
 
 	persistedID bool // InstanceID lives in StateDir/instance-id

@@ -3,6 +3,7 @@ package processor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -334,6 +336,35 @@ func TestThreadSumsDoNotLoseUpdates(t *testing.T) {
 		}
 		if got := metricValue(a.metrics.tasks); got != 4 {
 			t.Fatalf("round %d: tasks gauge %v, want 4", i, got)
+		}
+	}
+}
+
+// TestPinnedPartitionsOption: by default the placements' dedicated
+// partitions are pinned; WithPinnedPartitions names others, and with none
+// pins nothing.
+func TestPinnedPartitionsOption(t *testing.T) {
+	b := topology.NewBuilder("app")
+	hot := topology.NewTenantPlacement(map[string][]int32{"flash": {0, 1}})
+	b.Stream("in", serde.String(), serde.String()).To("out", topology.WithPlacement(hot))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{nil, "map[0:true 1:true]"},
+		{[]Option{WithPinnedPartitions(3)}, "map[3:true]"},
+		{[]Option{WithPinnedPartitions()}, "map[]"},
+	} {
+		a, err := NewApp(topo, append(tc.opts, WithBrokers("127.0.0.1:1"), WithStateDir(t.TempDir()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(a.pinnedPartitions()); got != tc.want {
+			t.Errorf("pinned %s, want %s", got, tc.want)
 		}
 	}
 }

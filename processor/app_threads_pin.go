@@ -24,9 +24,10 @@ import (
 // WithPinnedPartitions sets Config.PinnedPartitions: the partition numbers
 // whose tasks run on one stream thread of each process, apart from the
 // others. Default: the partitions dedicated to hot tenants by the
-// topology's placements (topology.WithPlacement).
+// topology's placements (topology.WithPlacement). WithPinnedPartitions()
+// with none pins nothing.
 func WithPinnedPartitions(parts ...int32) Option {
-	return func(c *Config) { c.PinnedPartitions = slices.Clone(parts) }
+	return func(c *Config) { c.PinnedPartitions = append([]int32{}, parts...) } // empty, not nil: none
 }
 
 // pinnedPartitions is the set the group leader pins (haConfig.hot).
