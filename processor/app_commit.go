@@ -65,7 +65,7 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 	switch {
 	case st.Committed:
 		s.app.prunePoison(st.Offsets)
-		s.th.isolate = false
+		s.th.isolate, s.th.commitRejects = false, 0
 		s.observeBlocked(end, blocked, idle)
 		phases := [3]time.Duration{st.Prepare, st.End, st.Apply}
 		s.app.metrics.observeCommit(reason, end.Sub(start), phases)
@@ -81,8 +81,16 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		t.mu.Lock()
 		rejectedOutput := t.rejected
 		t.mu.Unlock()
-		if err := s.aborted(prepErr.AbortErr, abortPrepare); err != nil {
-			return err
+		aerr := s.aborted(prepErr.AbortErr, abortPrepare)
+		// An output rejected in a batch is found by the isolated redo and
+		// left to the handler; only what is rejected after that counts.
+		if isolating := rejectedOutput && !s.th.isolate; !isolating {
+			if err := s.commitRejected(prepErr.Err); err != nil {
+				return err
+			}
+		}
+		if aerr != nil {
+			return aerr
 		}
 		if rejectedOutput && !s.th.isolate {
 			// Redo it producing outputs one by one, to find out which

@@ -224,3 +224,49 @@ func TestOneAppsBadRecordDoesNotStopAnother(t *testing.T) {
 	default:
 	}
 }
+
+// A state value too large for its changelog has no input record to blame
+// or skip: after the retries the app must stop with an error naming the
+// changelog, not abort and redo the same transaction forever.
+func TestRejectedChangelogRecordFailsRun(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.String()).GroupByKey().Reduce(func(agg, v string) string { return agg + v })
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each value fits; their concatenation is larger than any batch.
+	var recs []*kgo.Record
+	for range 4 {
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte(incompressible(300_000))})
+	}
+	kafkatest.Produce(t, recs...)
+	_, done := startApp(t, topo)
+	err = runError(t, done, 15*time.Second)
+	if !strings.Contains(err.Error(), "changelog") || !strings.Contains(err.Error(), "MESSAGE_TOO_LARGE") {
+		t.Fatalf("Run: %.300v; want it to say the changelog record is too large", err)
+	}
+}
+
+// With ProductionRetries 1 a rejected output still reaches the handler:
+// the batch that carried it is redone output by output first.
+func TestRejectedOutputWithOneRetryReachesTheHandler(t *testing.T) {
+	in, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
+	var recs []*kgo.Record
+	for i, v := range []int64{1, 9, 2} {
+		recs = append(recs, int64Record(in, 0, "k"+strconv.Itoa(i), &v))
+	}
+	kafkatest.Produce(t, recs...)
+	_, stop := runApp(t, bigOnNine(t, in, out), processor.WithDeadLetterTopic(dlq),
+		processor.WithProductionErrorHandler(processor.DeadLetterOnError),
+		func(c *processor.Config) { c.ProductionRetries = 1 })
+	defer stop()
+	if got := keysOf(kafkatest.ConsumeExactly(t, out, 2, kafkatest.Timeout, time.Second)); got != "k0,k2" {
+		t.Fatalf("outputs %s, want k0 and k2", got)
+	}
+	if dl := kafkatest.ConsumeExactly(t, dlq, 1, kafkatest.Timeout, time.Second)[0]; string(dl.Key) != "k1" {
+		t.Fatalf("dead letter %q, want k1", dl.Key)
+	}
+}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/internal/retry"
 )
 
 // Outputs the broker rejects for good (a record too large for the topic,
@@ -96,6 +98,29 @@ func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) er
 		return fmt.Errorf("processor: %w: record %s: %w", errFatal, s.curKey(), cause)
 	}
 	return s.poison(ectx, action, "production", cause)
+}
+
+// commitRejected counts the transactions in a row that a rejected record
+// aborted at commit, cause being the abort's. A rejected output is isolated
+// and left to the production-error handler, and a commit follows; but the
+// records produced at commit (changelog records: a state value too large
+// for its topic, a changelog the app may not write) belong to no input
+// record, and redoing their transaction fails the same way every time.
+// After ProductionRetries attempts, with growing pauses, the app fails.
+func (s *session) commitRejected(cause error) error {
+	if !rejected(cause) {
+		return nil
+	}
+	s.th.commitRejects++
+	n := s.th.commitRejects
+	if n >= s.app.cfg.ProductionRetries {
+		s.th.commitRejects = 0
+		return fmt.Errorf("processor: %w: a record produced at commit rejected after %d attempts: %w", errFatal, n, cause)
+	}
+	if n > 1 { // the first is most often an output, isolated at once
+		_ = retry.Sleep(s.ctx, min(100*time.Millisecond<<n, 5*time.Second))
+	}
+	return nil
 }
 
 // redoPause is the pause before redoing a transaction after a rejection.

@@ -115,6 +115,7 @@ type appThread struct {
 
 	// Loop goroutine only.
 	isolate          bool        // see app_rejected.go
+	commitRejects    int         // see session.commitRejected
 	commitWatch      commitWatch // see app_commitwatch.go
 	lastReflectedLog time.Time   // see app_reflected.go
 	// fsess and fss are the frontier state of the thread's session
