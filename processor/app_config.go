@@ -60,7 +60,9 @@ const (
 	FailOnDeserializationError OnDeserializationError = iota
 	// DeadLetterOnDeserializationError writes the raw record to
 	// Config.DeadLetterTopic, inside the transaction, with headers naming
-	// the error, source topic, partition and offset, and goes on.
+	// the error, source topic, partition and offset, and goes on. A
+	// global table's undecodable record is skipped and logged instead:
+	// every instance reads it.
 	DeadLetterOnDeserializationError
 )
 

@@ -114,3 +114,66 @@ func TestSkipUndecodableSourceDropsInsteadOfDeadLettering(t *testing.T) {
 	}
 	kafkatest.ConsumeExactly(t, dlq, 0, 5*time.Second, time.Second)
 }
+
+// globalJoin joins in (string keys, quantities) with the global table of
+// topic g (store "rates") under the key "m"+key, emitting value×rate, or
+// −1 for a key the table lacks.
+func globalJoin(t *testing.T, in, g, out string) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	rates := b.GlobalTable(g, serde.String(), quantity, topology.Named("rates"))
+	b.Stream(in, serde.String(), quantity).
+		LeftJoinGlobal(rates, func(k string, _ int64) string { return "m" + k },
+			func(_ string, v, rate int64, found bool) int64 {
+				if !found {
+					return -1
+				}
+				return v * rate
+			}).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+// An undecodable record of a global table's topic is the bad input, not
+// the stream records that look its key up: the app fails naming it, before
+// any stream record is blamed for it.
+func TestUndecodableGlobalRecordFailsRunNamingIt(t *testing.T) {
+	in, g, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	kafkatest.Produce(t, int64Record(g, 0, "m1", ptr(2)), int64Record(g, 0, "m2", nil))
+	kafkatest.Produce(t, int64Record(in, 0, "1", ptr(5)), int64Record(in, 0, "2", ptr(7)))
+	_, done := startApp(t, globalJoin(t, in, g, out))
+	err := runError(t, done, 30*time.Second)
+	if !strings.Contains(err.Error(), g+"/0@1") || !strings.Contains(err.Error(), "quantity: not 8 bytes") {
+		t.Fatalf("Run: %.400v; want it to name the global record %s/0@1 and its serde error", err, g)
+	}
+	if strings.Contains(err.Error(), in) {
+		t.Fatalf("Run: %.400v; blames a stream record of %s for the global table's bad record", err, in)
+	}
+}
+
+// With a dead-letter topic an undecodable global record is skipped and
+// counted: the stream records looking its key up are not failed, skipped
+// or dead-lettered for it.
+func TestUndecodableGlobalRecordIsSkippedWithADeadLetterTopic(t *testing.T) {
+	in, g, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	kafkatest.Produce(t, int64Record(g, 0, "m1", ptr(2)), int64Record(g, 0, "m2", nil))
+	kafkatest.Produce(t, int64Record(in, 0, "1", ptr(5)), int64Record(in, 0, "2", ptr(7)))
+	app, done := startApp(t, globalJoin(t, in, g, out), processor.WithDeadLetterTopic(dlq),
+		processor.WithProcessingErrorHandler(processor.DeadLetterOnError), processor.WithHTTP("127.0.0.1:0"))
+	got := kafkatest.ConsumeExactly(t, out, 2, 20*time.Second, time.Second)
+	if v1, v2 := int64(binary.BigEndian.Uint64(got[0].Value)), int64(binary.BigEndian.Uint64(got[1].Value)); v1 != 10 || v2 != -1 {
+		t.Fatalf("outputs %d, %d; want 10 and -1 (m2's record skipped)", v1, v2)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run stopped: %v", err)
+	default:
+	}
+	kafkatest.ConsumeExactly(t, dlq, 0, 3*time.Second, time.Second)
+	if m := scrape(t, "http://"+app.HTTPAddr()); m["tidemark_deserialization_errors_total"] != 1 {
+		t.Fatalf("tidemark_deserialization_errors_total = %v, want 1", m["tidemark_deserialization_errors_total"])
+	}
+}

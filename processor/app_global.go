@@ -308,19 +308,27 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 		byTopic[gs.info.Topic] = gs
 	}
 	var n int64
+	var bad error
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		gs := byTopic[fp.Topic]
-		if gs == nil {
+		if gs == nil || bad != nil {
 			return
 		}
 		for _, r := range fp.Records {
 			if r.Offset < gs.pos[fp.Partition] {
 				continue
 			}
+			// A transaction marker or a null key: nothing to store.
+			keep := !r.Attrs.IsControl() && r.Key != nil
+			if keep {
+				if keep, bad = g.check(gs, r); bad != nil {
+					return
+				}
+			}
 			gs.moved[fp.Partition] = r.Offset + 1
 			gs.pos[fp.Partition] = r.Offset + 1
-			if r.Attrs.IsControl() || r.Key == nil {
-				continue // a transaction marker, or a null key: nothing to store
+			if !keep {
+				continue
 			}
 			rec := changelog.GlobalRecord{Key: r.Key}
 			if r.Value != nil {
@@ -332,6 +340,9 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 			gs.lag[fp.Partition] = max(fp.LastStableOffset-gs.pos[fp.Partition], 0)
 		}
 	})
+	if bad != nil {
+		return 0, bad
+	}
 	for _, gs := range g.stores {
 		if len(gs.moved) == 0 {
 			continue
@@ -351,6 +362,32 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 		clear(gs.moved)
 	}
 	return n, nil
+}
+
+// check decodes a global record before it is stored: an undecodable one
+// would fail every lookup of its key, blaming the stream records that make
+// them. It fails the app, naming the record, or with a dead-letter topic
+// is skipped (keep false): the key keeps its previous value, as with Kafka
+// Streams' LogAndContinueExceptionHandler. It is not dead-lettered: every
+// instance reads every global record, on every reload.
+func (g *globalStores) check(gs *globalStore, r *kgo.Record) (keep bool, err error) {
+	if gs.info.Check == nil {
+		return true, nil
+	}
+	err = gs.info.Check(r.Key, r.Value)
+	if err == nil {
+		return true, nil
+	}
+	at := recordKey{r.Topic, r.Partition, r.Offset}
+	if !errors.Is(err, topology.ErrDeserialize) {
+		return false, fmt.Errorf("global store %q: record %s: %w", gs.info.Spec.Name, at, err)
+	}
+	g.a.metrics.deserializationErrors.Inc()
+	if g.a.cfg.OnDeserializationError != DeadLetterOnDeserializationError {
+		return false, fmt.Errorf("global store %q: record %s: %w", gs.info.Spec.Name, at, err)
+	}
+	g.a.log.Warn("global store: skipping an undecodable record", "store", gs.info.Spec.Name, "record", at.String(), "err", err)
+	return false, nil
 }
 
 // taskStores are the stores tasks look global stores up in (nil-safe).

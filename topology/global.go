@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,6 +63,12 @@ type GlobalStoreInfo struct {
 	Timestamped bool
 	// Nodes are the operators that read the store (the global joins).
 	Nodes []string
+	// Check decodes a record of Topic with the table's serdes (a nil
+	// value is a tombstone), so the runtime refuses an undecodable record
+	// before it is stored rather than fail every lookup of its key. Its
+	// error wraps ErrDeserialize, unless the serde could not judge the
+	// record (serde.ErrRegistry).
+	Check func(key, value []byte) error
 }
 
 // GlobalStoreDescription describes a global store in Describe's output.
@@ -83,7 +90,8 @@ func (b *Builder) GlobalTable[K, V any](topic string, keys serde.Serde[K], value
 			b.fail(errorf(name, "%w: global store has a generated name; name it with Named (RequireNamedState)", ErrInvalidTopology))
 		}
 	}
-	info := &GlobalStoreInfo{Spec: store.Spec{Name: name, Kind: store.KindKeyValue}, Topic: topic, Timestamped: true}
+	info := &GlobalStoreInfo{Spec: store.Spec{Name: name, Kind: store.KindKeyValue}, Topic: topic, Timestamped: true,
+		Check: globalCheck(keys, values)}
 	switch {
 	case topic == "":
 		b.fail(errorf(name, "%w: global table without a topic", ErrInvalidTopology))
@@ -104,6 +112,30 @@ func (b *Builder) GlobalTable[K, V any](topic string, keys serde.Serde[K], value
 	}
 	b.globals = append(b.globals, info)
 	return GlobalTable[K, V]{b: b, info: info, ks: keys, vs: values}
+}
+
+func globalCheck[K, V any](keys serde.Serde[K], values serde.Serde[V]) func(key, value []byte) error {
+	if keys == nil || values == nil {
+		return nil // Build fails
+	}
+	wrap := func(what string, err error) error {
+		if errors.Is(err, serde.ErrRegistry) {
+			return fmt.Errorf("%s not decoded yet: %w", what, err)
+		}
+		return fmt.Errorf("%w %s: %w", ErrDeserialize, what, err)
+	}
+	return func(key, value []byte) error {
+		if _, err := keys.Decode(key); err != nil {
+			return wrap("key", err)
+		}
+		if value == nil {
+			return nil
+		}
+		if _, err := values.Decode(value); err != nil {
+			return wrap("value", err)
+		}
+		return nil
+	}
 }
 
 // StoreName is the global store's name.

@@ -21,12 +21,14 @@ import (
 type globalStores struct {
 	byName  map[string]store.Store
 	byTopic map[string]store.KeyValue
+	checks  map[string]func(key, value []byte) error // by topic
 	buf     []byte
 }
 
 func (d *Driver) openGlobals() error {
 	gs := d.topo.GlobalStores()
-	d.globals = &globalStores{byName: map[string]store.Store{}, byTopic: map[string]store.KeyValue{}}
+	d.globals = &globalStores{byName: map[string]store.Store{}, byTopic: map[string]store.KeyValue{},
+		checks: map[string]func(key, value []byte) error{}}
 	for _, g := range gs {
 		s, err := d.cfg.provider.Open(g.Spec, 0)
 		if err != nil {
@@ -39,6 +41,7 @@ func (d *Driver) openGlobals() error {
 		}
 		d.globals.byName[g.Spec.Name] = kv
 		d.globals.byTopic[g.Topic] = kv
+		d.globals.checks[g.Topic] = g.Check
 	}
 	return nil
 }
@@ -50,11 +53,17 @@ func (g *globalStores) reads(topic string) bool {
 
 // update applies a record of topic to its global store, if topic is
 // global, as the service's global goroutine does: a null key is ignored,
-// a null value deletes, anything else is stored with its timestamp.
+// a null value deletes, anything else is stored with its timestamp. A
+// record the table's serdes cannot decode fails (topology.ErrDeserialize).
 func (g *globalStores) update(topic string, key, value []byte, ts int64) error {
 	kv, ok := g.byTopic[topic]
 	if !ok || key == nil {
 		return nil
+	}
+	if check := g.checks[topic]; check != nil {
+		if err := check(key, value); err != nil {
+			return fmt.Errorf("tidemarktest: global store %q from %q: %w", kv.Name(), topic, err)
+		}
 	}
 	var err error
 	if value == nil {

@@ -1,6 +1,7 @@
 package tidemarktest_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -219,5 +220,31 @@ func TestGlobalTableBuildErrors(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// A record the global table's serdes cannot decode fails its pipe, as in
+// the service, rather than every later lookup of its key.
+func TestUndecodableGlobalRecordFailsItsPipe(t *testing.T) {
+	b := topology.NewBuilder("app")
+	rates := b.GlobalTable("rates", serde.String(), serde.Int64(), topology.Named("rates"))
+	b.Stream("orders", serde.String(), serde.String()).
+		LeftJoinGlobal(rates, func(_, v string) string { return v },
+			func(_, _ string, rate int64, found bool) string { return fmt.Sprint(rate, found) }).
+		To("out")
+	topo, err := b.Build()
+	must(t, err)
+	d, err := tidemarktest.New(topo)
+	must(t, err)
+	defer func() { must(t, d.Close()) }()
+	err = tidemarktest.Input(d, "rates", serde.String(), serde.String()).Pipe("m1", "bad", 1)
+	if !errors.Is(err, topology.ErrDeserialize) {
+		t.Fatalf("piping an undecodable global record: %v, want topology.ErrDeserialize", err)
+	}
+	must(t, tidemarktest.Input(d, "orders", serde.String(), serde.String()).Pipe("o1", "m1", 2))
+	got, err := tidemarktest.Output(d, "out", serde.String(), serde.String()).ReadKeyValues()
+	must(t, err)
+	if len(got) != 1 || got[0].Value != "0 false" {
+		t.Fatalf("outputs %q, want one unjoined", got)
 	}
 }
