@@ -2,9 +2,7 @@ package schemas
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -45,8 +43,7 @@ func (r *Registry) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	}
 	s, err := r.cl.SchemaByID(ctx, id)
 	if err != nil {
-		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		if serde.SchemaNotFound(err) {
 			return sr.Schema{}, fmt.Errorf("%w: %w: %d", serde.ErrDecode, ErrUnknownSchemaID, id)
 		}
 		return sr.Schema{}, fmt.Errorf("%w: fetch schema id %d: %w", ErrRegistry, id, err)

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/tidemark-streams/tidemark/schemas/schemastest"
 	"github.com/tidemark-streams/tidemark/serde"
@@ -196,5 +200,21 @@ func TestRegistryEncodeOfAnInvalidEventLeavesDstAlone(t *testing.T) {
 	out, err := s.Encode(dst, bad)
 	if !errors.Is(err, ErrInvalidEvent) || string(out) != "prefix" {
 		t.Fatalf("encode invalid: %q, %v; want dst unchanged and ErrInvalidEvent", out, err)
+	}
+}
+
+// Only the registry's "schema not found" makes an id unknown: a plain 404
+// (a wrong base URL, a proxy) is a registry failure, so the record it was
+// asked for is not skipped or dead-lettered as undecodable.
+func TestRegistryPlain404IsNotAnUnknownSchemaID(t *testing.T) {
+	proxy := httptest.NewServer(http.NotFoundHandler())
+	defer proxy.Close()
+	cl, err := sr.NewClient(sr.URLs(proxy.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewRegistry(cl).SchemaByID(context.Background(), 1)
+	if !errors.Is(err, ErrRegistry) || errors.Is(err, serde.ErrDecode) || errors.Is(err, ErrUnknownSchemaID) {
+		t.Fatalf("SchemaByID through a plain 404: %v, want ErrRegistry only", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -282,6 +283,16 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 	return id, nil
 }
 
+// SchemaNotFound reports whether a registry call failed because the
+// registry has no such schema: a 404 carrying Confluent's error code 40403.
+// Any other 404 (a wrong base URL, a proxy in front of a registry being
+// redeployed) says nothing about the record, so it is a registry failure,
+// not an unknown schema id that would skip or dead-letter good records.
+func SchemaNotFound(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode == sr.ErrSchemaNotFound.Code
+}
+
 // registryErr wraps a failed registry call in ErrRegistry, saying whether
 // the registry refused (4xx: an invalid or incompatible schema, no
 // authorisation) or could not answer (network, timeout, 5xx).
@@ -345,8 +356,7 @@ func (s *avroSerde[T]) writer(id int) (*avroWriter, error) {
 		if err != nil {
 			// Not cached: the id may be registered later, and
 			// outages pass.
-			var re *sr.ResponseError
-			if errors.As(err, &re) && re.StatusCode == 404 {
+			if SchemaNotFound(err) {
 				return nil, fmt.Errorf("%w: avro %T: %w: %d", ErrDecode, zero, ErrUnknownSchemaID, id)
 			}
 			return nil, fmt.Errorf("serde: avro %T: fetch schema id %d: %w", zero, id, registryErr(err))

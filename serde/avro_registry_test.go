@@ -4,10 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/serde/srtest"
@@ -374,4 +378,27 @@ func FuzzAvroDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A 404 that is not the registry's "schema not found" (a wrong base URL, a
+// proxy in front of a registry that is being redeployed) says nothing about
+// the record: decoding must not call it undecodable, which would skip or
+// dead-letter every good record.
+func TestAvroRegistry404WithoutSchemaNotFoundIsARegistryError(t *testing.T) {
+	fake := newFake(t)
+	s := mustAvro[userV1T](t, userV1, serde.WithRegistry(fake.Client(t), "users-value"))
+	good, err := s.Encode(nil, userV1T{ID: "a", Tier: "FREE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(http.NotFoundHandler())
+	defer proxy.Close()
+	cl, err := sr.NewClient(sr.URLs(proxy.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustAvro[userV1T](t, userV1, serde.WithRegistry(cl, "users-value"))
+	if _, err := r.Decode(good); !errors.Is(err, serde.ErrRegistry) || errors.Is(err, serde.ErrDecode) {
+		t.Fatalf("decode through a plain 404: %v, want ErrRegistry and not ErrDecode", err)
+	}
 }
