@@ -79,7 +79,7 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 	case errors.As(err, &prepErr):
 		s.app.log.Warn("aborted transaction", "reason", prepErr.Err)
 		t.mu.Lock()
-		rejectedOutput := t.rejected
+		rejectedOutput, unknownTopic := t.rejected, t.unknownTopic
 		t.mu.Unlock()
 		aerr := s.aborted(prepErr.AbortErr, abortPrepare)
 		// An output rejected in a batch is found by the isolated redo and
@@ -88,6 +88,9 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 			if err := s.commitRejected(prepErr.Err); err != nil {
 				return err
 			}
+		}
+		if err := s.topicGone(unknownTopic, prepErr.Err); err != nil {
+			return err
 		}
 		if aerr != nil {
 			return aerr

@@ -1,6 +1,7 @@
 package processor_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -268,5 +269,29 @@ func TestRejectedOutputWithOneRetryReachesTheHandler(t *testing.T) {
 	}
 	if dl := kafkatest.ConsumeExactly(t, dlq, 1, kafkatest.Timeout, time.Second)[0]; string(dl.Key) != "k1" {
 		t.Fatalf("dead letter %q, want k1", dl.Key)
+	}
+}
+
+// A dead-letter topic deleted while the app runs cannot take the record:
+// the app must stop saying so, not abort and redo the transaction forever
+// while the partition stalls.
+func TestDeletedDeadLetterTopicFailsRun(t *testing.T) {
+	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), quantity).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, int64Record(in, 0, "a", ptr(1)))
+	_, done := startApp(t, topo, processor.WithDeadLetterTopic(dlq))
+	kafkatest.ConsumeExactly(t, out, 1, 20*time.Second, 0)
+	if _, err := kafkatest.Admin(t).DeleteTopics(context.Background(), dlq); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, int64Record(in, 0, "b", nil), int64Record(in, 0, "c", ptr(3)))
+	err = runError(t, done, 20*time.Second)
+	if !errors.Is(err, processor.ErrMissingTopic) || !strings.Contains(err.Error(), dlq) {
+		t.Fatalf("Run: %.300v; want ErrMissingTopic naming %s", err, dlq)
 	}
 }

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -121,6 +122,27 @@ func (s *session) commitRejected(cause error) error {
 		_ = retry.Sleep(s.ctx, min(100*time.Millisecond<<n, 5*time.Second))
 	}
 	return nil
+}
+
+// topicGone fails the app when topic, an output topic the broker said it
+// does not host, no longer exists: it was there when the app started
+// (App.place), so it was deleted, and every redo would abort the same way
+// while the partitions stall. A topic that does exist (a leader moving, a
+// broker's metadata behind) is redone as usual.
+func (s *session) topicGone(topic string, cause error) error {
+	if topic == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	details, err := s.app.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil // cannot tell: redo
+	}
+	if d, ok := details[topic]; ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return nil
+	}
+	return fmt.Errorf("processor: %w: %w: output topic %s was deleted: %w", errFatal, ErrMissingTopic, topic, cause)
 }
 
 // redoPause is the pause before redoing a transaction after a rejection.

@@ -115,6 +115,9 @@ type txnState struct {
 	deadLettered int
 	// rejected: the broker refused an output for good (see rejected).
 	rejected bool
+	// unknownTopic is the first output topic the broker said it does not
+	// host (see topicGone).
+	unknownTopic string
 }
 
 // sessionFetchMaxWait is how long the broker holds a record loop's fetch
@@ -259,7 +262,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 func (t *txnState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected = nil, time.Time{}, 0, 0, false
+	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected, t.unknownTopic = nil, time.Time{}, 0, 0, false, ""
 	t.marks = map[changelog.TopicPartition]int64{}
 	clear(t.oldestBySink)
 	clear(t.byTenant)
@@ -979,6 +982,9 @@ func (s *session) promise(r *kgo.Record, err error) {
 		}
 		if rejected(err) {
 			s.txn.rejected = true
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && s.txn.unknownTopic == "" {
+			s.txn.unknownTopic = r.Topic
 		}
 		return
 	}
