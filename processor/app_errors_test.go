@@ -295,3 +295,28 @@ func TestDeletedDeadLetterTopicFailsRun(t *testing.T) {
 		t.Fatalf("Run: %.300v; want ErrMissingTopic naming %s", err, dlq)
 	}
 }
+
+// Outputs that each fit the topic's max.message.bytes must not be batched
+// past it: the broker would reject the batch, and every transaction would
+// be aborted and redone output by output.
+func TestBatchesRespectTheOutputTopicsMaxMessageBytes(t *testing.T) {
+	in := kafkatest.NewTopic(t, 1, nil)
+	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "8192"})
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.String()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 2000 {
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i)), Value: []byte(incompressible(200))})
+	}
+	kafkatest.Produce(t, recs...)
+	app, stop := runApp(t, topo, processor.WithHTTP("127.0.0.1:0"))
+	defer stop()
+	kafkatest.ConsumeExactly(t, out, len(recs), kafkatest.Timeout, time.Second)
+	if m := scrape(t, "http://"+app.HTTPAddr()); m["tidemark_aborts_total"] != 0 {
+		t.Fatalf("tidemark_aborts_total = %v, want 0: batches were rejected", m["tidemark_aborts_total"])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,6 +26,50 @@ type layout struct {
 	partitions map[string]int32 // every source, sink and internal topic
 	tasks      []int32          // per sub-topology: task (partition) count
 	frontier   string           // "<app>-frontier", or "" when not published
+	// maxBatch caps the producer's batches to an output topic whose
+	// max.message.bytes is below the client's default (see batchMaxBytes).
+	maxBatch map[string]int32
+}
+
+// defaultBatchMaxBytes is franz-go's default ProducerBatchMaxBytes.
+const defaultBatchMaxBytes = 1_000_012
+
+// batchMaxBytes is the producer's batch cap for topic. franz-go does not
+// split a batch the broker rejects as too large (the Java producer does):
+// batches of outputs that each fit a topic with a lowered max.message.bytes
+// would fail every transaction, to be redone output by output. A record
+// larger than the cap fails as MESSAGE_TOO_LARGE before it is sent, as the
+// broker would fail it uncompressed.
+func (l *layout) batchMaxBytes(topic string) int32 {
+	if n, ok := l.maxBatch[topic]; ok {
+		return n
+	}
+	return defaultBatchMaxBytes
+}
+
+// readBatchLimits records the max.message.bytes of the output topics that
+// lower it below the default batch cap. It is best effort: without the
+// DescribeConfigs permission batches keep the default cap.
+func (a *App) readBatchLimits(ctx context.Context, l *layout, topics []string) {
+	rcs, err := a.adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		a.log.Warn("cannot read the output topics' max.message.bytes; producer batches keep the default cap", "err", err)
+		return
+	}
+	l.maxBatch = map[string]int32{}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		for _, c := range rc.Configs {
+			if c.Key != "max.message.bytes" || c.Value == nil {
+				continue
+			}
+			if n, err := strconv.ParseInt(*c.Value, 10, 32); err == nil && n < defaultBatchMaxBytes {
+				l.maxBatch[rc.Name] = int32(max(n, 512)) // franz-go's least
+			}
+		}
+	}
 }
 
 func (l *layout) partitionCount(topic string) (int32, error) {
@@ -38,6 +83,9 @@ func (l *layout) partitionCount(topic string) (int32, error) {
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.DialTimeout(5 * time.Second),
 		kgo.WithLogger(&kgoLogger{log: a.log.With("component", "kafka"), retries: a.metrics.produceRetries})}
+	if l := a.layout; l != nil {
+		opts = append(opts, kgo.ProducerBatchMaxBytesFn(l.batchMaxBytes))
+	}
 	opts = append(opts, a.userClientOpts()...)
 	return append(opts, extra...)
 }
@@ -143,6 +191,13 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 	if err := sizeLayout(t, l); err != nil {
 		return nil, err
 	}
+	var outputs []string
+	for _, topic := range userTopics {
+		if slices.Contains(t.SinkTopics(), topic) || topic == a.cfg.DeadLetterTopic {
+			outputs = append(outputs, topic)
+		}
+	}
+	a.readBatchLimits(ctx, l, outputs)
 
 	var internal []changelog.Topic
 	for _, r := range t.RepartitionTopics() {
