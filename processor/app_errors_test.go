@@ -45,7 +45,7 @@ func mirrorThenFail(t *testing.T, in, mirror, out string) *topology.Topology {
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	s := b.Stream(in, serde.String(), serde.Int64())
 	s.To(mirror)
-	s.Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }).
+	s.Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }, topology.Named("fail-negative")).
 		WithSerdes(serde.String(), serde.Int64()).To(out)
 	topo, err := b.Build()
 	if err != nil {
@@ -120,6 +120,9 @@ func TestProcessingErrorDeadLetterWritesTheInputWithItsOrigin(t *testing.T) {
 		!strings.Contains(header(dl, "tidemark.error"), "negative quantity -3") ||
 		header(dl, "tidemark.source.topic") != in || header(dl, "tidemark.source.offset") != "3" {
 		t.Fatalf("dead-letter record %q headers %v: want k3 with kind, error and origin", dl.Key, dl.Headers)
+	}
+	if got := header(dl, "tidemark.operator"); got != "fail-negative" {
+		t.Fatalf("tidemark.operator = %q, want the failing operator fail-negative", got)
 	}
 	m := scrape(t, "http://"+app.HTTPAddr())
 	if m["tidemark_dead_lettered_total"] != 1 || m["tidemark_processing_errors_total"] != 1 {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -204,6 +205,26 @@ func (e *opEnv) sharedValue(key string, mk func() any) any {
 	return v
 }
 
+// errorf is an operator's error: "operator <node>: <message>", which the
+// runtime's error handlers read the operator's name from (OperatorName).
 func errorf(node, format string, args ...any) error {
-	return fmt.Errorf("operator %q: "+format, append([]any{node}, args...)...)
+	return &operatorError{node: node, err: fmt.Errorf(format, args...)}
+}
+
+type operatorError struct {
+	node string
+	err  error
+}
+
+func (e *operatorError) Error() string { return fmt.Sprintf("operator %q: %v", e.node, e.err) }
+func (e *operatorError) Unwrap() error { return e.err }
+
+// OperatorName is the operator that failed: the innermost one named, as
+// an operator wraps the errors of those it forwards to.
+func (e *operatorError) OperatorName() string {
+	var inner *operatorError
+	if errors.As(e.err, &inner) {
+		return inner.OperatorName()
+	}
+	return e.node
 }
