@@ -78,5 +78,8 @@ func taskCallError(lt *liveTask, err error) error {
 	case changelog.IsCorrupt(err):
 		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), err)
 	}
+	if rerr := registryOutage(err); rerr != nil {
+		return rerr
+	}
 	return fmt.Errorf("processor: %w: %w", errFatal, err)
 }

@@ -53,6 +53,9 @@ type session struct {
 	// one per record; nothing keeps it past processOne.
 	inRec topology.InputRecord
 	held  heldOutputs // what the tasks' record caches hold (app_flush.go)
+	// registryWaits counts the redos of a schema registry outage
+	// (app_registry.go).
+	registryWaits int
 
 	tasks   map[topology.TaskID]*liveTask
 	byInput map[changelog.TopicPartition]*liveTask
@@ -616,6 +619,7 @@ func (s *session) run(ctx context.Context) error {
 				}
 				continue
 			}
+			s.registryWaits = 0
 		}
 		if err := s.punctuate(); err != nil {
 			if err := s.redo(ctx, err); err != nil {
@@ -667,7 +671,10 @@ func (s *session) redo(ctx context.Context, err error) error {
 			return aerr
 		}
 	}
-	if errors.Is(err, errRedo) {
+	switch {
+	case errors.Is(err, errRegistryWait):
+		_ = retry.Sleep(ctx, s.registryPause(err))
+	case errors.Is(err, errRedo):
 		_ = retry.Sleep(ctx, s.redoPause())
 	}
 	return nil
@@ -787,8 +794,12 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 	case errors.Is(perr, errReplay), errors.Is(perr, errRedo), errors.Is(perr, errFatal):
 		return perr // from Collect: a rejected output
 	case errors.Is(perr, serde.ErrRegistry):
-		// A serde could not reach its schema registry: the record was
-		// not judged, so no handler may skip or dead-letter it.
+		// A serde's schema registry could not answer (a redo after a
+		// pause) or refused: the record was not judged, so no handler
+		// may skip or dead-letter it.
+		if err := registryOutage(perr); err != nil {
+			return err
+		}
 		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	case changelog.IsCorrupt(perr):
 		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), perr)
@@ -1040,6 +1051,9 @@ func (s *session) punctuateTask(lt *liveTask, now int64) (err error) {
 	}()
 	perr := lt.task.Punctuate(now)
 	s.observeHeld(lt)
+	if err := registryOutage(perr); err != nil {
+		return err
+	}
 	if pe, ok := errors.AsType[*task.PunctuationError](perr); ok && !errors.Is(perr, errRedo) && !errors.Is(perr, errFatal) &&
 		!errors.Is(perr, errReplay) && !changelog.IsCorrupt(perr) {
 		return s.punctuationFailed(pe)

@@ -293,6 +293,29 @@ func SchemaNotFound(err error) bool {
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode == sr.ErrSchemaNotFound.Code
 }
 
+// RegistryUnavailable reports whether err is a registry call that failed
+// for want of an answer, which a retry may get: the registry unreachable or
+// timed out, a 5xx, 408 or 429, or a 404 that is not the registry's own
+// schema-not-found (a proxy in front of a registry being redeployed). A
+// refusal (401, 403, 409, 422: credentials, an incompatible schema) is not:
+// retrying it changes nothing.
+func RegistryUnavailable(err error) bool {
+	if !errors.Is(err, ErrRegistry) {
+		return false
+	}
+	var re *sr.ResponseError
+	if !errors.As(err, &re) {
+		return true
+	}
+	switch re.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	case http.StatusNotFound:
+		return !SchemaNotFound(err)
+	}
+	return re.StatusCode >= 500
+}
+
 // registryErr wraps a failed registry call in ErrRegistry, saying whether
 // the registry refused (4xx: an invalid or incompatible schema, no
 // authorisation) or could not answer (network, timeout, 5xx).

@@ -402,3 +402,56 @@ func TestAvroRegistry404WithoutSchemaNotFoundIsARegistryError(t *testing.T) {
 		t.Fatalf("decode through a plain 404: %v, want ErrRegistry and not ErrDecode", err)
 	}
 }
+
+// Which registry failures a caller should wait out and retry, and which
+// are refusals that no retry fixes.
+func TestRegistryUnavailable(t *testing.T) {
+	fake := newFake(t)
+	s := mustAvro[userV1T](t, userV1, serde.WithRegistry(fake.Client(t), "users-value"))
+	good, err := s.Encode(nil, userV1T{ID: "a", Tier: "FREE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		status      int
+		code        int
+		unavailable bool
+	}{
+		{"server error", http.StatusServiceUnavailable, 50003, true},
+		{"request timeout", http.StatusRequestTimeout, 0, true},
+		{"rate limited", http.StatusTooManyRequests, 42901, true},
+		{"a proxy's 404", http.StatusNotFound, 0, true},
+		{"unauthorized", http.StatusUnauthorized, 40101, false},
+		{"forbidden", http.StatusForbidden, 40301, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				fmt.Fprintf(w, `{"error_code":%d,"message":"no"}`, tc.code)
+			}))
+			defer srv.Close()
+			cl, err := sr.NewClient(sr.URLs(srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := mustAvro[userV1T](t, userV1, serde.WithRegistry(cl, "users-value"))
+			_, err = r.Decode(good)
+			if got := serde.RegistryUnavailable(err); got != tc.unavailable {
+				t.Fatalf("decode answered %d: %v; RegistryUnavailable = %v, want %v", tc.status, err, got, tc.unavailable)
+			}
+		})
+	}
+	_, err = s.Decode(wire(4242, good[5:]))
+	if serde.RegistryUnavailable(err) {
+		t.Fatalf("an unknown schema id (%v) is not an outage", err)
+	}
+	unreachable := srtest.NewRegistry(t)
+	ucl := unreachable.Client(t)
+	unreachable.Close()
+	u := mustAvro[userV1T](t, userV1, serde.WithRegistry(ucl, "users-value"))
+	if _, err := u.Decode(good); !serde.RegistryUnavailable(err) {
+		t.Fatalf("unreachable registry: %v, want RegistryUnavailable", err)
+	}
+}

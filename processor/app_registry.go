@@ -1,0 +1,39 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/serde"
+)
+
+// errRegistryWait marks a redo because a serde could not reach its schema
+// registry (serde.RegistryUnavailable). It wraps errRedo, so every path
+// that redoes a transaction for a rejected output redoes it for this too.
+var errRegistryWait = errors.New("schema registry unavailable")
+
+// registryOutage is err made a redo after a pause when a serde could not
+// reach its schema registry, nil when err is anything else. The record
+// was not judged, so no handler may skip or dead-letter it; and a
+// registry being restarted or redeployed must not stop the app, so the
+// transaction is aborted and redone, with a growing pause, until the
+// registry answers. A refusal (bad credentials, an incompatible schema)
+// is not an outage: it stays fatal.
+func registryOutage(err error) error {
+	if !serde.RegistryUnavailable(err) {
+		return nil
+	}
+	return fmt.Errorf("processor: %w: %w: %w", errRedo, errRegistryWait, err)
+}
+
+// registryPause is the pause before the next redo of a registry outage:
+// 200 ms doubling to 5 s over the outage (registryWaits counts its redos;
+// a batch processed in full ends it).
+func (s *session) registryPause(err error) time.Duration {
+	s.registryWaits++
+	d := min(100*time.Millisecond<<min(s.registryWaits, 6), 5*time.Second)
+	s.app.log.Warn("schema registry unavailable: the transaction is aborted and redone after a pause",
+		"thread", s.th.index, "attempt", s.registryWaits, "pause", d, "err", err)
+	return d
+}
