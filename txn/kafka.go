@@ -34,8 +34,21 @@ func (k *GroupTransactor) End(ctx context.Context, commit bool, md Metadata) (bo
 		rc = emptyRecommit(k.s.Client(), md)
 	}
 	committed, err := k.s.End(withOffsetMetadata(ctx, md, rc), kgo.TransactionEndTry(commit))
-	if err != nil && isFenced(err) {
+	switch {
+	case err == nil:
+	case isFenced(err):
 		err = fmt.Errorf("%w: %v", ErrFenced, err)
+	default:
+		// An EndTxn whose outcome kgo could not confirm may have left the
+		// transaction open broker-side, its offsets pending: the stable
+		// offset fetch that resolves the outcome would wait until the
+		// broker times it out. kgo's documented heal, ending again with
+		// TryAbort, reloads the producer id, whose epoch bump aborts what
+		// is still open (a no-op after a commit that landed, or when
+		// nothing is open).
+		if aerr := k.s.Client().EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			err = fmt.Errorf("%w (then abort: %v)", err, aerr)
+		}
 	}
 	return committed, err
 }
