@@ -1,6 +1,11 @@
 package processor
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // A transaction must not commit when partitions were revoked after its
 // first record was processed: the records of a revoked partition may be in
@@ -43,4 +48,27 @@ func (s *session) abortForRevoke(ctx context.Context) error {
 		return err
 	}
 	return s.abort(ctx, abortRevoked)
+}
+
+// endRevoked ends the transaction a revocation found: the open one is
+// aborted (commit sees the revocation). With none open, kgo's
+// GroupTransactSession still remembers the revocation until its next End
+// and, until then, swallows the revoke and lost callbacks of later
+// rebalances (its wrapper returns early): an idle session would keep the
+// tasks of partitions it no longer owns and later resume them from stale
+// state. So End is called anyway; it rewinds the consumer to the committed
+// offsets, which the tasks and queues follow.
+func (s *session) endRevoked(ctx context.Context) error {
+	if s.committer.Open() {
+		return s.commit(ctx, "revoked")
+	}
+	if s.gts == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.cfg.TransactionTimeout)
+	defer cancel()
+	if _, err := s.gts.End(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("%w: end the session's transaction state after a revocation: %v", errRestartSession, err)
+	}
+	return s.resetTasks()
 }

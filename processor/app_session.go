@@ -565,10 +565,10 @@ func (s *session) run(ctx context.Context) error {
 		if err := s.pipelineTurn(ctx); err != nil {
 			return err
 		}
-		if s.takeRevoked() && s.committer.Open() {
+		if !s.staging() && s.takeRevoked() {
 			// The session aborts a transaction that spans a revocation;
 			// end it now so the rewind and task changes happen together.
-			if err := s.commit(ctx, "revoked"); err != nil {
+			if err := s.endRevoked(ctx); err != nil {
 				return err
 			}
 		}

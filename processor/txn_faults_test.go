@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // Tests of the commit path under broker-side errors, on kfake with
@@ -48,6 +50,10 @@ type faultRig struct {
 	t        *testing.T
 	c        *kfake.Cluster
 	in, out  string
+	parts    int32
+	keys     int
+	appID    string
+	build    func(app, in, out string) (*topology.Topology, error)
 	app      *processor.App
 	done     <-chan error
 	logs     *syncBuf
@@ -57,38 +63,67 @@ type faultRig struct {
 
 func newFaultRig(t *testing.T, opts ...processor.Option) *faultRig {
 	t.Helper()
-	r := &faultRig{t: t, in: "in", out: "out", logs: &syncBuf{}, want: map[string]int{}}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, r.in, r.out))
+	return newFaultRigTopo(t, buildCount, opts...)
+}
+
+// newFaultRigTopo runs the topology build makes, which must count per key
+// as buildCount does.
+func newFaultRigTopo(t *testing.T, build func(app, in, out string) (*topology.Topology, error), opts ...processor.Option) *faultRig {
+	t.Helper()
+	r := newFaultCluster(t, 2, build)
+	r.app, r.done, _ = r.start(opts...)
+	return r
+}
+
+// newFaultCluster starts the broker, with input and output topics of
+// parts partitions, and no App.
+func newFaultCluster(t *testing.T, parts int32, build func(app, in, out string) (*topology.Topology, error)) *faultRig {
+	t.Helper()
+	r := &faultRig{t: t, in: "in", out: "out", parts: parts, keys: 8, build: build, logs: &syncBuf{}, want: map[string]int{},
+		appID: "faults-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, r.in, r.out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	r.c = c
-	appID := "faults-" + strings.ReplaceAll(t.Name(), "/", "-")
-	topo := countTopology(t, appID, r.in, r.out)
+	return r
+}
+
+// start runs an App instance on the rig's broker; stop ends it gracefully.
+func (r *faultRig) start(opts ...processor.Option) (app *processor.App, done <-chan error, stop func()) {
+	t := r.t
+	t.Helper()
+	topo, err := r.build(r.appID, r.in, r.out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := processor.NewApp(topo, append([]processor.Option{processor.WithBrokers(c.ListenAddrs()...),
+	app, err = processor.NewApp(topo, append([]processor.Option{processor.WithBrokers(r.c.ListenAddrs()...),
 		processor.WithStateDir(t.TempDir()), processor.WithLogger(log), processor.WithHTTP("127.0.0.1:0"),
 		fixedCommits(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done, finished := make(chan error, 1), make(chan struct{})
+	errc, finished := make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(finished)
-		done <- app.Run(ctx)
+		errc <- app.Run(ctx)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-finished:
-		case <-time.After(30 * time.Second):
-			t.Errorf("app did not stop within 30s")
-		}
-	})
-	r.app, r.done = app, done
-	return r
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-finished:
+			case <-time.After(30 * time.Second):
+				t.Errorf("app did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return app, errc, stop
 }
 
 func (r *faultRig) client(opts ...kgo.Opt) *kgo.Client {
@@ -100,17 +135,32 @@ func (r *faultRig) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// feed produces n more inputs over 8 keys.
+// feed produces n more inputs over r.keys keys.
 func (r *faultRig) feed(n int) {
 	r.t.Helper()
 	var recs []*kgo.Record
 	for i := r.produced; i < r.produced+n; i++ {
-		k := fmt.Sprintf("sku-%02d", i%8)
-		r.want[k]++
-		recs = append(recs, &kgo.Record{Topic: r.in, Key: []byte(k), Value: []byte(strconv.Itoa(i)),
-			Partition: processor.DefaultPartition([]byte(k), 2)})
+		recs = append(recs, r.input(i, strconv.Itoa(i)))
 	}
 	r.produced += n
+	r.produce(recs...)
+}
+
+// feedValue produces one more input with the given value.
+func (r *faultRig) feedValue(v string) {
+	r.t.Helper()
+	r.produce(r.input(r.produced, v))
+	r.produced++
+}
+
+func (r *faultRig) input(i int, v string) *kgo.Record {
+	k := fmt.Sprintf("sku-%02d", i%r.keys)
+	r.want[k]++
+	return &kgo.Record{Topic: r.in, Key: []byte(k), Value: []byte(v), Partition: processor.DefaultPartition([]byte(k), r.parts)}
+}
+
+func (r *faultRig) produce(recs ...*kgo.Record) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.client().ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -164,7 +214,12 @@ func (r *faultRig) check(within time.Duration) {
 // one of labels.
 func (r *faultRig) metric(name string, labels ...string) float64 {
 	r.t.Helper()
-	resp, err := http.Get("http://" + r.app.HTTPAddr() + "/metrics")
+	return r.metricOf(r.app, name, labels...)
+}
+
+func (r *faultRig) metricOf(app *processor.App, name string, labels ...string) float64 {
+	r.t.Helper()
+	resp, err := http.Get("http://" + app.HTTPAddr() + "/metrics")
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -173,7 +228,7 @@ func (r *faultRig) metric(name string, labels ...string) float64 {
 	var sum float64
 next:
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name) {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		for _, l := range labels {
@@ -219,5 +274,76 @@ func TestUnconfirmedEndTxnDoesNotStallForTheTransactionTimeout(t *testing.T) {
 	if took := time.Since(hit); took > 5*time.Second {
 		t.Fatalf("outputs committed %s after the unconfirmed EndTxn (transaction timeout 20s): the commit waited for the broker to time the transaction out\nlogs:\n%s",
 			took.Round(100*time.Millisecond), r.logs.String())
+	}
+}
+
+// kgo's GroupTransactSession remembers a revocation until its next End and
+// swallows the revoke callbacks of rebalances before it. An instance with
+// nothing to commit (no transaction open) that lost partitions twice never
+// heard of the second time: it kept running those tasks next to their new
+// owner and, when the partitions came back, resumed them from its stale
+// local state instead of restoring what the owner had committed meanwhile.
+func TestIdleInstanceHearsEveryRevocation(t *testing.T) {
+	r := newFaultCluster(t, 6, buildCount)
+	r.keys = 24
+	apps := map[string]*processor.App{}
+	apps["a"], r.done, _ = r.start(processor.WithInstanceID("a"))
+	r.app = apps["a"]
+	r.warmUp()
+	var stops []func()
+	for _, id := range []string{"b", "c"} { // a, idle, hands each its share
+		app, _, stop := r.start(processor.WithInstanceID(id))
+		apps[id], stops = app, append(stops, stop)
+		r.waitTasksMatchAssignment(apps, 20*time.Second)
+	}
+	r.feed(96)
+	r.check(20 * time.Second)
+	for _, stop := range stops {
+		stop()
+	}
+	r.feed(96) // a takes every partition back
+	r.check(20 * time.Second)
+}
+
+// waitTasksMatchAssignment waits until every instance runs one task per
+// input partition the group assigned it.
+func (r *faultRig) waitTasksMatchAssignment(apps map[string]*processor.App, within time.Duration) {
+	r.t.Helper()
+	adm := kadm.NewClient(r.client())
+	deadline := time.Now().Add(within)
+	for {
+		var diff []string
+		described, err := adm.DescribeGroups(context.Background(), r.appID)
+		if err == nil {
+			err = described.Error()
+		}
+		if err != nil {
+			diff = append(diff, err.Error())
+		} else {
+			members := described[r.appID].Members
+			if len(members) != len(apps) {
+				diff = append(diff, fmt.Sprintf("%d members, want %d", len(members), len(apps)))
+			}
+			for _, m := range members {
+				ca, _ := m.Assigned.AsConsumer()
+				n := 0
+				for _, t := range ca.Topics {
+					if t.Topic == r.in {
+						n += len(t.Partitions)
+					}
+				}
+				id := *m.InstanceID
+				if got := r.metricOf(apps[id], "tidemark_tasks"); got != float64(n) {
+					diff = append(diff, fmt.Sprintf("%s runs %v tasks, assigned %d partitions", id, got, n))
+				}
+			}
+		}
+		if len(diff) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("after %s: %s\nlogs:\n%s", within, strings.Join(diff, "; "), r.logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
