@@ -121,8 +121,13 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 			}
 			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}
-		s.app.metrics.aborts.WithLabelValues(abortRevoked).Inc()
-		s.app.log.Info("transaction aborted by the session: partitions revoked or the group generation changed")
+		if s.revokedInTxn() {
+			s.app.metrics.aborts.WithLabelValues(abortRevoked).Inc()
+			s.app.log.Info("transaction aborted by the session: partitions were revoked while it ended")
+		} else {
+			s.app.metrics.aborts.WithLabelValues(abortSession).Inc()
+			s.app.log.Warn("transaction aborted by the session: the group coordinator turned its offsets away (a new generation, CONCURRENT_TRANSACTIONS, a coordinator move) or group membership could not be confirmed before EndTxn; redoing it")
+		}
 		return s.resetTasks()
 	}
 }

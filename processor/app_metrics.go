@@ -79,7 +79,7 @@ func newAppMetrics(app string) *appMetrics {
 		endLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tidemark_commit_end_seconds", Help: "EndTxn latency (L).", ConstLabels: labels, Buckets: staleBuckets}),
 		commits:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_commits_total", Help: "Committed transactions by trigger.", ConstLabels: labels}, []string{"reason"}),
 		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_aborts_total",
-			Help:        "Aborted transactions by cause: revoked (the group rebalanced mid-transaction), prepare (a changelog, output or frontier record was not taken), end (EndTxn failed and resolved as aborted), redo (a bad record or a rejected output: redone without it).",
+			Help:        "Aborted transactions by cause: revoked (the group rebalanced mid-transaction), session (the group coordinator turned the offsets away or membership could not be confirmed, no revocation), prepare (a changelog, output or frontier record was not taken), end (EndTxn failed and resolved as aborted), redo (a bad record or a rejected output: redone without it).",
 			ConstLabels: labels}, []string{"cause"}),
 		taskRecordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_task_records_in_total",
 			Help: "Input records processed, per task.", ConstLabels: labels}, []string{"task"}),
@@ -194,6 +194,7 @@ func (m *appMetrics) observeCommit(reason string, total time.Duration, phases [3
 // Abort causes, the values of tidemark_aborts_total's cause label.
 const (
 	abortRevoked = "revoked"
+	abortSession = "session"
 	abortPrepare = "prepare"
 	abortEnd     = "end"
 	abortRedo    = "redo"

@@ -197,7 +197,7 @@ func TestPipelinedCommitProcessesWhileEnding(t *testing.T) {
 }
 
 // abortingTransactor ends one chosen transaction with an abort, as the
-// session does when the group rebalanced meanwhile: End returns
+// session does when the group coordinator turned its offsets away: End returns
 // committed=false and no error, and kgo rewinds the consumer.
 type abortingTransactor struct {
 	txn.Transactor
@@ -234,7 +234,7 @@ func TestPipelinedAbortDiscardsNextAndRedoes(t *testing.T) {
 	if !aborted.Load() {
 		t.Fatal("no transaction was aborted")
 	}
-	if got := gathered(t, rig.app, "tidemark_aborts_total", abortRevoked); got < 1 {
+	if got := gathered(t, rig.app, "tidemark_aborts_total", abortSession); got < 1 {
 		t.Fatalf("aborts by the session = %v, want the injected one", got)
 	}
 	if p := rig.processed.Load(); p <= n {

@@ -347,3 +347,29 @@ func (r *faultRig) waitTasksMatchAssignment(apps map[string]*processor.App, with
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// kgo's session aborts a transaction whose offsets the group coordinator
+// turned away with an error it deems abortable (CONCURRENT_TRANSACTIONS
+// here; a new generation, a coordinator move) or whose membership it could
+// not confirm. The work is redone, and the abort is counted and logged as
+// what it was: no partition was revoked.
+func TestSessionAbortWithoutRevocationIsNotCountedAsRevoked(t *testing.T) {
+	r := newFaultRig(t)
+	r.warmUp()
+	h := r.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.ConcurrentTransactions, Count: 2})
+	r.feed(40)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Wait(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	r.feed(40)
+	r.check(20 * time.Second)
+	revoked, session := r.metric("tidemark_aborts_total", `cause="revoked"`), r.metric("tidemark_aborts_total", `cause="session"`)
+	if revoked != 0 || session != 2 {
+		t.Fatalf("aborts by cause: revoked %v, session %v; want 0 and 2 (no partition was revoked)", revoked, session)
+	}
+	if logs := r.logs.String(); strings.Contains(logs, "partitions revoked") {
+		t.Fatalf("an abort logged as a revocation:\n%s", logs)
+	}
+}
