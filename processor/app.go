@@ -328,6 +328,8 @@ func restartCause(err error) (cause string, restart bool) {
 		return "", false
 	case errors.Is(err, errCorruptState):
 		return "rebuild", true
+	case errors.Is(err, errTxnTimedOut):
+		return "transaction_timeout", true
 	case errors.Is(err, txn.ErrFenced):
 		return "fenced", true
 	case errors.Is(err, txn.ErrOutcomeUnknown):

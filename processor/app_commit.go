@@ -77,7 +77,14 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		}
 		return nil
 	case errors.As(err, &prepErr):
-		s.app.log.Warn("aborted transaction", "reason", prepErr.Err)
+		if open, past := s.openPastTimeout(); past {
+			// The broker aborted it and bumped the epoch: the client
+			// reports INVALID_PRODUCER_EPOCH, not a timeout.
+			s.app.log.Warn("aborted transaction: it was open past TransactionTimeout and the broker aborted it (the record loop stalled)",
+				"open", open.Round(time.Millisecond), "transaction_timeout", s.app.cfg.TransactionTimeout, "reason", prepErr.Err)
+		} else {
+			s.app.log.Warn("aborted transaction", "reason", prepErr.Err)
+		}
 		t.mu.Lock()
 		rejectedOutput, unknownTopic := t.rejected, t.unknownTopic
 		t.mu.Unlock()
@@ -108,7 +115,7 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		// session ends (App.loop, app_hazard.go).
 		// Both wrapped: restartCause names the cause (fenced,
 		// outcome_unknown) and the tasks are logged fenced.
-		return fmt.Errorf("%w: %w", errRestartSession, err)
+		return fmt.Errorf("%w: %w", errRestartSession, s.timedOut(err))
 	default:
 		// Aborted: by the session (a rebalance) or after an End error
 		// resolved as not committed.
@@ -143,7 +150,7 @@ func (s *session) aborted(err error, cause string) error {
 	s.ctrl.ObserveCommitAborted(s.now())
 	s.app.metrics.aborts.WithLabelValues(cause).Inc()
 	if err != nil && restartable(err) {
-		return fmt.Errorf("%w: %w", errRestartSession, err)
+		return fmt.Errorf("%w: %w", errRestartSession, s.timedOut(err))
 	}
 	if s.gts == nil {
 		// Under at-least-once nothing rewinds the consumer (the

@@ -36,8 +36,8 @@ var hazardSaveInterval = 5 * time.Minute
 // Failure causes, the values of tidemark_failures_total's cause label and
 // of the /frontier availability section's last_cause: unclean_start (the
 // previous process died without shutting down), the session restart
-// causes that lose work or state (fenced, outcome_unknown, restart,
-// rebuild; see restartCause) and fatal (Run returned an error). Transient
+// causes that lose work or state (fenced, transaction_timeout,
+// outcome_unknown, restart, rebuild; see restartCause) and fatal (Run returned an error). Transient
 // restarts (a broker outage) do not count: they say nothing about this
 // process, and would raise every instance's hazard at once.
 const failureUnclean = "unclean_start"
@@ -136,9 +136,9 @@ func (a *App) registerHazardMetrics(h *appHazard) {
 		return 1 / a.cfg.Checkpoint.MeanTimeBetweenFailures.Seconds()
 	}
 	h.failed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_failures_total",
-		Help:        "Failures counted into the failure hazard, by cause: unclean_start (the previous process died without shutting down), fenced, outcome_unknown, restart, rebuild (session restarts that lost work or state), fatal (Run returned an error).",
+		Help:        "Failures counted into the failure hazard, by cause: unclean_start (the previous process died without shutting down), fenced, transaction_timeout, outcome_unknown, restart, rebuild (session restarts that lost work or state), fatal (Run returned an error).",
 		ConstLabels: labels}, []string{"cause"})
-	for _, cause := range []string{"unclean_start", "fenced", "outcome_unknown", "restart", "rebuild", "fatal"} {
+	for _, cause := range []string{"unclean_start", "fenced", "transaction_timeout", "outcome_unknown", "restart", "rebuild", "fatal"} {
 		h.failed.WithLabelValues(cause) // exported at 0 from the start (appMetrics.initLabels)
 	}
 	h.gauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_checkpoint_interval_seconds",
@@ -166,7 +166,7 @@ func (h *appHazard) failure(now time.Time, cause string) {
 // failure causes.
 func (h *appHazard) sessionFailed(cause string) {
 	switch cause {
-	case "fenced", "outcome_unknown", "restart", "rebuild":
+	case "fenced", "transaction_timeout", "outcome_unknown", "restart", "rebuild":
 		h.failure(time.Now(), cause)
 	}
 }

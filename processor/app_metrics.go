@@ -86,7 +86,7 @@ func newAppMetrics(app string) *appMetrics {
 		taskLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_task_lag_records",
 			Help: "Records behind the input end offsets, per task, as of its last fetch.", ConstLabels: labels}, []string{"task"}),
 		sessionRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_session_restarts_total",
-			Help:        "Sessions replaced, by cause: fenced, outcome_unknown, transient (a broker outage, a leader election), rebuild (corrupt local state).",
+			Help:        "Sessions replaced, by cause: fenced, transaction_timeout (the loop kept a transaction open past TransactionTimeout and the broker aborted it), outcome_unknown, transient (a broker outage, a leader election), rebuild (corrupt local state).",
 			ConstLabels: labels}, []string{"cause"}),
 		processingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_processing_errors_total",
 			Help: "Records whose processing failed in a user function, by the handler's action (fail, continue, dead-letter).", ConstLabels: labels}, []string{"action"}),
@@ -156,7 +156,7 @@ func newAppMetrics(app string) *appMetrics {
 // be told from a metric that does not exist, and rate() and alerts over it
 // see nothing until then.
 func (m *appMetrics) initLabels() {
-	for _, cause := range []string{"rebuild", "fenced", "outcome_unknown", "restart", "transient"} {
+	for _, cause := range []string{"rebuild", "fenced", "transaction_timeout", "outcome_unknown", "restart", "transient"} {
 		m.sessionRestarts.WithLabelValues(cause)
 	}
 	for _, a := range []ErrorAction{Fail, Continue, DeadLetter} {

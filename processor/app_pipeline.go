@@ -254,6 +254,7 @@ func (s *session) settleFlight(ctx context.Context, how settleWait) (aborted boo
 			s.dropStaged()
 			return false, fmt.Errorf("%w: begin: %v", errRestartSession, berr)
 		}
+		s.began = s.now()
 		staged := s.pipe.staged
 		s.pipe.staged, s.pipe.stagedBytes = nil, 0
 		for _, o := range staged {

@@ -80,6 +80,8 @@ type session struct {
 	txn  *txnState // the open transaction's (app_pipeline.go: a sealed one's moves to its flight)
 	pipe pipeState // the transaction ending off the loop (app_pipeline.go)
 	cur  current   // the record being processed, for Collect
+	// began is when the latest transaction began (app_txn_timeout.go).
+	began time.Time
 
 	lastWall      time.Time
 	watermark     int64
@@ -722,6 +724,7 @@ func (s *session) begin() error {
 	if err := s.committer.Begin(); err != nil {
 		return fmt.Errorf("%w: begin: %v", errRestartSession, err)
 	}
+	s.began = s.now()
 	s.txn.reset()
 	return nil
 }

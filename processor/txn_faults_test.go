@@ -20,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -371,5 +373,51 @@ func TestSessionAbortWithoutRevocationIsNotCountedAsRevoked(t *testing.T) {
 	}
 	if logs := r.logs.String(); strings.Contains(logs, "partitions revoked") {
 		t.Fatalf("an abort logged as a revocation:\n%s", logs)
+	}
+}
+
+// A user function that blocks the record loop past TransactionTimeout with
+// a transaction open: the broker aborts the transaction and bumps the
+// producer epoch. The app restarts its session, redoes the work from the
+// last commit without duplicates or losses, and says the transaction timed
+// out rather than that a newer producer fenced it.
+func TestStalledLoopTransactionTimeoutIsRedoneAndNamed(t *testing.T) {
+	var once sync.Once
+	build := func(app, in, out string) (*topology.Topology, error) {
+		b := topology.NewBuilder(app)
+		b.Stream(in, serde.String(), serde.String()).
+			Peek(func(_ string, v string) {
+				if v == "stall" {
+					once.Do(func() { time.Sleep(8 * time.Second) })
+				}
+			}).
+			GroupByKey(topology.Named("counts")).
+			Count(topology.Named("counts")).
+			ToStream().To(out)
+		return b.Build()
+	}
+	r := newFaultRigTopo(t, build,
+		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 100 * time.Millisecond,
+			MinInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond}),
+		func(c *processor.Config) { c.TransactionTimeout = 6 * time.Second })
+	r.warmUp()
+	var recs []*kgo.Record // the stall comes after records of its transaction
+	for i := range 41 {
+		v := strconv.Itoa(r.produced)
+		if i == 20 {
+			v = "stall"
+		}
+		recs = append(recs, r.input(r.produced, v))
+		r.produced++
+	}
+	r.produce(recs...)
+	r.feed(40)
+	r.check(30 * time.Second)
+	timedOut, fenced := r.metric("tidemark_session_restarts_total", `cause="transaction_timeout"`), r.metric("tidemark_session_restarts_total", `cause="fenced"`)
+	if timedOut != 1 || fenced != 0 {
+		t.Fatalf("session restarts: transaction_timeout %v, fenced %v; want 1 and 0\nlogs:\n%s", timedOut, fenced, r.logs.String())
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, `msg="aborted transaction: it was open past TransactionTimeout`) {
+		t.Fatalf("the abort's log does not say the transaction timed out:\n%s", logs)
 	}
 }
