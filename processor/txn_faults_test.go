@@ -307,6 +307,11 @@ func TestIdleInstanceHearsEveryRevocation(t *testing.T) {
 	r.check(20 * time.Second)
 }
 
+// shortCommits commits every 100ms with a longest interval of 500ms, which
+// allows a TransactionTimeout down to 5.5s.
+var shortCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 100 * time.Millisecond,
+	MinInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond})
+
 // waitTasksMatchAssignment waits until every instance runs one task per
 // input partition the group assigned it.
 func (r *faultRig) waitTasksMatchAssignment(apps map[string]*processor.App, within time.Duration) {
@@ -396,10 +401,7 @@ func TestStalledLoopTransactionTimeoutIsRedoneAndNamed(t *testing.T) {
 			ToStream().To(out)
 		return b.Build()
 	}
-	r := newFaultRigTopo(t, build,
-		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 100 * time.Millisecond,
-			MinInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond}),
-		func(c *processor.Config) { c.TransactionTimeout = 6 * time.Second })
+	r := newFaultRigTopo(t, build, shortCommits, func(c *processor.Config) { c.TransactionTimeout = 6 * time.Second })
 	r.warmUp()
 	var recs []*kgo.Record // the stall comes after records of its transaction
 	for i := range 41 {
@@ -419,5 +421,28 @@ func TestStalledLoopTransactionTimeoutIsRedoneAndNamed(t *testing.T) {
 	}
 	if logs := r.logs.String(); !strings.Contains(logs, `msg="aborted transaction: it was open past TransactionTimeout`) {
 		t.Fatalf("the abort's log does not say the transaction timed out:\n%s", logs)
+	}
+}
+
+// A commit whose outputs the broker keeps refusing with a retriable error
+// (NOT_ENOUGH_REPLICAS while replicas are down) fails its prepare when the
+// transaction timeout runs out, and the abort after it has no time left.
+// An abort cannot have committed: the session restarts to fence the
+// transaction and redoes the work, without reporting a commit of unknown
+// outcome.
+func TestAbortAfterAStuckPrepareIsNotAnUnknownCommit(t *testing.T) {
+	r := newFaultRig(t, shortCommits, func(c *processor.Config) { c.TransactionTimeout = 6 * time.Second })
+	r.warmUp()
+	h := r.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: r.out, Err: kerr.NotEnoughReplicas, Count: -1})
+	r.feed(40)
+	time.Sleep(7 * time.Second)
+	h.Remove()
+	r.feed(40)
+	r.check(20 * time.Second)
+	if n := r.metric("tidemark_session_restarts_total", `cause="outcome_unknown"`); n != 0 {
+		t.Fatalf("%v restarts for a commit of unknown outcome; no commit was attempted\nlogs:\n%s", n, r.logs.String())
+	}
+	if n := r.metric("tidemark_aborts_total", `cause="prepare"`); n < 1 {
+		t.Fatalf("%v prepare aborts, want the stuck flush's", n)
 	}
 }

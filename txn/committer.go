@@ -247,7 +247,14 @@ func (c *Committer) end(ctx context.Context, act Action, pending Offsets, md Met
 	ends := c.now()
 	r.committed, r.endErr = c.sess.End(ctx, act == ActEnd, md)
 	r.end = c.now().Sub(ends)
-	if r.endErr != nil && !errors.Is(r.endErr, ErrFenced) {
+	switch {
+	case r.endErr == nil || errors.Is(r.endErr, ErrFenced):
+	case act == ActAbort:
+		// An abort cannot have committed, whatever its error: the
+		// transaction aborted, or stays open for the next producer
+		// to fence.
+		r.resolved, r.rKnown = true, true
+	default:
 		rs := c.now()
 		r.resolved = true
 		r.rCommitted, r.rKnown = c.resolve(ctx, pending)
