@@ -2,15 +2,13 @@ package processor
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/serde"
 )
 
 // errRegistryWait marks a redo because a serde could not reach its schema
-// registry (serde.RegistryUnavailable). It wraps errRedo, so every path
-// that redoes a transaction for a rejected output redoes it for this too.
+// registry (serde.RegistryUnavailable).
 var errRegistryWait = errors.New("schema registry unavailable")
 
 // registryOutage is err made a redo after a pause when a serde could not
@@ -24,7 +22,18 @@ func registryOutage(err error) error {
 	if !serde.RegistryUnavailable(err) {
 		return nil
 	}
-	return fmt.Errorf("processor: %w: %w: %w", errRedo, errRegistryWait, err)
+	return &registryOutageError{err}
+}
+
+// registryOutageError is both errRegistryWait and errRedo, so every path
+// that redoes a transaction for a rejected output redoes it for this too,
+// while its text names the registry, not a rejected output.
+type registryOutageError struct{ cause error }
+
+func (e *registryOutageError) Error() string { return "processor: " + e.cause.Error() }
+func (e *registryOutageError) Unwrap() error { return e.cause }
+func (e *registryOutageError) Is(target error) bool {
+	return target == errRegistryWait || target == errRedo
 }
 
 // registryPause is the pause before the next redo of a registry outage:
@@ -34,6 +43,14 @@ func (s *session) registryPause(err error) time.Duration {
 	s.registryWaits++
 	d := min(100*time.Millisecond<<min(s.registryWaits, 6), 5*time.Second)
 	s.app.log.Warn("schema registry unavailable: the transaction is aborted and redone after a pause",
-		"thread", s.th.index, "attempt", s.registryWaits, "pause", d, "err", err)
+		"thread", s.th.index, "attempt", s.registryWaits, "pause", d, "err", registryCause(err))
 	return d
+}
+
+// registryCause is the serde's error inside a registry outage's redo.
+func registryCause(err error) error {
+	if e, ok := errors.AsType[*registryOutageError](err); ok {
+		return e.cause
+	}
+	return err
 }

@@ -110,7 +110,7 @@ func (f *Fleet) startLocked(in *Instance) error {
 	in.starts++
 	fmt.Fprintf(logf, "=== soak: start #%d of %s at %s ===\n", in.starts, in.ID, time.Now().Format(time.RFC3339Nano))
 	args := []string{
-		"--brokers", strings.Join(f.cfg.Brokers, ","), "--application", f.cfg.App,
+		"--brokers", strings.Join(f.cfg.Brokers, ","), "--app", f.cfg.App,
 		"--in", f.cfg.In, "--out", f.cfg.Out, "--dlq", f.cfg.DLQ,
 		"--state-dir", in.StateDir, "--instance-id", in.ID,
 		// HTTP on a free port, as a deployed instance serves its metrics:
