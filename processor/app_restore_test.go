@@ -290,11 +290,14 @@ func TestRestoreStopsCleanlyWhenStoppedMidway(t *testing.T) {
 }
 
 // TestRestoreRevokedMidwayMovesCleanly has a second instance join while
-// the first restores task 0_1 from a large changelog: the sticky balancer
-// moves partition 1 to the newcomer, so the first instance's restore is
-// revoked midway (its listener hears no end) while it keeps running task
-// 0_0, the newcomer restores 0_1 in full, and all counts are exactly once.
-// No restore goroutine is left once both stop.
+// the first restores task 0_1 from a large changelog. The first instance
+// is the more caught up (it reports the restore's remaining offsets), so
+// it keeps 0_1 while the newcomer warms it up, as in Kafka Streams'
+// KIP-441; once the warm-up has caught up, a probing rebalance moves
+// partition 1 to the newcomer, so the first instance's restore is revoked
+// midway (its listener hears no end) while it keeps running task 0_0. All
+// counts are exactly once, which with that restore unfinished means the
+// newcomer ran 0_1. No restore goroutine is left once both stop.
 func TestRestoreRevokedMidwayMovesCleanly(t *testing.T) {
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "restore-revoke"), in, out)
@@ -327,7 +330,6 @@ func TestRestoreRevokedMidwayMovesCleanly(t *testing.T) {
 	if rec1.ended(taskB) {
 		t.Fatal("the first instance finished restoring task 0_1: it was not revoked midway")
 	}
-	rec2.checkConsistent(t, taskB, bulk)
 	stop2()
 	stop1()
 	if gs := restoreGoroutines(); len(gs) > 0 {
