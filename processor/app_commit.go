@@ -203,7 +203,7 @@ func (o outputs) Discard() {
 
 func (s *session) acknowledge(now time.Time, t *txnState) {
 	t.mu.Lock()
-	oldest, outputs, deadLettered := t.oldest, t.outputs, t.deadLettered
+	oldest, outputs, deadLettered, undecodable := t.oldest, t.outputs, t.deadLettered, t.undecodable
 	for sink, o := range t.oldestBySink {
 		if !s.app.topo.IsRepartitionTopic(sink) {
 			s.app.ui.observeStaleness(sink, now, now.Sub(o))
@@ -216,6 +216,7 @@ func (s *session) acknowledge(now time.Time, t *txnState) {
 	}
 	s.app.metrics.recordsOut.Add(float64(outputs))
 	s.app.metrics.deadLettered.Add(float64(deadLettered))
+	s.app.metrics.deserializationErrors.Add(float64(undecodable))
 	s.app.publishSnapshot(s.th, s.ctrl.Snapshot())
 	t.reset()
 }
@@ -280,6 +281,9 @@ func (s *session) deadLetter(_ context.Context, r *kgo.Record, kind, operator st
 	}
 	s.txn.mu.Lock()
 	s.txn.deadLettered++
+	if kind == "deserialization" {
+		s.txn.undecodable++
+	}
 	s.txn.mu.Unlock()
 	return s.produceOutput(dl, true)
 }

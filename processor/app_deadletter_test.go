@@ -177,3 +177,35 @@ func TestUndecodableGlobalRecordIsSkippedWithADeadLetterTopic(t *testing.T) {
 		t.Fatalf("tidemark_deserialization_errors_total = %v, want 1", m["tidemark_deserialization_errors_total"])
 	}
 }
+
+// A transaction redone after an abort replays its undecodable records: the
+// error counters must count each bad record once, not once per attempt.
+func TestRedoneTransactionCountsItsUndecodableRecordOnce(t *testing.T) {
+	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), quantity).
+		Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }, topology.Named("fail-negative")).
+		WithSerdes(serde.String(), serde.Int64()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// k1 does not decode; k2's processing error aborts the transaction,
+	// which is redone without k2, replaying k1.
+	kafkatest.Produce(t, int64Record(in, 0, "k0", ptr(0)), int64Record(in, 0, "k1", nil),
+		int64Record(in, 0, "k2", ptr(-2)), int64Record(in, 0, "k3", ptr(3)))
+	app, stop := runApp(t, topo, processor.WithDeadLetterTopic(dlq),
+		processor.WithProcessingErrorHandler(processor.ContinueOnError), processor.WithHTTP("127.0.0.1:0"))
+	defer stop()
+	if got := keysOf(kafkatest.ConsumeExactly(t, out, 2, kafkatest.Timeout, time.Second)); got != "k0,k3" {
+		t.Fatalf("outputs %s, want k0,k3", got)
+	}
+	kafkatest.ConsumeExactly(t, dlq, 1, 10*time.Second, time.Second)
+	m := scrape(t, "http://"+app.HTTPAddr())
+	for name, want := range map[string]float64{"tidemark_deserialization_errors_total": 1,
+		"tidemark_dead_lettered_total": 1, "tidemark_processing_errors_total": 1} {
+		if m[name] != want {
+			t.Errorf("%s = %v, want %v", name, m[name], want)
+		}
+	}
+}

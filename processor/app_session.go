@@ -115,9 +115,10 @@ type txnState struct {
 	oldestBySink map[string]time.Time
 	// byTenant is the outputs to user sinks per tenant (app_tenants.go).
 	byTenant map[string]*tenantTxn
-	// deadLettered counts the dead-letter records of the transaction,
-	// added to the metric when it commits.
-	deadLettered int
+	// deadLettered counts the dead-letter records of the transaction and
+	// undecodable those of them that did not decode, added to the metrics
+	// when it commits: a redo after an abort replays them.
+	deadLettered, undecodable int
 	// rejected: the broker refused an output for good (see rejected).
 	rejected bool
 	// unknownTopic is the first output topic the broker said it does not
@@ -267,7 +268,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 func (t *txnState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.err, t.oldest, t.outputs, t.deadLettered, t.rejected, t.unknownTopic = nil, time.Time{}, 0, 0, false, ""
+	t.err, t.oldest, t.outputs, t.deadLettered, t.undecodable, t.rejected, t.unknownTopic = nil, time.Time{}, 0, 0, 0, false, ""
 	t.marks = map[changelog.TopicPartition]int64{}
 	clear(t.oldestBySink)
 	clear(t.byTenant)
@@ -820,11 +821,12 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 		// Only a source's decode failure is a bad input record: a store
 		// value or a windowed key that does not decode (serde.ErrDecode
 		// from further down) is corrupt state or a bug. Nothing was
-		// processed yet, so dead-lettering needs no replay.
-		s.app.metrics.deserializationErrors.Inc()
+		// processed yet, so dead-lettering needs no replay. Its count
+		// waits for the commit (acknowledge), as the dead letter does.
 		if s.app.cfg.OnDeserializationError == DeadLetterOnDeserializationError {
 			return s.deadLetter(ctx, raw, "deserialization", "", perr)
 		}
+		s.app.metrics.deserializationErrors.Inc()
 		return fmt.Errorf("processor: %w: %w", errFatal, perr)
 	}
 	return s.processingFailed(lt, raw, perr)
