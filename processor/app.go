@@ -54,12 +54,13 @@ type App struct {
 	// rejections of input records' outputs, and isolate says the
 	// transaction being redone after a rejection produces its outputs one
 	// by one (app_errors.go, app_rejected.go). They outlive sessions; only
-	// the loop goroutine touches them.
+	// the loop goroutine touches them. A commit past a record, or its
+	// partition leaving the thread that found it, forgets it.
 	// With stream threads (app_threads.go) the registries are shared
 	// under poisonMu, and isolate lives on each thread.
 	poisonMu       sync.Mutex
 	poison         map[recordKey]poisonEntry
-	rejectAttempts map[recordKey]int
+	rejectAttempts map[recordKey]rejections
 
 	purge *purger // repartition topic purging (app_purge.go)
 
@@ -121,7 +122,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		metrics: newAppMetrics(topo.Application()),
 
 		poison:         map[recordKey]poisonEntry{},
-		rejectAttempts: map[recordKey]int{},
+		rejectAttempts: map[recordKey]rejections{},
 	}
 	a.pub.frontiers = map[string]frontier.Frontier{}
 	a.threads = newThreads(cfg.Threads)

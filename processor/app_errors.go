@@ -3,9 +3,11 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/topology"
+	"github.com/tidemark-streams/tidemark/txn"
 )
 
 // ErrorAction is what an error handler decides for a record whose
@@ -115,6 +117,13 @@ type poisonEntry struct {
 	cause    error
 	operator string
 	kind     string // "processing" or "production"
+	thread   int    // the stream thread that decided
+}
+
+// rejections counts the rejected outputs of an input record.
+type rejections struct {
+	n      int
+	thread int // the stream thread that processed it
 }
 
 // prunePoison forgets the bad records a commit moved past: they will not
@@ -129,6 +138,26 @@ func (a *App) prunePoison(committed map[string]map[int32]int64) {
 	}
 	for k := range a.rejectAttempts {
 		if off, ok := committed[k.topic][k.partition]; ok && off > k.offset {
+			delete(a.rejectAttempts, k)
+		}
+	}
+}
+
+// forgetPoison forgets what thread found about the records of partitions
+// it no longer owns (owned says which it does): another instance or thread
+// reads them now, and decides afresh. A revocation before the commit that
+// moves past a bad record would otherwise leave its entry behind for good.
+func (a *App) forgetPoison(thread int, owned txn.Partitions) {
+	own := func(k recordKey) bool { return slices.Contains(owned[k.topic], k.partition) }
+	a.poisonMu.Lock()
+	defer a.poisonMu.Unlock()
+	for k, pe := range a.poison {
+		if pe.thread == thread && !own(k) {
+			delete(a.poison, k)
+		}
+	}
+	for k, r := range a.rejectAttempts {
+		if r.thread == thread && !own(k) {
 			delete(a.rejectAttempts, k)
 		}
 	}

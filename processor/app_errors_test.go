@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,5 +322,74 @@ func TestBatchesRespectTheOutputTopicsMaxMessageBytes(t *testing.T) {
 	kafkatest.ConsumeExactly(t, out, len(recs), kafkatest.Timeout, time.Second)
 	if m := scrape(t, "http://"+app.HTTPAddr()); m["tidemark_aborts_total"] != 0 {
 		t.Fatalf("tidemark_aborts_total = %v, want 0: batches were rejected", m["tidemark_aborts_total"])
+	}
+}
+
+// A decision taken for a bad record whose partition then moves to another
+// instance, before a commit moved past it, is forgotten: this instance
+// will not read the record again, and over a long run such decisions
+// would pile up with every rebalance.
+func TestPoisonDecisionsOfAMovedPartitionAreForgotten(t *testing.T) {
+	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
+	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
+	b.Stream(in, serde.String(), serde.Int64()).
+		Process(func() topology.Processor[string, int64, string, int64] { return &failNegative{} }, topology.Named("fail-negative")).
+		WithSerdes(serde.String(), serde.Int64()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		recs = append(recs, int64Record(in, p, fmt.Sprintf("k%d-bad", p), ptr(-1)), int64Record(in, p, fmt.Sprintf("k%d-good", p), ptr(1)))
+	}
+	kafkatest.Produce(t, recs...)
+	// a decides on both bad records in its first transaction, which never
+	// commits by itself; the second decision waits for b to take one of
+	// a's two partitions.
+	var second atomic.Int32
+	var other atomic.Pointer[processor.App]
+	hold := func(ectx processor.ErrorContext, _ error) processor.ErrorAction {
+		if second.Add(1) == 2 {
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if o := other.Load(); o != nil && o.Ready() {
+					break
+				}
+			}
+		}
+		return processor.Continue
+	}
+	a, stopA := runApp(t, topo, fixedCommits(time.Minute), processor.WithInstanceID("a"),
+		processor.WithProcessingErrorHandler(hold))
+	defer stopA()
+	deadline := time.Now().Add(kafkatest.Timeout)
+	for second.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("a did not reach both bad records")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	bApp, stopB := runApp(t, topo, processor.WithInstanceID("b"), processor.WithProcessingErrorHandler(processor.ContinueOnError))
+	defer stopB()
+	other.Store(bApp)
+	// a commits nothing for a minute: what is visible is b's, from the
+	// partition that moved.
+	got := kafkatest.ConsumeExactly(t, out, 1, kafkatest.Timeout, time.Second)
+	var moved int
+	if _, err := fmt.Sscanf(string(got[0].Key), "k%d-good", &moved); err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("%s/%d@", in, moved)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		stale := false
+		for _, k := range processor.PoisonKeys(a) {
+			stale = stale || strings.HasPrefix(k, prefix)
+		}
+		if !stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a still holds decisions %v for partition %d, which moved to b", processor.PoisonKeys(a), moved)
+		}
 	}
 }

@@ -71,8 +71,10 @@ func (s *session) outputRejected(r *kgo.Record, deadLetter bool, cause error) er
 		key = recordKey{s.cur.raw.Topic, s.cur.raw.Partition, s.cur.raw.Offset}
 	}
 	s.app.poisonMu.Lock()
-	s.app.rejectAttempts[key]++
-	n := s.app.rejectAttempts[key]
+	rj := s.app.rejectAttempts[key]
+	rj.n, rj.thread = rj.n+1, s.th.index
+	s.app.rejectAttempts[key] = rj
+	n := rj.n
 	s.app.poisonMu.Unlock()
 	if n < s.app.cfg.ProductionRetries {
 		s.app.log.Warn("output rejected; redoing the transaction", "topic", r.Topic, "record", s.curKey(), "attempt", n, "err", cause)
@@ -150,8 +152,8 @@ func (s *session) redoPause() time.Duration {
 	n := 0
 	s.app.poisonMu.Lock()
 	defer s.app.poisonMu.Unlock()
-	for _, a := range s.app.rejectAttempts {
-		n = max(n, a)
+	for _, r := range s.app.rejectAttempts {
+		n = max(n, r.n)
 	}
 	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
 }

@@ -399,6 +399,7 @@ func (s *session) syncTasks(ctx context.Context) error {
 	}
 	syncStart := time.Now()
 	s.queryAssigned(want)
+	s.app.forgetPoison(s.th.index, s.inputsOf(want))
 	for id, lt := range s.tasks {
 		if !want[id] {
 			if err := lt.close(); err != nil {
@@ -886,7 +887,7 @@ func (s *session) poison(ectx ErrorContext, action ErrorAction, kind string, cau
 		"record", key.String(), "operator", ectx.Operator, "err", cause)
 	s.app.poisonMu.Lock()
 	defer s.app.poisonMu.Unlock()
-	s.app.poison[key] = poisonEntry{action: action, cause: cause, operator: ectx.Operator, kind: kind}
+	s.app.poison[key] = poisonEntry{action: action, cause: cause, operator: ectx.Operator, kind: kind, thread: s.th.index}
 	return errReplay
 }
 
