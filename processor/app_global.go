@@ -320,6 +320,14 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 			}
 			// A transaction marker or a null key: nothing to store.
 			keep := !r.Attrs.IsControl() && r.Key != nil
+			value := r.Value
+			if keep && gs.info.Nulls != nil {
+				nullKey, tombstone := gs.info.Nulls(r.Key, r.Value)
+				keep = !nullKey
+				if tombstone {
+					value = nil
+				}
+			}
 			if keep {
 				if keep, bad = g.check(gs, r); bad != nil {
 					return
@@ -331,8 +339,8 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 				continue
 			}
 			rec := changelog.GlobalRecord{Key: r.Key}
-			if r.Value != nil {
-				rec.Value = topology.EncodeTimestamped(make([]byte, 0, 8+len(r.Value)), r.Timestamp.UnixMilli(), r.Value)
+			if value != nil {
+				rec.Value = topology.EncodeTimestamped(make([]byte, 0, 8+len(value)), r.Timestamp.UnixMilli(), value)
 			}
 			gs.batch = append(gs.batch, rec)
 		}

@@ -7,6 +7,7 @@
 package serde
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -92,10 +93,22 @@ func (float64Serde) Decode(b []byte) (float64, error) {
 	return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
 }
 
+// Nuller is implemented by serdes whose encoding has a null of its own,
+// such as JSON's null. Sources read such a key as a null Kafka key and
+// such a value as a tombstone, as Kafka Streams does when a deserializer
+// returns null; Decode still returns the zero T for it.
+type Nuller interface {
+	IsNull(b []byte) bool
+}
+
 type jsonSerde[T any] struct{}
 
-// JSON encodes values with encoding/json.
+// JSON encodes values with encoding/json. The JSON value null is a Nuller's
+// null: a source reads it as a tombstone (a null key as a key), never as a
+// zero T; Decode returns the zero T for it, as encoding/json does.
 func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
+
+func (jsonSerde[T]) IsNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
 
 func (jsonSerde[T]) Encode(dst []byte, v T) ([]byte, error) {
 	b, err := json.Marshal(v)

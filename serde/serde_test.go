@@ -88,3 +88,18 @@ func TestBytesDecodeKeepsEmptyApartFromNil(t *testing.T) {
 		t.Fatalf("nil decoded to %#v, want nil", null)
 	}
 }
+
+func TestJSONNullIsTheSerdesNull(t *testing.T) {
+	n, ok := serde.JSON[struct{ A int }]().(serde.Nuller)
+	if !ok {
+		t.Fatal("serde.JSON is not a Nuller")
+	}
+	for in, want := range map[string]bool{"null": true, " null\n": true, `"null"`: false, "{}": false, "": false, "nul": false} {
+		if got := n.IsNull([]byte(in)); got != want {
+			t.Errorf("IsNull(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if _, ok := serde.String().(serde.Nuller); ok {
+		t.Error("serde.String has a null of its own: the string \"null\" would be a tombstone")
+	}
+}

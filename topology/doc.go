@@ -27,7 +27,10 @@
 //
 //   - Sources set NullKey when the Kafka key is null and Tombstone when the
 //     value is; an empty key or value is decoded by the serde like any other
-//     bytes, so a string-keyed count keeps "" and null apart.
+//     bytes, so a string-keyed count keeps "" and null apart. A key or value
+//     that the serde reads as null (serde.Nuller: serde.JSON's null) counts
+//     as null too, as in Kafka Streams, where a deserializer returning null
+//     makes a null key or a tombstone; global tables do the same.
 //   - Stateless operators (Filter, FilterNot, MapValues, FlatMapValues,
 //     Peek, Foreach, Merge, branches, Process) pass a null key through. Their
 //     functions see the zero K; a Processor sees Record.NullKey.

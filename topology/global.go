@@ -69,6 +69,11 @@ type GlobalStoreInfo struct {
 	// error wraps ErrDeserialize, unless the serde could not judge the
 	// record (serde.ErrRegistry).
 	Check func(key, value []byte) error
+	// Nulls says whether the table's serdes read a record's key or value
+	// as null (serde.Nuller: JSON's null), nil when neither has a null of
+	// its own. Such a key is ignored as a null Kafka key is, and such a
+	// value deletes, as a tombstone does.
+	Nulls func(key, value []byte) (nullKey, tombstone bool)
 }
 
 // GlobalStoreDescription describes a global store in Describe's output.
@@ -91,7 +96,7 @@ func (b *Builder) GlobalTable[K, V any](topic string, keys serde.Serde[K], value
 		}
 	}
 	info := &GlobalStoreInfo{Spec: store.Spec{Name: name, Kind: store.KindKeyValue}, Topic: topic, Timestamped: true,
-		Check: globalCheck(keys, values)}
+		Check: globalCheck(keys, values), Nulls: globalNulls(keys, values)}
 	switch {
 	case topic == "":
 		b.fail(errorf(name, "%w: global table without a topic", ErrInvalidTopology))
@@ -112,6 +117,17 @@ func (b *Builder) GlobalTable[K, V any](topic string, keys serde.Serde[K], value
 	}
 	b.globals = append(b.globals, info)
 	return GlobalTable[K, V]{b: b, info: info, ks: keys, vs: values}
+}
+
+func globalNulls[K, V any](keys serde.Serde[K], values serde.Serde[V]) func(key, value []byte) (bool, bool) {
+	kn, _ := keys.(serde.Nuller)
+	vn, _ := values.(serde.Nuller)
+	if kn == nil && vn == nil {
+		return nil
+	}
+	return func(key, value []byte) (bool, bool) {
+		return kn != nil && kn.IsNull(key), vn != nil && value != nil && vn.IsNull(value)
+	}
 }
 
 func globalCheck[K, V any](keys serde.Serde[K], values serde.Serde[V]) func(key, value []byte) error {

@@ -64,27 +64,33 @@ func (o *sourceOp[K, V]) instantiate(env *opEnv, children []any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sourceInst[K, V]{op: o, env: env, next: next}, nil
+	kn, _ := o.ks.(serde.Nuller)
+	vn, _ := o.vs.(serde.Nuller)
+	return &sourceInst[K, V]{op: o, env: env, next: next, keyNull: kn, valueNull: vn}, nil
 }
 
 type sourceInst[K, V any] struct {
 	op   *sourceOp[K, V]
 	env  *opEnv
 	next forwarder[K, V]
+	// keyNull and valueNull are the serdes' nulls, if they have one.
+	keyNull, valueNull serde.Nuller
 }
 
 // Deliver decodes the record. A null key becomes the zero K with NullKey
-// set and a null value a tombstone, neither calling the serde; an empty key
-// or value is decoded like any other bytes.
+// set and a null value a tombstone, neither calling the serde; so do a key
+// and a value the serde reads as null (serde.Nuller: JSON's null). An
+// empty key or value is decoded like any other bytes.
 func (s *sourceInst[K, V]) Deliver(in *InputRecord) error {
-	r := Record[K, V]{Timestamp: in.Timestamp, Headers: in.Headers, NullKey: in.Key == nil}
+	r := Record[K, V]{Timestamp: in.Timestamp, Headers: in.Headers,
+		NullKey: in.Key == nil || s.keyNull != nil && s.keyNull.IsNull(in.Key)}
 	var err error
 	if !r.NullKey {
 		if r.Key, err = s.op.ks.Decode(in.Key); err != nil {
 			return s.undecodable(in, "key", err)
 		}
 	}
-	if in.Value == nil {
+	if in.Value == nil || s.valueNull != nil && s.valueNull.IsNull(in.Value) {
 		r.Tombstone = true
 	} else if r.Value, err = s.op.vs.Decode(in.Value); err != nil {
 		return s.undecodable(in, "value", err)

@@ -22,13 +22,14 @@ type globalStores struct {
 	byName  map[string]store.Store
 	byTopic map[string]store.KeyValue
 	checks  map[string]func(key, value []byte) error // by topic
+	nulls   map[string]func(key, value []byte) (nullKey, tombstone bool)
 	buf     []byte
 }
 
 func (d *Driver) openGlobals() error {
 	gs := d.topo.GlobalStores()
 	d.globals = &globalStores{byName: map[string]store.Store{}, byTopic: map[string]store.KeyValue{},
-		checks: map[string]func(key, value []byte) error{}}
+		checks: map[string]func(key, value []byte) error{}, nulls: map[string]func(key, value []byte) (bool, bool){}}
 	for _, g := range gs {
 		s, err := d.cfg.provider.Open(g.Spec, 0)
 		if err != nil {
@@ -42,6 +43,7 @@ func (d *Driver) openGlobals() error {
 		d.globals.byName[g.Spec.Name] = kv
 		d.globals.byTopic[g.Topic] = kv
 		d.globals.checks[g.Topic] = g.Check
+		d.globals.nulls[g.Topic] = g.Nulls
 	}
 	return nil
 }
@@ -59,6 +61,15 @@ func (g *globalStores) update(topic string, key, value []byte, ts int64) error {
 	kv, ok := g.byTopic[topic]
 	if !ok || key == nil {
 		return nil
+	}
+	if nulls := g.nulls[topic]; nulls != nil {
+		nullKey, tombstone := nulls(key, value)
+		if nullKey {
+			return nil
+		}
+		if tombstone {
+			value = nil
+		}
 	}
 	if check := g.checks[topic]; check != nil {
 		if err := check(key, value); err != nil {
