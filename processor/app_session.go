@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -185,7 +186,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP, Thread: th.index},
-			ha: a.haConfig(), lags: a.haLags, ends: a.changelogEnds, onStandby: s.onStandby, rejoin: &s.rejoin}),
+			ha: a.haConfig(), lags: a.haLags, ends: a.changelogEnds, onStandby: s.onStandby, onSync: s.onSync, rejoin: &s.rejoin}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -339,6 +340,35 @@ func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]
 		// transaction commit too (under the new generation).
 		return
 	}
+	s.revoke(lost)
+}
+
+// onSync revokes what a sync's assignment no longer holds. kgo's
+// GroupTransactSession calls the revoke callback only for the first
+// revocation before its next End and swallows later ones: a rebalance
+// that took more partitions while the first one's transaction was still
+// open would leave their tasks running here next to their new owner.
+// A revocation kgo does pass on right after is counted again, which only
+// matches kgo: its session aborts the next transaction too.
+func (s *session) onSync(synced map[string][]int32) {
+	s.assignMu.Lock()
+	lost := map[string][]int32{}
+	for t, ps := range s.assigned {
+		for p := range ps {
+			if !slices.Contains(synced[t], p) {
+				lost[t] = append(lost[t], p)
+			}
+		}
+	}
+	s.assignMu.Unlock()
+	if anyPartition(lost) {
+		s.revoke(lost)
+	}
+}
+
+// revoke forgets the lost partitions and counts a revocation, which
+// aborts the open transaction (app_revoke_fence.go).
+func (s *session) revoke(lost map[string][]int32) {
 	s.fair.revoke(lost)
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()

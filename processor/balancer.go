@@ -37,6 +37,9 @@ type copartitionBalancer struct {
 	ha        haConfig
 	lags      func() map[int32]int64
 	onStandby func(standbyAssignment)
+	// onSync, when set, receives the member's active assignment of each
+	// sync (client goroutine).
+	onSync func(map[string][]int32)
 	// ends, when set, lists the changelog end offsets (haConfig.ends)
 	// when this member leads an assignment; nil on failure.
 	ends func() map[int32]int64
@@ -81,6 +84,9 @@ func (c *copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string
 	parts, err := kgo.ParseConsumerSyncAssignment(assignment)
 	if err == nil && c.onStandby != nil {
 		c.onStandby(parseStandbyAssignment(assignment))
+	}
+	if err == nil && c.onSync != nil {
+		c.onSync(parts)
 	}
 	return parts, err
 }

@@ -446,3 +446,74 @@ func TestAbortAfterAStuckPrepareIsNotAnUnknownCommit(t *testing.T) {
 		t.Fatalf("%v prepare aborts, want the stuck flush's", n)
 	}
 }
+
+// kgo's GroupTransactSession calls the revoke callback only for the first
+// revocation before its next End: a second one that arrives while the
+// first's transaction is still open is swallowed. An instance whose loop
+// was busy (a slow record) through two rebalances that each took
+// partitions from it kept the tasks of the second, next to their new
+// owner.
+func TestSecondRevocationBeforeEndIsHeard(t *testing.T) {
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	build := func(app, in, out string) (*topology.Topology, error) {
+		b := topology.NewBuilder(app)
+		b.Stream(in, serde.String(), serde.String()).
+			Peek(func(_ string, v string) {
+				if v == "stall" {
+					once.Do(func() {
+						close(stalled)
+						select {
+						case <-release:
+						case <-time.After(15 * time.Second):
+						}
+					})
+				}
+			}).
+			GroupByKey(topology.Named("counts")).
+			Count(topology.Named("counts")).
+			ToStream().To(out)
+		return b.Build()
+	}
+	r := newFaultCluster(t, 6, build)
+	r.keys = 24
+	opts := []processor.Option{shortCommits, func(c *processor.Config) { c.TransactionTimeout = 30 * time.Second }}
+	apps := map[string]*processor.App{}
+	apps["a"], r.done, _ = r.start(append(opts, processor.WithInstanceID("a"))...)
+	r.app = apps["a"]
+	r.warmUp()
+	r.feed(5)
+	r.feedValue("stall") // a's loop holds a transaction open through both rebalances
+	select {
+	case <-stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stall record was not processed")
+	}
+	for _, id := range []string{"b", "c"} {
+		apps[id], _, _ = r.start(append(opts, processor.WithInstanceID(id))...)
+		r.waitAssigned(id, 20*time.Second)
+	}
+	close(release)
+	r.waitTasksMatchAssignment(apps, 10*time.Second)
+	r.feed(96)
+	r.check(20 * time.Second)
+}
+
+// waitAssigned waits until the group assigns instance id some partitions.
+func (r *faultRig) waitAssigned(id string, within time.Duration) {
+	r.t.Helper()
+	adm := kadm.NewClient(r.client())
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		described, err := adm.DescribeGroups(context.Background(), r.appID)
+		if err == nil && described.Error() == nil {
+			for _, m := range described[r.appID].Members {
+				if ca, _ := m.Assigned.AsConsumer(); m.InstanceID != nil && *m.InstanceID == id && ca != nil && len(ca.Topics) > 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.t.Fatalf("%s was assigned no partition within %s\nlogs:\n%s", id, within, r.logs.String())
+}
