@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark-streams/tidemark/internal/retry"
 )
 
 // Offsets are input offsets by topic and partition: the next offset to
@@ -326,20 +328,26 @@ func (c *Committer) resolve(ctx context.Context, pending Offsets) (committed, kn
 	if len(pending) == 0 {
 		return false, false
 	}
+	backoff := retry.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for {
 		got, err := c.sess.Committed(ctx, pending)
+		wait := 50 * time.Millisecond
 		switch {
 		case err == nil:
 			return outcome(pending, got)
-		case !errors.Is(err, kerr.UnstableOffsetCommit):
+		case errors.Is(err, kerr.UnstableOffsetCommit):
+			// The transaction's markers are still being written:
+			// its outcome is about to be known.
+		case retry.Transient(err):
+			// The group coordinator loading or moving, a request
+			// timing out: an outcome given up for unknown costs a
+			// session restart reported as a lost commit.
+			wait = backoff.Next()
+		default:
 			return false, false
 		}
-		// The transaction's markers are still being written: its
-		// outcome is about to be known.
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, wait) != nil {
 			return false, false
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

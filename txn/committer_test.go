@@ -18,7 +18,8 @@ type fakeTransactor struct {
 	pending   Offsets
 	stable    Offsets
 	stableErr error
-	unstable  int // answers UNSTABLE_OFFSET_COMMIT this many times first
+	unstable  int     // answers UNSTABLE_OFFSET_COMMIT this many times first
+	transient []error // then answers these, one per call
 }
 
 func (f *fakeTransactor) Begin() error { *f.log = append(*f.log, "begin"); return nil }
@@ -32,6 +33,11 @@ func (f *fakeTransactor) Committed(context.Context, Offsets) (Offsets, error) {
 	if f.unstable > 0 {
 		f.unstable--
 		return nil, fmt.Errorf("committed offset carts/0: %w", kerr.UnstableOffsetCommit)
+	}
+	if len(f.transient) > 0 {
+		err := f.transient[0]
+		f.transient = f.transient[1:]
+		return nil, fmt.Errorf("fetch committed offsets: %w", err)
 	}
 	return f.stable, f.stableErr
 }
@@ -114,6 +120,10 @@ func committerCases() []committerCase {
 		{name: "an End error whose markers are still being written is resolved once they land",
 			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10), unstable: 2},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fetch-stable fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
+		{name: "an End error whose outcome lookup meets a coordinator loading or moving is resolved once it answers",
+			sess: fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(10),
+				transient: []error{kerr.CoordinatorLoadInProgress, kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.RequestTimedOut}},
+			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable fetch-stable fetch-stable fetch-stable fetch-stable fault:1 apply:t0 apply:t1 fault:2", anyErr: true, wantComm: true},
 		{name: "an End error whose offsets did not land is discarded",
 			sess:    fakeTransactor{endErr: errors.New("timeout"), pending: offsets(10), stable: offsets(4)},
 			wantLog: "begin fault:3 fault:0 end(commit=true) fetch-stable discard:t0 discard:t1", anyErr: true},
