@@ -15,7 +15,11 @@ import (
 // the previous transaction's markers are still being written, a leader
 // move) is retried after a metadata refresh, which franz-go announces at
 // info level only. Those retries are what a slow commit's flush usually
-// waited on; the counter makes them visible next to commit latency.
+// waited on; the counter makes them visible next to commit latency. It
+// counts refreshes, not batches, and misses the batches franz-go (v1.22.3)
+// retries in place after a backoff (REQUEST_TIMED_OUT,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND): it logs those at debug level only,
+// and none of its hooks sees a produce error.
 //
 // One info message is raised to a warning (see outOfRangeOnResume): an
 // input partition whose committed offset is outside its log.

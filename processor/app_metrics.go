@@ -96,7 +96,7 @@ func newAppMetrics(app string) *appMetrics {
 			Help:        "Commit duration by phase: flush (changelog and output records acknowledged), end (offsets and EndTxn), apply (overlays into local state).",
 			ConstLabels: labels, Buckets: staleBuckets}, []string{"phase"}),
 		produceRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_produce_retries_total",
-			Help: "Produce batches the Kafka client retried after a retriable error (e.g. CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, a leader move).", ConstLabels: labels}),
+			Help: "Metadata refreshes the Kafka client triggered to retry produce batches the broker turned away (CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS): one per refresh, however many batches it retried. Batches franz-go retries in place after a backoff (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) are not counted.", ConstLabels: labels}),
 		reflectedSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_reflected_records_skipped_total",
 			Help: "Input records skipped because the local state already reflects them: the group's committed offsets were behind the position the state's changelogs carry.", ConstLabels: labels}),
 		stateRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_state_rebuilds_total",
