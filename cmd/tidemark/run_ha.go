@@ -21,6 +21,12 @@ type haConfig struct {
 	StandbyReplicas       int    `yaml:"standby_replicas" json:"standby_replicas"`
 	AcceptableRecoveryLag int64  `yaml:"acceptable_recovery_lag" json:"acceptable_recovery_lag"`
 	SnapshotStore         string `yaml:"snapshot_store" json:"snapshot_store"`
+	// MaxWarmupReplicas is processor.WithMaxWarmupReplicas; 0 keeps its
+	// default.
+	MaxWarmupReplicas int `yaml:"max_warmup_replicas" json:"max_warmup_replicas"`
+	// ProbingRebalanceInterval is processor.WithProbingRebalanceInterval,
+	// a Go duration; empty keeps its default.
+	ProbingRebalanceInterval string `yaml:"probing_rebalance_interval" json:"probing_rebalance_interval"`
 	// MaxRecordsPerTaskPass: 0 keeps the default, -1 turns fair
 	// scheduling off (processor.UnlimitedRecordsPerTaskPass).
 	MaxRecordsPerTaskPass int `yaml:"max_records_per_task_pass" json:"max_records_per_task_pass"`
@@ -38,6 +44,8 @@ type haConfig struct {
 func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 	fl.IntVar(&f.StandbyReplicas, "standby-replicas", 0, "standby replicas per stateful task, kept warm on other instances for fast failover")
 	fl.Int64Var(&f.AcceptableRecoveryLag, "acceptable-recovery-lag", 0, "changelog records an instance may lag and still take a task at once; more and it warms up first (default 10000)")
+	fl.IntVar(&f.MaxWarmupReplicas, "max-warmup-replicas", 0, "warm-ups (copies catching up to take a task over) the group runs at once (default 2)")
+	fl.StringVar(&f.ProbingRebalanceInterval, "probing-rebalance-interval", "", "how often an instance warming up tasks asks for a rebalance so the leader sees its lags (default 10m)")
 	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
 	fl.IntVar(&f.Threads, "threads", 0, "record loops in this process, each its own group member with its own transactional producer (default 1)")
 	fl.StringVar(&f.PeerDeadAfter, "peer-dead-after", "", "remove an instance from the group once its HTTP port has refused connections this long, so its partitions move before its session times out; \"off\" to wait for the session timeout (default 500ms; needs --http)")
@@ -47,10 +55,14 @@ func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 
 // applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
 // TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS, TIDEMARK_THREADS
-// TIDEMARK_PEER_DEAD_AFTER and TIDEMARK_RESTORE_SHARE.
+// TIDEMARK_PEER_DEAD_AFTER, TIDEMARK_RESTORE_SHARE, TIDEMARK_MAX_WARMUP_REPLICAS
+// and TIDEMARK_PROBING_REBALANCE_INTERVAL.
 func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
 		f.SnapshotStore = v
+	}
+	if v := getenv("TIDEMARK_PROBING_REBALANCE_INTERVAL"); v != "" {
+		f.ProbingRebalanceInterval = v
 	}
 	if v := getenv("TIDEMARK_PEER_DEAD_AFTER"); v != "" {
 		f.PeerDeadAfter = v
@@ -62,7 +74,8 @@ func applyHAEnv(f *haConfig, getenv func(string) string) error {
 		}
 		f.RestoreShare = x
 	}
-	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass, "TIDEMARK_THREADS": &f.Threads} {
+	for name, dst := range map[string]*int{"TIDEMARK_STANDBY_REPLICAS": &f.StandbyReplicas, "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": &f.MaxRecordsPerTaskPass, "TIDEMARK_THREADS": &f.Threads,
+		"TIDEMARK_MAX_WARMUP_REPLICAS": &f.MaxWarmupReplicas} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -94,6 +107,12 @@ func (f haConfig) validate() error {
 	}
 	if f.AcceptableRecoveryLag < 0 {
 		return fmt.Errorf("config: acceptable_recovery_lag %d: must not be negative", f.AcceptableRecoveryLag)
+	}
+	if f.MaxWarmupReplicas < 0 {
+		return fmt.Errorf("config: max_warmup_replicas %d: must not be negative (0: the default)", f.MaxWarmupReplicas)
+	}
+	if _, err := f.probingRebalanceInterval(); err != nil {
+		return err
 	}
 	if f.MaxRecordsPerTaskPass < processor.UnlimitedRecordsPerTaskPass {
 		return fmt.Errorf("config: max_records_per_task_pass %d: want ≥ 1, 0 for the default or -1 for no limit", f.MaxRecordsPerTaskPass)
@@ -129,6 +148,12 @@ func (f haConfig) options() []processor.Option {
 	if f.SnapshotStore != "" {
 		opts = append(opts, processor.WithSnapshotStore(f.SnapshotStore))
 	}
+	if f.MaxWarmupReplicas > 0 {
+		opts = append(opts, processor.WithMaxWarmupReplicas(f.MaxWarmupReplicas))
+	}
+	if d, _ := f.probingRebalanceInterval(); d > 0 {
+		opts = append(opts, processor.WithProbingRebalanceInterval(d))
+	}
 	if f.Threads > 0 {
 		opts = append(opts, processor.WithThreads(f.Threads))
 	}
@@ -158,6 +183,18 @@ func (f haConfig) peerDeadAfter() (time.Duration, error) {
 	}
 	if d < processor.MinPeerDeadAfter {
 		return 0, fmt.Errorf("config: peer_dead_after %s: want at least %s, or off", d, processor.MinPeerDeadAfter)
+	}
+	return d, nil
+}
+
+// probingRebalanceInterval parses probing_rebalance_interval; 0 when unset.
+func (f haConfig) probingRebalanceInterval() (time.Duration, error) {
+	if f.ProbingRebalanceInterval == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(f.ProbingRebalanceInterval)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("config: probing_rebalance_interval %q: want a positive duration such as 5m", f.ProbingRebalanceInterval)
 	}
 	return d, nil
 }
