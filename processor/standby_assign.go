@@ -42,10 +42,15 @@ import (
 //     exist at once (Kafka Streams' max.warmup.replicas), given in
 //     partition order; a target past the cap gets its warm-up in a later
 //     round (the rounds that move the earlier warm-ups' partitions);
-//  3. each stateful p gets up to StandbyReplicas standbys on members other
-//     than its active owner and its warm-up (never two copies on one
-//     member), preferring members whose state for p is freshest, then the
-//     least loaded;
+//  3. each stateful p gets up to StandbyReplicas standbys on processes
+//     other than its active owner's and its warm-up's (one copy per
+//     process), placed by load as Kafka Streams places them: standby
+//     counts balanced within one where the processes allow it, not by lag
+//     (a placement following lags chases them round after round). When
+//     such a standby is not caught up and another member holds a caught-up
+//     copy, that copy stays as a standby and the new one becomes a
+//     warm-up, dropped once caught up (Kafka Streams' standby task
+//     movements); past MaxWarmupReplicas the caught-up copy stays instead;
 //  4. a p moving to a member that does not own it yet is revoked from its
 //     owner in this round and assigned in the next (cooperative, KIP-429):
 //     meanwhile the new owner keeps, or starts, tailing it as a standby, so
@@ -270,6 +275,38 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		plan.active[p] = active
 		load[active]++
 	}
+	// proc[m] is the first member of m's process; held[p][proc[m]]: m's
+	// process holds a copy of p (the active, a warm-up or a standby).
+	proc := make([]int, n)
+	for m := range members {
+		for !sameProcess(m, proc[m]) {
+			proc[m]++
+		}
+	}
+	held := make([][]bool, parts)
+	warming := make([]bool, parts)
+	for p := range parts {
+		held[p] = make([]bool, n)
+		held[p][proc[plan.active[p]]] = true
+	}
+	for m, ps := range plan.warmup {
+		for _, p := range ps {
+			held[p][proc[m]], warming[p] = true, true
+		}
+	}
+	standbys := make([]int, n) // standbys per member, in-flight ones aside
+	moveStandby := func(from, to int, p int32) {
+		if from >= 0 {
+			plan.standby[from] = slices.DeleteFunc(plan.standby[from], func(q int32) bool { return q == p })
+			held[p][proc[from]] = false
+			standbys[from]--
+			load[from]--
+		}
+		plan.standby[to] = append(plan.standby[to], p)
+		held[p][proc[to]] = true
+		standbys[to]++
+		load[to]++
+	}
 	for p := range parts {
 		if !stateful(p) {
 			continue
@@ -277,8 +314,7 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 		active := plan.active[p]
 		// A partition moving to a member that does not own it arrives in
 		// the next round; the member tails it meanwhile.
-		inFlight := !members[active].owned[p]
-		if inFlight {
+		if !members[active].owned[p] {
 			for m := range members {
 				// From a sibling thread the state is local already:
 				// tailing it as a standby would be a second writer.
@@ -288,43 +324,108 @@ func assignHA(members []haMember, parts int32, cfg haConfig) haPlan {
 				}
 			}
 		}
-		// Candidates: members of processes that hold no copy of p yet
-		// (neither the active, nor a warm-up, nor the in-flight standby).
-		var cands []int
-		for m := range members {
-			copyHere := false
-			for o := range members {
-				if sameProcess(m, o) && (o == active || slices.Contains(plan.warmup[o], p) || slices.Contains(plan.standby[o], p)) {
-					copyHere = true
-					break
-				}
-			}
-			if !copyHere {
-				cands = append(cands, m)
-			}
+		// By load, not by lag, as Kafka Streams places standbys: a
+		// placement following lags would chase them round after round.
+		// Caught-up copies elsewhere are kept below while needed.
+		cands := make([]int, n)
+		for m := range cands {
+			cands[m] = m
 		}
 		sort.SliceStable(cands, func(i, j int) bool {
-			li, oki := lag(cands[i], p)
-			lj, okj := lag(cands[j], p)
-			if oki != okj {
-				return oki
-			}
-			if oki && li != lj {
-				return li < lj
-			}
-			return load[cands[i]] < load[cands[j]]
+			a, b := cands[i], cands[j]
+			return standbys[a] < standbys[b] || standbys[a] == standbys[b] && load[a] < load[b]
 		})
 		placed := 0
-		for i, m := range cands {
-			if placed == cfg.standbys {
-				break
+		for _, m := range cands {
+			if placed < cfg.standbys && !held[p][proc[m]] {
+				moveStandby(-1, m, p)
+				placed++
 			}
-			if slices.ContainsFunc(cands[:i], func(o int) bool { return sameProcess(m, o) && slices.Contains(plan.standby[o], p) }) {
-				continue // one copy per process
+		}
+	}
+	// mayGet: y may get x's standby p (a sibling thread of x may).
+	mayGet := func(x, y int, p int32) bool {
+		return !held[p][proc[y]] || proc[y] == proc[x]
+	}
+	// shift balances the standbys by one: along a chain (x gives y a
+	// standby y may get, y gives the next member one, ...) from a member
+	// with the most to one with two fewer, the shortest chain.
+	shift := func() bool {
+		most := slices.Max(standbys)
+		from := make([]int, n) // the chain's previous member; -1 start, -2 unreached
+		via := make([]int32, n)
+		var queue []int
+		for m := range members {
+			from[m] = -2
+			if standbys[m] == most {
+				from[m] = -1
+				queue = append(queue, m)
 			}
-			plan.standby[m] = append(plan.standby[m], p)
-			load[m]++
-			placed++
+		}
+		dst := -1
+		for len(queue) > 0 && dst < 0 {
+			x := queue[0]
+			queue = queue[1:]
+			for y := range members {
+				if from[y] != -2 {
+					continue
+				}
+				p := int32(-1) // the standby y gets
+				for _, q := range plan.standby[x] {
+					if plan.active[q] != x && mayGet(x, y, q) {
+						p = q
+						break
+					}
+				}
+				if p < 0 {
+					continue
+				}
+				from[y], via[y] = x, p
+				if standbys[y] <= most-2 {
+					dst = y
+					break
+				}
+				queue = append(queue, y)
+			}
+		}
+		// From the chain's end: each move checked as it is made (one
+		// partition twice on the chain may land twice in one process).
+		for y := dst; y >= 0 && from[y] >= 0; y = from[y] {
+			if !mayGet(from[y], y, via[y]) {
+				return false
+			}
+			moveStandby(from[y], y, via[y])
+		}
+		return dst >= 0
+	}
+	// Each shift lowers the sum of the squared counts: this ends.
+	for shift() {
+	}
+	// A balanced standby that is not caught up warms up while a caught-up
+	// copy elsewhere stays a standby; the round after it caught up drops
+	// that copy (Kafka Streams' assignStandbyTaskMovements). Past the
+	// warm-up cap, or while p warms up for its active, the caught-up copy
+	// stays instead and the balanced member gets p in a later round.
+	for p := range parts {
+		for m := range members {
+			if plan.active[p] == m || !slices.Contains(plan.standby[m], p) || caughtUp(m, p) {
+				continue
+			}
+			src := -1
+			for o := range members {
+				if l, ok := members[o].lags[p]; ok && l <= cfg.acceptable && !held[p][proc[o]] && (src < 0 || l < members[src].lags[p]) {
+					src = o
+				}
+			}
+			if src < 0 {
+				continue
+			}
+			moveStandby(m, src, p)
+			if !warming[p] && warmups < cfg.maxWarmups {
+				plan.warmup[m] = append(plan.warmup[m], p)
+				held[p][proc[m]], warming[p] = true, true
+				warmups++
+			}
 		}
 	}
 	for m := range members {

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -147,6 +148,26 @@ func TestAssignHATable(t *testing.T) {
 			active: [][]int32{{0, 1, 3}, {2}}, standby: [][]int32{nil, {2}}, warmup: [][]int32{nil, {3}},
 		},
 		{
+			name: "after a failover standbys rebalance: the balanced targets warm up, the caught-up copies stay meanwhile", parts: 6, standbys: 1,
+			// C crashed and rejoined: it got its actives back, while A and
+			// B still hold every standby. Balanced: A 3,5; B 0,4; C 1,2.
+			owned:  [][]int32{{0, 1}, {2, 3}, {4, 5}},
+			lags:   []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0, 4: 0}, {0: 0, 1: 0, 2: 0, 3: 0, 5: 0}, {4: 0, 5: 0}},
+			active: [][]int32{{0, 1}, {2, 3}, {4, 5}}, standby: [][]int32{{2, 3, 4}, {0, 1, 5}, nil}, warmup: [][]int32{{5}, {4}, {1, 2}},
+		},
+		{
+			name: "after a failover standbys rebalance: once the targets caught up, the extra copies go", parts: 6, standbys: 1,
+			owned:  [][]int32{{0, 1}, {2, 3}, {4, 5}},
+			lags:   []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0}, {0: 0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0}, {1: 0, 2: 0, 4: 0, 5: 0}},
+			active: [][]int32{{0, 1}, {2, 3}, {4, 5}}, standby: [][]int32{{3, 5}, {0, 4}, {1, 2}}, warmup: [][]int32{nil, nil, nil},
+		},
+		{
+			name: "after a failover standbys rebalance: warm-ups beyond the cap wait, their caught-up copies stay", parts: 6, standbys: 1, maxWarmups: 2,
+			owned:  [][]int32{{0, 1}, {2, 3}, {4, 5}},
+			lags:   []map[int32]int64{{0: 0, 1: 0, 2: 0, 3: 0, 4: 0}, {0: 0, 1: 0, 2: 0, 3: 0, 5: 0}, {4: 0, 5: 0}},
+			active: [][]int32{{0, 1}, {2, 3}, {4, 5}}, standby: [][]int32{{2, 3, 4}, {0, 1, 5}, nil}, warmup: [][]int32{nil, nil, {1, 2}},
+		},
+		{
 			name: "stateless partitions: balance only, no standbys, no warm-ups", parts: 4, standbys: 1, stateless: true,
 			owned: [][]int32{{0, 1, 2, 3}, nil}, lags: []map[int32]int64{none, none},
 			active: [][]int32{{0, 1}, {2, 3}}, standby: [][]int32{nil, nil}, warmup: [][]int32{nil, nil},
@@ -281,19 +302,25 @@ func TestAssignHARandomised(t *testing.T) {
 		plan := c.run()
 		checkHAInvariants(t, c, plan)
 		// Stickiness: a caught-up owner loses a partition only to a
-		// caught-up member, and only to its balanced target (then it
-		// holds no warm-up).
+		// caught-up member, and only to its balanced target.
+		owned := make([]map[int32]bool, n)
+		for m := range n {
+			owned[m] = map[int32]bool{}
+			for _, p := range c.owned[m] {
+				owned[m][p] = true
+			}
+		}
+		target := balanceSticky(owned, c.parts)
 		for p := range c.parts {
 			a := plan.active[p]
-			warmed := slices.ContainsFunc(plan.warmup, func(w []int32) bool { return slices.Contains(w, p) })
 			for m := range n {
 				if slices.Contains(c.owned[m], p) && m != a {
 					if l, ok := c.lag(m, p); ok && l <= 10_000 && !c.stateless {
 						if la, ok := c.lag(a, p); !ok || la > 10_000 {
 							t.Fatalf("partition %d moved from caught-up owner %d to %d, not caught up (lags %v)", p, m, a, c.lags)
 						}
-						if warmed {
-							t.Fatalf("partition %d moved from caught-up owner %d to %d, which is not its target (its target warms up)", p, m, a)
+						if a != target[p] {
+							t.Fatalf("partition %d moved from caught-up owner %d to %d, which is not its target %d", p, m, a, target[p])
 						}
 					}
 				}
@@ -538,6 +565,32 @@ func TestAssignHAConverges(t *testing.T) {
 			}
 			if slices.Max(load)-slices.Min(load) > 1 {
 				t.Fatalf("iteration %d, run %d: settled unbalanced: %v", it, run, load)
+			}
+			// Standbys settle balanced too, when there is a choice (every
+			// member a process of its own: threads of one process cannot
+			// hold each other's copies; and fewer standbys than other
+			// members), and no extra copy is left.
+			procs := map[string]bool{}
+			for i, m := range ms {
+				procs[cmp.Or(m.process, fmt.Sprint("#", i))] = true
+			}
+			sbLoad := make([]int, len(ms))
+			for i := range ms {
+				sbLoad[i] = len(plan.standby[i])
+			}
+			if len(procs) == len(ms) && cfg.standbys < len(ms)-1 && slices.Max(sbLoad)-slices.Min(sbLoad) > 1 {
+				t.Fatalf("iteration %d, run %d: standbys settled unbalanced: %v (actives %v)", it, run, plan.standby, plan.active)
+			}
+			for p := range parts {
+				copies := 0
+				for _, sb := range plan.standby {
+					if slices.Contains(sb, p) {
+						copies++
+					}
+				}
+				if want := min(cfg.standbys, len(procs)-1); cfg.stateful(p) && copies != want {
+					t.Fatalf("iteration %d, run %d: partition %d settled with %d standbys, want %d: %v", it, run, p, copies, want, plan.standby)
+				}
 			}
 			if rng.IntN(2) == 0 {
 				join()
