@@ -199,6 +199,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return starting(err)
 	}
 	defer stopFrontier()
+	a.removeFormerThreads(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	srv, err := a.startHTTP()
 	if err != nil {

@@ -268,7 +268,7 @@ func (a *App) leaveMembers(ctx context.Context, group, instance string, members 
 		case err == nil:
 			removed++
 		case errors.Is(err, kerr.FencedInstanceID), errors.Is(err, kerr.UnknownMemberID):
-			a.log.Info("peer detector: member not removed: it rejoined or left meanwhile", "peer", instance, "member", m.MemberID, "err", err)
+			a.log.Info("member not removed from the group: it rejoined or left meanwhile", "peer", instance, "member", m.MemberID, "err", err)
 		default:
 			return removed, fmt.Errorf("leave group %s for member %s of %s: %w", group, m.MemberID, instance, err)
 		}

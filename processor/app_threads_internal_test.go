@@ -368,3 +368,17 @@ func TestPinnedPartitionsOption(t *testing.T) {
 		}
 	}
 }
+
+func TestIsThreadInstanceOf(t *testing.T) {
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{
+		{"x", true}, {"x-t0", true}, {"x-t63", true},
+		{"x-t64", false}, {"x-t01", false}, {"x-t", false}, {"x-t-1", false}, {"x-t1a", false}, {"xy", false}, {"y-t0", false},
+	} {
+		if got := isThreadInstanceOf("x", c.id); got != c.want {
+			t.Errorf("isThreadInstanceOf(x, %q) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}
