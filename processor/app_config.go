@@ -327,7 +327,7 @@ func (c *Config) instanceID() (string, error) {
 	path := filepath.Join(c.StateDir, "instance-id")
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		id := strings.TrimSpace(string(b))
-		err := validInstanceID(id)
+		err := validInstanceID(id, c.threadCount())
 		if err == nil {
 			return id, nil
 		}
@@ -338,7 +338,7 @@ func (c *Config) instanceID() (string, error) {
 	}
 	host, _ := os.Hostname()
 	host = strings.Map(func(r rune) rune {
-		if validInstanceID(string(r)) != nil {
+		if validInstanceID(string(r), 1) != nil {
 			return '-'
 		}
 		return r
@@ -357,15 +357,22 @@ func (c *Config) instanceID() (string, error) {
 
 // validInstanceID checks an instance id against what Kafka accepts for a
 // group instance id (the characters of a topic name, at most 249), which
-// also keeps '/' out of the transactional id it is part of.
-func validInstanceID(id string) error {
-	if id == "" || len(id) > 249 {
-		return fmt.Errorf("instance id of %d bytes: want 1 to 249", len(id))
+// also keeps '/' out of the transactional id it is part of. With several
+// stream threads the longest of their group instance ids
+// ("<id>-t<threads-1>") must fit too.
+func validInstanceID(id string, threads int) error {
+	const maxLen = 249
+	if id == "" || len(id) > maxLen {
+		return fmt.Errorf("instance id of %d bytes: want 1 to %d", len(id), maxLen)
 	}
 	for _, r := range id {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
 			return fmt.Errorf("instance id %q: only ASCII letters, digits, '.', '_' and '-' are allowed", id)
 		}
+	}
+	if longest := threadInstanceID(id, threads-1, threads); len(longest) > maxLen {
+		return fmt.Errorf("instance id of %d bytes: with %d stream threads the group instance id of the last, %q, has %d bytes, over Kafka's %d: want at most %d",
+			len(id), threads, "…"+longest[len(id)-min(len(id), 8):], len(longest), maxLen, maxLen-(len(longest)-len(id)))
 	}
 	return nil
 }
@@ -456,7 +463,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: TransactionTimeout %s must be at least the longest commit interval %s plus 5s", d.TransactionTimeout, d.Commit.MaxInterval)
 	}
 	if d.InstanceID != "" {
-		if err := validInstanceID(d.InstanceID); err != nil {
+		if err := validInstanceID(d.InstanceID, d.threadCount()); err != nil {
 			return fmt.Errorf("config: InstanceID: %w", err)
 		}
 	}

@@ -105,3 +105,26 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 		})
 	}
 }
+
+// An instance id must leave room for its stream threads' "-t<i>": each
+// thread's group instance id is at most 249 bytes too.
+func TestInstanceIDLengthCountsTheThreadSuffix(t *testing.T) {
+	topo := configTopology(t)
+	for _, c := range []struct {
+		len, threads int
+		ok           bool
+	}{
+		{249, 1, true}, {250, 1, false},
+		{246, 2, true}, {247, 2, false}, // "-t1"
+		{246, 10, true}, {247, 10, false}, // "-t9"
+		{245, 11, true}, {246, 11, false}, // "-t10"
+	} {
+		_, err := processor.NewApp(topo, processor.WithBrokers("b:9092"), processor.WithInstanceID(strings.Repeat("i", c.len)), processor.WithThreads(c.threads))
+		if (err == nil) != c.ok {
+			t.Errorf("instance id of %d bytes with %d threads: NewApp error %v, want ok=%v", c.len, c.threads, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "249") {
+			t.Errorf("error %q does not name the limit", err)
+		}
+	}
+}

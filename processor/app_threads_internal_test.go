@@ -230,7 +230,7 @@ func TestThreadInstanceIDs(t *testing.T) {
 	if got := threadInstanceID("inst", 1, 2); got != "inst-t1" {
 		t.Fatalf("two threads: %q", got)
 	}
-	if err := validInstanceID(threadInstanceID("inst", 63, 64)); err != nil {
+	if err := validInstanceID(threadInstanceID("inst", 63, 64), 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{-1, 65} {
