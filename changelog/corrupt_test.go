@@ -356,26 +356,7 @@ func TestOpenDBWithATruncatedManifestHoldsACommittedPrefix(t *testing.T) {
 		t.Run(fmt.Sprintf("cut to %.0f%%", frac*100), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
 			build(t, dir)
-			m := filepath.Join(taskDirOf(t, dir), "MANIFEST")
-			fi, err := os.Stat(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(m, int64(float64(fi.Size())*frac)); err != nil {
-				t.Fatal(err)
-			}
-			db, err := OpenDB(dir, Options{Logger: quietLog})
-			if err != nil {
-				t.Fatalf("OpenDB: %v", err)
-			}
-			defer db.Close()
-			a, found, err := db.AppliedOffset(tp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
-			kv, _, _ := openTestStores(t, task)
-			got := contents(t, kv)
+			a, found, got := openAfterManifestCut(t, dir, frac, tp)
 			want := map[string]string{}
 			if found {
 				for i := range 100 {
@@ -620,4 +601,30 @@ func TestAStateDirInUseIsLeftAlone(t *testing.T) {
 	if aside, _ := filepath.Glob(dir + ".corrupt-*"); len(aside) != 0 {
 		t.Fatalf("a state dir in use was moved aside: %v", aside)
 	}
+}
+
+// openAfterManifestCut cuts the MANIFEST of dir's task DB to frac of its
+// size, opens the state directory and returns tp's applied offset and the
+// test key-value store's contents.
+func openAfterManifestCut(t *testing.T, dir string, frac float64, tp TopicPartition) (a AppliedOffset, found bool, got map[string]string) {
+	t.Helper()
+	m := filepath.Join(taskDirOf(t, dir), "MANIFEST")
+	fi, err := os.Stat(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(m, int64(float64(fi.Size())*frac)); err != nil {
+		t.Fatal(err)
+	}
+	db, err := OpenDB(dir, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatalf("OpenDB: %v", err)
+	}
+	defer db.Close()
+	if a, found, err = db.AppliedOffset(tp); err != nil {
+		t.Fatal(err)
+	}
+	task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
+	kv, _, _ := openTestStores(t, task)
+	return a, found, contents(t, kv)
 }

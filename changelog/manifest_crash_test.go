@@ -58,26 +58,7 @@ func TestOpenDBAfterACrashWithATruncatedManifest(t *testing.T) {
 	for _, frac := range []float64{0.5, 0.8, 0.9, 0.95, 1} {
 		t.Run(fmt.Sprintf("cut to %.0f%%", frac*100), func(t *testing.T) {
 			dir := build(t, filepath.Join(t.TempDir(), "state"))
-			m := filepath.Join(taskDirOf(t, dir), "MANIFEST")
-			fi, err := os.Stat(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(m, int64(float64(fi.Size())*frac)); err != nil {
-				t.Fatal(err)
-			}
-			db, err := OpenDB(dir, Options{Logger: quietLog})
-			if err != nil {
-				t.Fatalf("OpenDB: %v", err)
-			}
-			defer db.Close()
-			a, found, err := db.AppliedOffset(tp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			task := db.NewTaskState(TaskStateConfig{AppID: "app", Partition: testPartition})
-			kv, _, _ := openTestStores(t, task)
-			got := contents(t, kv)
+			a, found, got := openAfterManifestCut(t, dir, frac, tp)
 			want := map[string]string{}
 			if found {
 				for i := range 100 {

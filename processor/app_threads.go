@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -257,42 +258,36 @@ func (a *App) setReady(th *appThread, ready bool) {
 // setThreadTasks records th's running tasks: the tasks gauge is the sum
 // over threads, the thread gauge th's.
 func (a *App) setThreadTasks(th *appThread, n int) {
-	a.threadSums.Lock()
-	defer a.threadSums.Unlock()
-	th.tasks.Store(int64(n))
-	var sum int64
-	for _, t := range a.threads {
-		sum += t.tasks.Load()
-	}
-	a.metrics.tasks.Set(float64(sum))
+	a.setThreadSum(th, func(t *appThread) *atomic.Int64 { return &t.tasks }, int64(n), a.metrics.tasks)
 	a.threadMetrics().tasks.WithLabelValues(strconv.Itoa(th.index)).Set(float64(n))
 }
 
 // setThreadLag records th's consumer lag: the lag gauge is the sum over
 // threads.
 func (a *App) setThreadLag(th *appThread, lag int64) {
-	a.threadSums.Lock()
-	defer a.threadSums.Unlock()
-	th.lag.Store(lag)
-	var sum int64
-	for _, t := range a.threads {
-		sum += t.lag.Load()
-	}
-	a.metrics.lag.Set(float64(sum))
+	a.setThreadSum(th, func(t *appThread) *atomic.Int64 { return &t.lag }, lag, a.metrics.lag)
 	a.threadMetrics().lag.WithLabelValues(strconv.Itoa(th.index)).Set(float64(lag))
 }
 
 // setThreadPaused records the input partitions th paused: the paused
 // partitions gauge is the sum over threads.
 func (a *App) setThreadPaused(th *appThread, n int) {
+	a.setThreadSum(th, func(t *appThread) *atomic.Int64 { return &t.paused }, int64(n), a.metrics.fair.paused)
+}
+
+// setThreadSum stores v as th's value of field and sets sum to the total
+// over threads. Under threadSums: two threads storing at once could
+// otherwise each compute a total without the other's value and leave the
+// stale one last.
+func (a *App) setThreadSum(th *appThread, field func(*appThread) *atomic.Int64, v int64, sum prometheus.Gauge) {
 	a.threadSums.Lock()
 	defer a.threadSums.Unlock()
-	th.paused.Store(int64(n))
-	var sum int64
+	field(th).Store(v)
+	var total int64
 	for _, t := range a.threads {
-		sum += t.paused.Load()
+		total += field(t).Load()
 	}
-	a.metrics.fair.paused.Set(float64(sum))
+	sum.Set(float64(total))
 }
 
 // publishSnapshot publishes th's controller snapshot for /frontier: the
