@@ -266,7 +266,13 @@ func (a *App) loop(ctx context.Context, th *appThread) error {
 			if err != nil && !errors.Is(err, errRestartSession) {
 				s.abandon()
 			}
+			memberID, _ := s.cl.GroupMetadata()
 			s.close(sessionEnd(ctx, err))
+			if cause, _ := restartCause(err); cause == "fenced" && ctx.Err() == nil {
+				if terr := a.takenOverAfterFence(ctx, th, memberID); terr != nil {
+					err = terr
+				}
+			}
 		}
 		if ctx.Err() != nil {
 			if th.leave() {

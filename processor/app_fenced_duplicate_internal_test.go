@@ -1,0 +1,70 @@
+package processor
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// A session fenced while another process holds its instance id in the
+// group stops the app (instance ids must be unique) instead of restarting
+// and taking the member back from the newcomer; fenced while the group
+// still has its own member, it restarts as before.
+func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
+	topic := kafkatest.NewTopic(t, 2, nil)
+	group := kafkatest.UniqueName(t, "dupfence")
+	b := topology.NewBuilder(group)
+	b.Stream(topic, serde.String(), serde.String()).To(topic + "-out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewApp(topo, WithBrokers(kafkatest.Brokers(t)...), WithStateDir(t.TempDir()), WithInstanceID("same"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.admCl = kafkatest.Client(t)
+	a.adm = kadm.NewClient(a.admCl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	join := func() *kgo.Client {
+		return kafkatest.Client(t, kgo.ConsumerGroup(group), kgo.InstanceID("same"), kgo.ConsumeTopics(topic),
+			kgo.SessionTimeout(60*time.Second))
+	}
+	memberOf := func(cl *kgo.Client) string {
+		t.Helper()
+		for ctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			cl.PollRecords(pctx, 1) // joins
+			pcancel()
+			if id, gen := cl.GroupMetadata(); id != "" && gen > 0 {
+				return id
+			}
+		}
+		t.Fatal("never joined")
+		return ""
+	}
+	first := join()
+	mine := memberOf(first)
+	th := a.threads[0]
+	if err := a.takenOverAfterFence(ctx, th, mine); err != nil {
+		t.Fatalf("the group still has this session's own member: %v, want a restart (nil)", err)
+	}
+	first.Close()    // the fenced session closes its client (a static member does not leave)
+	second := join() // another process with the same instance id replaces the member
+	if other := memberOf(second); other == mine {
+		t.Fatalf("the second client has the first's member id %s", mine)
+	}
+	err = a.takenOverAfterFence(ctx, th, mine)
+	if err == nil || !strings.Contains(err.Error(), "instance ids must be unique") {
+		t.Fatalf("after another process took instance id same: %v, want a fatal error saying instance ids must be unique", err)
+	}
+}
