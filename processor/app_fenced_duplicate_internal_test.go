@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
-	"github.com/tidemark-streams/tidemark/serde"
-	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // A session fenced while another process holds its instance id in the
@@ -19,20 +16,7 @@ import (
 // and taking the member back from the newcomer; fenced while the group
 // still has its own member, it restarts as before.
 func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
-	topic := kafkatest.NewTopic(t, 2, nil)
-	group := kafkatest.UniqueName(t, "dupfence")
-	b := topology.NewBuilder(group)
-	b.Stream(topic, serde.String(), serde.String()).To(topic + "-out")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewApp(topo, WithBrokers(kafkatest.Brokers(t)...), WithStateDir(t.TempDir()), WithInstanceID("same"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.admCl = kafkatest.Client(t)
-	a.adm = kadm.NewClient(a.admCl)
+	a, group, topic := groupTestApp(t, "dupfence", WithInstanceID("same"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	join := func() *kgo.Client {
@@ -63,7 +47,7 @@ func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
 	if other := memberOf(second); other == mine {
 		t.Fatalf("the second client has the first's member id %s", mine)
 	}
-	err = a.takenOverAfterFence(ctx, th, mine)
+	err := a.takenOverAfterFence(ctx, th, mine)
 	if err == nil || !strings.Contains(err.Error(), "instance ids must be unique") {
 		t.Fatalf("after another process took instance id same: %v, want a fatal error saying instance ids must be unique", err)
 	}

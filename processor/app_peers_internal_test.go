@@ -19,20 +19,7 @@ import (
 // member id (FENCED_INSTANCE_ID). With the current member id the removal
 // takes, and the group is left without the instance.
 func TestPeerRemovalSparesAnInstanceThatRejoined(t *testing.T) {
-	topic := kafkatest.NewTopic(t, 2, nil)
-	group := kafkatest.UniqueName(t, "peers")
-	b := topology.NewBuilder(group)
-	b.Stream(topic, serde.String(), serde.String()).To(topic + "-out")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewApp(topo, WithBrokers(kafkatest.Brokers(t)...), WithStateDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.admCl = kafkatest.Client(t)
-	a.adm = kadm.NewClient(a.admCl)
+	a, group, topic := groupTestApp(t, "peers")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -100,4 +87,25 @@ func TestPeerRemovalSparesAnInstanceThatRejoined(t *testing.T) {
 		t.Fatalf("x still has members %v after its removal", left)
 	}
 	second.Close()
+}
+
+// groupTestApp is an App of group "<prefix>-…" reading a new topic, not
+// run: its admin client is set, for tests of what it does with the group.
+func groupTestApp(t *testing.T, prefix string, opts ...Option) (a *App, group, topic string) {
+	t.Helper()
+	topic = kafkatest.NewTopic(t, 2, nil)
+	group = kafkatest.UniqueName(t, prefix)
+	b := topology.NewBuilder(group)
+	b.Stream(topic, serde.String(), serde.String()).To(topic + "-out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = NewApp(topo, append([]Option{WithBrokers(kafkatest.Brokers(t)...), WithStateDir(t.TempDir())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.admCl = kafkatest.Client(t)
+	a.adm = kadm.NewClient(a.admCl)
+	return a, group, topic
 }
