@@ -25,6 +25,8 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 		s.b.fail(errorf(n.name, "%w: value serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
 	}
 	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: s.ks, vs: s.vs, placement: cfg.placement}
+	op.keyNull, _ = s.ks.(serde.Nuller)
+	op.valueNull, _ = s.vs.(serde.Nuller)
 	s.b.checkPlacementOption(n, cfg)
 	if cfg.partitioner != nil {
 		f, ok := cfg.partitioner.(func(string, K, V, int32) int32)
@@ -43,6 +45,11 @@ type sinkOp[K, V any] struct {
 	vs        serde.Serde[V]
 	partition func(string, K, V, int32) int32
 	placement *TenantPlacement // WithPlacement (placement.go)
+	// keyNull and valueNull are the serdes' own nulls (serde.Nuller: JSON's
+	// null, which a nil pointer, slice or map encodes to). A key or value
+	// that encodes to it is written as a null Kafka key or a tombstone: the
+	// sources read it back so, and log compaction deletes only a null value.
+	keyNull, valueNull serde.Nuller
 }
 
 func (o *sinkOp[K, V]) instantiate(env *opEnv, _ []any) (any, error) {
@@ -70,13 +77,8 @@ type sinkInst[K, V any] struct {
 // process writes r. A null key is written as a null Kafka key and an empty
 // encoding as an empty one: the two never meet.
 func (s *sinkInst[K, V]) process(r Record[K, V]) error {
-	if r.NullKey {
-		if s.dropNullKeys {
-			s.env.Dropped(s.env.node, DropNullKey)
-			return nil
-		}
-		s.out.Key = nil
-	} else {
+	nullKey := r.NullKey
+	if !nullKey {
 		var err error
 		if s.kbuf, err = s.op.ks.Encode(s.kbuf[:0], r.Key); err != nil {
 			return errorf(s.env.node, "encode key for %q: %w", s.op.topic, err)
@@ -85,10 +87,17 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 			s.kbuf = []byte{}
 		}
 		s.out.Key = s.kbuf
+		nullKey = s.op.keyNull != nil && s.op.keyNull.IsNull(s.kbuf)
 	}
-	if r.Tombstone {
-		s.out.Value = nil
-	} else {
+	if nullKey {
+		if s.dropNullKeys {
+			s.env.Dropped(s.env.node, DropNullKey)
+			return nil
+		}
+		s.out.Key = nil
+	}
+	s.out.Value = nil
+	if !r.Tombstone {
 		var err error
 		if s.vbuf, err = s.op.vs.Encode(s.vbuf[:0], r.Value); err != nil {
 			return errorf(s.env.node, "encode value for %q: %w", s.op.topic, err)
@@ -96,7 +105,9 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 		if s.vbuf == nil {
 			s.vbuf = []byte{}
 		}
-		s.out.Value = s.vbuf
+		if s.op.valueNull == nil || !s.op.valueNull.IsNull(s.vbuf) {
+			s.out.Value = s.vbuf
+		}
 	}
 	s.out.Partition = -1
 	if s.op.partition != nil {
