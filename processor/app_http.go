@@ -85,6 +85,8 @@ func advertisedAddr(adv, bound string) string {
 //	min_position=topic:partition:offset  (repeatable, or comma-separated)
 //	wait=2s                              (default 0, at most 1m)
 //	tenant=acme                          (a key's tenant, for a store fed by tenant placement: ForTenant)
+//	partition=3                          (a key's partition: InPartition; required for a store fed
+//	                                      through topology.WithPartitioner, else 400)
 //
 // and then answers only from local state at or past that position on the
 // partitions it reads (the input offsets a producer got for its writes,
@@ -103,8 +105,9 @@ func advertisedAddr(adv, bound string) string {
 // [...], "restoring": [...], "truncated": bool, "position": ..., "changelog":
 // ...}, where a window entry adds "start" and "end" ([start, end)) and a
 // session entry "start" and "end" ([start, end]). Errors are
-// {"error": "..."} with 400 for bad parameters or a store of another
-// kind, 404 for an unknown store or key, 421 for a key another instance
+// {"error": "..."} with 400 for bad parameters, a store of another
+// kind or a key whose partition a custom partitioner chose (give
+// partition=), 404 for an unknown store or key, 421 for a key another instance
 // owns (with "owner", "owner_http", "partition" and a Location header), 503
 // while the key's partition is restoring here or owned by no one (with
 // Retry-After), when the state is behind min_position (with "position"),
@@ -277,6 +280,13 @@ func parseQuery(r *http.Request, shape answerShape) (queryParams, error) {
 	if q.Has("tenant") {
 		p.opts = append(p.opts, ForTenant(q.Get("tenant")))
 	}
+	if q.Has("partition") {
+		part, err := strconv.ParseInt(q.Get("partition"), 10, 32)
+		if err != nil {
+			return p, fmt.Errorf("%w: partition=%q is not a partition number", errBadParam, q.Get("partition"))
+		}
+		p.opts = append(p.opts, InPartition(int32(part)))
+	}
 	specs := q["min_position"]
 	if len(specs) == 0 {
 		return p, nil
@@ -336,7 +346,7 @@ func (a *App) writeQueryError(w http.ResponseWriter, r *http.Request, res QueryR
 	body := map[string]any{"error": err.Error()}
 	code := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, errBadParam), errors.Is(err, ErrStoreKind):
+	case errors.Is(err, errBadParam), errors.Is(err, ErrStoreKind), errors.Is(err, ErrPartitionUnknown):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrUnknownQueryStore):
 		code = http.StatusNotFound

@@ -46,6 +46,13 @@ var ErrRestoring = errors.New("processor: the key's partition is being restored 
 // moment (the group is rebalancing), or while the app is not running.
 var ErrNoOwner = errors.New("processor: no instance owns the key's partition")
 
+// ErrPartitionUnknown is returned by a keyed query of a store whose input
+// topic a custom partitioner writes (topology.WithPartitioner on the sink
+// or repartition that feeds it): the key's partition is the partitioner's,
+// which the query cannot compute from the serialized key. Name it with
+// InPartition.
+var ErrPartitionUnknown = errors.New("processor: the key's partition is chosen by a custom partitioner")
+
 // ErrNotFresh is returned when the local state did not reach an AtLeast
 // bound in time; the QueryResult holds the answer from the state as it
 // is, with its position.
@@ -96,6 +103,9 @@ type queryOptions struct {
 	bound  Position
 	wait   time.Duration
 	tenant string
+	// partition is the key's partition when hasPartition (InPartition).
+	partition    int32
+	hasPartition bool
 }
 
 // AtLeast answers only from state whose position covers bound on the
@@ -117,6 +127,17 @@ func ForTenant(tenant string) QueryOption {
 	return func(o *queryOptions) { o.tenant = tenant }
 }
 
+// InPartition names the partition of a keyed query's key (Get,
+// FetchWindows, FetchSessions), for a store whose input a custom
+// partitioner writes (topology.WithPartitioner), where the query cannot
+// compute it and fails with ErrPartitionUnknown without it; or whose input
+// topic another producer writes with a partitioner of its own. It takes
+// precedence over ForTenant and the default partitioner. Other queries
+// ignore it.
+func InPartition(p int32) QueryOption {
+	return func(o *queryOptions) { o.partition, o.hasPartition = p, true }
+}
+
 // queryLimit is the default and maxLimit the largest number of entries a
 // query over several keys returns: a query holds the registry's read lock
 // while it reads, and a session waits for it to end.
@@ -127,9 +148,11 @@ const (
 
 // Get reads key from a key-value store. The key is serialized; its
 // partition is the default partitioner's, as for every store written from
-// a keyed stream, or its tenant placement's (see ForTenant). It answers from this instance's committed state, or
-// fails with ErrNotLocal (QueryResult.Owner names the owner), ErrRestoring
-// or ErrNoOwner.
+// a keyed stream, or its tenant placement's (see ForTenant), or the one
+// InPartition names (required behind topology.WithPartitioner). It answers
+// from this instance's committed state, or fails with ErrNotLocal
+// (QueryResult.Owner names the owner), ErrRestoring, ErrNoOwner or
+// ErrPartitionUnknown.
 func (a *App) Get(ctx context.Context, storeName string, key []byte, opts ...QueryOption) (QueryResult, error) {
 	return a.query(ctx, storeQuery{name: storeName, kind: store.KindKeyValue, keyed: true, key: key, opts: opts,
 		read: func(st store.Store, r storeReader, res *QueryResult) error {
@@ -292,7 +315,7 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, i
 	defer done()
 	parts := v.queryable
 	if q.keyed {
-		p, err := a.keyPartition(sub, q.key, o.tenant, v.partitions)
+		p, err := a.keyPartition(sub, q.key, o, v.partitions)
 		if err != nil {
 			return res, nil, fmt.Errorf("processor: query %q: %w", q.name, err)
 		}
@@ -332,15 +355,30 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, i
 	return res, res.Partitions, nil
 }
 
-// keyPartition is the partition of key (of tenant) among the n tasks of
-// sub-topology sub: the tenant placement's when the sub-topology reads a
-// placed topic (Build makes a join's placed inputs agree), the default
-// partitioner's otherwise.
-func (a *App) keyPartition(sub int, key []byte, tenant string, n int32) (int32, error) {
+// keyPartition is the partition of key among the n tasks of sub-topology
+// sub: the one InPartition names; the tenant placement's (for o.tenant)
+// when the sub-topology reads a placed topic (Build makes a join's placed
+// inputs agree); ErrPartitionUnknown when it reads a topic a custom
+// partitioner writes; the default partitioner's otherwise.
+func (a *App) keyPartition(sub int, key []byte, o queryOptions, n int32) (int32, error) {
+	if o.hasPartition {
+		if o.partition < 0 || o.partition >= n {
+			return 0, fmt.Errorf("%w: partition %d: the store has partitions 0 to %d", errBadParam, o.partition, n-1)
+		}
+		return o.partition, nil
+	}
+	topics := a.topo.SubTopologies()[sub].SourceTopics
 	placements := a.topo.Placements()
-	for _, topic := range a.topo.SubTopologies()[sub].SourceTopics {
+	for _, topic := range topics {
 		if p, ok := placements[topic]; ok {
-			return p.Partition(tenant, key, n)
+			return p.Partition(o.tenant, key, n)
+		}
+	}
+	partitioned := a.topo.PartitionedTopics()
+	for _, topic := range topics {
+		if partitioned[topic] {
+			return 0, fmt.Errorf("%w: topic %s, which feeds the store, is written with topology.WithPartitioner; "+
+				"name the key's partition with InPartition (?partition= over HTTP)", ErrPartitionUnknown, topic)
 		}
 	}
 	return task.DefaultPartition(key, n), nil
