@@ -109,7 +109,8 @@ func advertisedAddr(adv, bound string) string {
 // kind or a key whose partition a custom partitioner chose (give
 // partition=), 404 for an unknown store or key, 421 for a key another instance
 // owns (with "owner", "owner_http", "partition" and a Location header), 503
-// while the key's partition is restoring here or owned by no one (with
+// while the key's partition is restoring here or owned by no one, or
+// (range, windows) while a stream thread has no assignment (with
 // Retry-After), when the state is behind min_position (with "position"),
 // and 500 otherwise.
 func (a *App) Handler() http.Handler {

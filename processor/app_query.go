@@ -43,7 +43,9 @@ var ErrStoreKind = errors.New("processor: the store is of another kind")
 var ErrRestoring = errors.New("processor: the key's partition is being restored here")
 
 // ErrNoOwner is returned for a key whose partition no instance owns at the
-// moment (the group is rebalancing), or while the app is not running.
+// moment (the group is rebalancing), or while the app is not running; and
+// by a query over every local partition (Range, FetchAllWindows) while a
+// stream thread has no assignment (its session restarts).
 var ErrNoOwner = errors.New("processor: no instance owns the key's partition")
 
 // ErrPartitionUnknown is returned by a keyed query of a store whose input
@@ -329,6 +331,11 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, i
 			return res, nil, errElsewhere
 		}
 	} else {
+		if v.live < len(a.threads) {
+			// Answering from the other threads' partitions would
+			// leave this thread's out without a word.
+			return res, nil, fmt.Errorf("%w: query %q: a stream thread has no assignment (its session is restarting, or the app is not running)", ErrNoOwner, q.name)
+		}
 		res.Restoring = v.restoring
 	}
 	if len(parts) == 0 {

@@ -41,6 +41,12 @@ type queryRegistry struct {
 	// thread is the stream thread each task of tasks is assigned to:
 	// each thread publishes and withdraws only its own (app_threads.go).
 	thread map[topology.TaskID]int
+	// live holds the threads whose session has published its assignment
+	// and not withdrawn it since: a thread between sessions (a restart,
+	// the app stopped) or before its first assignment owns partitions no
+	// one can name, so a query over every local partition cannot answer
+	// for it.
+	live map[int]bool
 }
 
 // queryAssigned publishes the session's assignment: tasks not assigned any
@@ -55,6 +61,10 @@ func (s *session) queryAssigned(want map[topology.TaskID]bool) {
 	if r.tasks == nil {
 		r.tasks, r.thread = map[topology.TaskID]bool{}, map[topology.TaskID]int{}
 	}
+	if r.live == nil {
+		r.live = map[int]bool{}
+	}
+	r.live[s.th.index] = true
 	for id := range r.tasks {
 		if !want[id] && r.thread[id] == s.th.index {
 			delete(r.tasks, id)
@@ -111,6 +121,7 @@ func (s *session) queryWithdraw() {
 	r := &s.app.iq
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.live, s.th.index)
 	for id, th := range r.thread {
 		if th == s.th.index {
 			delete(r.tasks, id)
@@ -180,6 +191,7 @@ type queryView struct {
 	queryable  []int32 // partitions, sorted
 	restoring  []int32 // partitions, sorted
 	partitions int32   // the sub-topology's partition count
+	live       int     // threads with a published assignment (queryRegistry.live)
 }
 
 // read takes the registry's read lock, released by done, which the caller
@@ -187,7 +199,7 @@ type queryView struct {
 // again before: a waiting withdraw would deadlock it).
 func (r *queryRegistry) read(sub int) (v queryView, done func()) {
 	r.mu.RLock()
-	v.db = r.db
+	v.db, v.live = r.db, len(r.live)
 	if sub < len(r.counts) {
 		v.partitions = r.counts[sub]
 	}
