@@ -103,8 +103,8 @@ func advertisedAddr(adv, bound string) string {
 //
 // range, windows and sessions answer {"entries": [entry...], "partitions":
 // [...], "restoring": [...], "truncated": bool, "position": ..., "changelog":
-// ...}, where a window entry adds "start" and "end" ([start, end)) and a
-// session entry "start" and "end" ([start, end]). Errors are
+// ...}, where a window entry adds "start" and "end" ([start, end); [start, end]
+// for a sliding window) and a session entry "start" and "end" ([start, end]). Errors are
 // {"error": "..."} with 400 for bad parameters, a store of another
 // kind or a key whose partition a custom partitioner chose (give
 // partition=), 404 for an unknown store or key, 421 for a key another instance

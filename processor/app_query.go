@@ -65,9 +65,10 @@ type KV struct {
 	Key, Value []byte
 	// Start and End bound the window or session of an entry of a window
 	// or session store, in ms since the epoch: a window is [Start, End),
-	// End being Start plus the store's window size; a session is [Start,
-	// End], the timestamps of its first and last record. Zero for
-	// key-value stores.
+	// End being Start plus the store's window size, except that a sliding
+	// window's End is inclusive ([Start, End], as its topology.Windowed
+	// key says); a session is [Start, End], the timestamps of its first
+	// and last record. Zero for key-value stores.
 	Start, End int64
 }
 
