@@ -382,7 +382,7 @@ func restartable(err error) bool {
 type published struct {
 	mu        sync.RWMutex
 	frontiers map[string]frontier.Frontier
-	snapshot  frontier.Snapshot         // thread 0's controller
+	snapshot  frontier.Snapshot         // the stalest thread's controller (publishSnapshot)
 	snapshots map[int]frontier.Snapshot // by thread (app_threads.go)
 	owners    map[int32]memberInfo      // partition number -> owner, from the group
 }

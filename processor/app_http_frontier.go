@@ -47,7 +47,7 @@ type frontierJSON struct {
 	// cadence (app_hazard.go).
 	Availability *availabilityJSON `json:"availability,omitempty"`
 	// Threads: with more than one stream thread, each thread's group
-	// instance id and controller; Controller is thread 0's
+	// instance id and controller; Controller is the stalest thread's
 	// (app_threads.go).
 	Threads []threadJSON `json:"threads,omitempty"`
 }

@@ -290,18 +290,26 @@ func (a *App) setThreadSum(th *appThread, field func(*appThread) *atomic.Int64, 
 	sum.Set(float64(total))
 }
 
-// publishSnapshot publishes th's controller snapshot for /frontier: the
-// "controller" section is thread 0's, "threads" every thread's.
+// publishSnapshot publishes th's controller snapshot for /frontier:
+// "threads" has every thread's, and the "controller" section (also
+// ControllerSnapshot, the web view and the demo dashboard) the stalest
+// thread's, the one with the highest observed p99 (the lowest index on a
+// tie). Thread 0's alone would hide a hot thread: with pinned partitions
+// thread 0 runs the hot tenants, or none of them.
 func (a *App) publishSnapshot(th *appThread, snap frontier.Snapshot) {
 	a.pub.mu.Lock()
 	defer a.pub.mu.Unlock()
-	if th.index == 0 {
-		a.pub.snapshot = snap
-	}
 	if a.pub.snapshots == nil {
 		a.pub.snapshots = map[int]frontier.Snapshot{}
 	}
 	a.pub.snapshots[th.index] = snap
+	best := -1
+	for i, s := range a.pub.snapshots {
+		if b := a.pub.snapshots[best]; best < 0 || s.ObservedP99 > b.ObservedP99 || s.ObservedP99 == b.ObservedP99 && i < best {
+			best = i
+		}
+	}
+	a.pub.snapshot = a.pub.snapshots[best]
 }
 
 // threadSnapshots are the threads' last published controller snapshots.

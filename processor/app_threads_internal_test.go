@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
@@ -380,5 +381,25 @@ func TestIsThreadInstanceOf(t *testing.T) {
 		if got := isThreadInstanceOf("x", c.id); got != c.want {
 			t.Errorf("isThreadInstanceOf(x, %q) = %v, want %v", c.id, got, c.want)
 		}
+	}
+}
+
+// The controller section of /frontier (ControllerSnapshot, the web view,
+// the dashboard) follows the stalest stream thread, not thread 0: with
+// pinned partitions thread 0 may be the idle one.
+func TestControllerSnapshotIsTheStalestThreads(t *testing.T) {
+	a := &App{}
+	th0, th1 := &appThread{app: a, index: 0}, &appThread{app: a, index: 1}
+	a.publishSnapshot(th0, frontier.Snapshot{ObservedP99: 10 * time.Millisecond, Interval: time.Millisecond})
+	a.publishSnapshot(th1, frontier.Snapshot{ObservedP99: 50 * time.Millisecond, Interval: 2 * time.Millisecond})
+	if got := a.ControllerSnapshot(); got.Interval != 2*time.Millisecond {
+		t.Fatalf("controller shows the thread with interval %v, want thread 1's (observed p99 50 ms)", got.Interval)
+	}
+	a.publishSnapshot(th1, frontier.Snapshot{ObservedP99: 5 * time.Millisecond, Interval: 3 * time.Millisecond})
+	if got := a.ControllerSnapshot(); got.Interval != time.Millisecond {
+		t.Fatalf("controller shows the thread with interval %v, want thread 0's once thread 1 is fresher", got.Interval)
+	}
+	if n := len(a.threadSnapshots()); n != 2 {
+		t.Fatalf("%d thread snapshots, want 2", n)
 	}
 }
