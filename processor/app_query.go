@@ -454,7 +454,7 @@ func (a *App) elsewhere(ctx context.Context, res QueryResult) (QueryResult, erro
 	case err != nil:
 		return res, fmt.Errorf("%w: partition %d: %v", ErrNoOwner, res.Partition, err)
 	case owner.Instance == a.cfg.InstanceID:
-		return res, fmt.Errorf("%w: partition %d was just assigned here", ErrRestoring, res.Partition)
+		return res, fmt.Errorf("%w: partition %d is moving to or from this instance", ErrRestoring, res.Partition)
 	}
 	res.Owner = owner
 	return res, fmt.Errorf("%w: partition %d is on instance %q", ErrNotLocal, res.Partition, owner.Instance)

@@ -72,10 +72,37 @@ func (s *session) queryAssigned(want map[topology.TaskID]bool) {
 		}
 	}
 	for id := range want {
-		if !r.tasks[id] || r.thread[id] != s.th.index {
-			r.tasks[id] = false
-		}
+		// A task this session runs stays (or is again, after a revocation
+		// given back before the loop closed it: queryRevoked) queryable;
+		// a new one restores first.
+		_, running := s.tasks[id]
+		r.tasks[id] = running
 		r.thread[id] = s.th.index
+	}
+}
+
+// queryRevoked stops the queries of the tasks of lost partitions at once,
+// from the group's revoke callback: the loop closes the tasks only when it
+// comes round to it, after the batch it is processing, and meanwhile the
+// new owner may restore them and commit. Until then this instance's state
+// of them is behind the owner's, and answering from it would pass stale
+// counts off as the owner's (a query gets ErrNotLocal or a 503 instead).
+func (s *session) queryRevoked(lost map[string][]int32) {
+	r := &s.app.iq
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ps := range lost {
+		sub, ok := s.app.topo.SubTopologyOf(topic)
+		if !ok {
+			continue
+		}
+		for _, p := range ps {
+			id := topology.TaskID{SubTopology: sub, Partition: p}
+			if th, ok := r.thread[id]; ok && th == s.th.index {
+				delete(r.tasks, id)
+				delete(r.thread, id)
+			}
+		}
 	}
 }
 

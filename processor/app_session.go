@@ -369,6 +369,7 @@ func (s *session) onSync(synced map[string][]int32) {
 // revoke forgets the lost partitions and counts a revocation, which
 // aborts the open transaction (app_revoke_fence.go).
 func (s *session) revoke(lost map[string][]int32) {
+	s.queryRevoked(lost)
 	s.fair.revoke(lost)
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
