@@ -73,6 +73,11 @@ type session struct {
 	assigned map[string]map[int32]bool
 	changed  bool
 	revoked  bool
+	// lost are the tasks of the partitions revoked since the loop last
+	// synced its tasks: closed then even when the group gave their
+	// partitions back meanwhile (another member may have committed to
+	// them in between), so that they restore from their changelogs.
+	lost map[topology.TaskID]bool
 	// revokes counts revocations; txnRevokes is its value when the
 	// records of the open transaction began (app_revoke_fence.go).
 	revokes    uint64
@@ -380,17 +385,31 @@ func (s *session) revoke(lost map[string][]int32) {
 	}
 	s.changed, s.revoked = true, true
 	s.revokes++
+	for topic, ps := range lost {
+		sub, ok := s.app.topo.SubTopologyOf(topic)
+		if !ok {
+			continue
+		}
+		if s.lost == nil {
+			s.lost = map[topology.TaskID]bool{}
+		}
+		for _, p := range ps {
+			s.lost[topology.TaskID{SubTopology: sub, Partition: p}] = true
+		}
+	}
 }
 
-// wantedTasks derives the tasks of the current assignment.
-func (s *session) wantedTasks() (map[topology.TaskID]bool, bool) {
+// wantedTasks derives the tasks of the current assignment, and the tasks
+// revoked since the last call (lost), which may be among them again.
+func (s *session) wantedTasks() (want, lost map[topology.TaskID]bool, changed bool) {
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	if !s.changed {
-		return nil, false
+		return nil, nil, false
 	}
 	s.changed = false
-	want := map[topology.TaskID]bool{}
+	lost, s.lost = s.lost, nil
+	want = map[topology.TaskID]bool{}
 	for topic, ps := range s.assigned {
 		sub, ok := s.app.topo.SubTopologyOf(topic)
 		if !ok {
@@ -400,7 +419,7 @@ func (s *session) wantedTasks() (map[topology.TaskID]bool, bool) {
 			want[topology.TaskID{SubTopology: sub, Partition: p}] = true
 		}
 	}
-	return want, true
+	return want, lost, true
 }
 
 // anyPartition reports whether m names at least one partition.
@@ -424,11 +443,15 @@ func (s *session) takeRevoked() bool {
 // syncTasks opens tasks for new assignments and closes revoked ones. It
 // runs with no transaction open.
 func (s *session) syncTasks(ctx context.Context) error {
-	want, changed := s.wantedTasks()
+	want, lost, changed := s.wantedTasks()
 	if !changed {
 		return nil
 	}
 	syncStart := time.Now()
+	// A task revoked and assigned back before this sync is closed all the
+	// same and restored: another member may have owned it and committed in
+	// between, and its state here predates that.
+	s.closeRegained(want, lost)
 	s.queryAssigned(want)
 	s.app.forgetPoison(s.th.index, s.inputsOf(want))
 	for id, lt := range s.tasks {
