@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/internal/retry"
+	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/topology"
 )
@@ -329,7 +330,7 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 				}
 			}
 			if keep {
-				if keep, bad = g.check(gs, r); bad != nil {
+				if keep, bad = g.check(ctx, gs, r); bad != nil {
 					return
 				}
 			}
@@ -378,15 +379,31 @@ func (g *globalStores) poll(ctx context.Context) (int64, error) {
 // is skipped (keep false): the key keeps its previous value, as with Kafka
 // Streams' LogAndContinueExceptionHandler. It is not dead-lettered: every
 // instance reads every global record, on every reload.
-func (g *globalStores) check(gs *globalStore, r *kgo.Record) (keep bool, err error) {
+//
+// A record the serdes could not judge because their schema registry did
+// not answer (serde.RegistryUnavailable) is decoded again after a pause,
+// as a stream source's transaction is redone, until the registry answers
+// or ctx ends: a registry being restarted must not stop the app.
+func (g *globalStores) check(ctx context.Context, gs *globalStore, r *kgo.Record) (keep bool, err error) {
 	if gs.info.Check == nil {
 		return true, nil
 	}
-	err = gs.info.Check(r.Key, r.Value)
-	if err == nil {
-		return true, nil
-	}
 	at := recordKey{r.Topic, r.Partition, r.Offset}
+	for attempt := 1; ; attempt++ {
+		err = gs.info.Check(r.Key, r.Value)
+		if err == nil {
+			return true, nil
+		}
+		if !serde.RegistryUnavailable(err) {
+			break
+		}
+		d := registryBackoff(attempt)
+		g.a.log.Warn("schema registry unavailable: the global record is decoded again after a pause",
+			"store", gs.info.Spec.Name, "record", at.String(), "attempt", attempt, "pause", d, "err", err)
+		if err := retry.Sleep(ctx, d); err != nil {
+			return false, fmt.Errorf("global store %q: record %s: waiting for the schema registry: %w", gs.info.Spec.Name, at, err)
+		}
+	}
 	if !errors.Is(err, topology.ErrDeserialize) {
 		return false, fmt.Errorf("global store %q: record %s: %w", gs.info.Spec.Name, at, err)
 	}

@@ -41,7 +41,7 @@ func (e *registryOutageError) Is(target error) bool {
 // a batch processed in full ends it).
 func (s *session) registryPause(err error) time.Duration {
 	s.registryWaits++
-	d := min(100*time.Millisecond<<min(s.registryWaits, 6), 5*time.Second)
+	d := registryBackoff(s.registryWaits)
 	s.app.log.Warn("schema registry unavailable: the transaction is aborted and redone after a pause",
 		"thread", s.th.index, "attempt", s.registryWaits, "pause", d, "err", registryCause(err))
 	return d
@@ -53,4 +53,10 @@ func registryCause(err error) error {
 		return e.cause
 	}
 	return err
+}
+
+// registryBackoff is the pause before attempt n (from 1) of an outage:
+// 200 ms doubling to 5 s.
+func registryBackoff(n int) time.Duration {
+	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
 }
