@@ -25,7 +25,10 @@ const dropLogEvery = 10 * time.Second
 // reason}, and a rate-limited warning per (task, node, reason) whenever the
 // count grows. Undecodable records a SkipUndecodable source dropped also
 // count as deserialization errors, like the ones that fail the task or go
-// to the dead-letter topic.
+// to the dead-letter topic, and like those when their transaction commits
+// (txnState.undecodable): a transaction redone after an abort drops its
+// undecodable records again, and tidemark_deserialization_errors_total
+// must count each bad record once, not once per attempt.
 //
 // Task counters restart at zero when a task is recreated (after an abort,
 // in a new session, on another assignment); droppedRecords remembers which
@@ -35,11 +38,10 @@ const dropLogEvery = 10 * time.Second
 // state, as in Kafka Streams. It is not safe for concurrent use: the
 // session's record loop, which also runs the tasks, calls it.
 type droppedRecords struct {
-	total  *prometheus.CounterVec
-	decode prometheus.Counter
-	every  time.Duration
-	sites  map[dropSite]*dropState
-	round  uint64
+	total *prometheus.CounterVec
+	every time.Duration
+	sites map[dropSite]*dropState
+	round uint64
 }
 
 // dropSite is where, and why, records were dropped.
@@ -57,16 +59,13 @@ type dropState struct {
 }
 
 // newDroppedRecords registers tidemark_dropped_records_total with reg.
-// decode is tidemark_deserialization_errors_total, which undecodable drops
-// also count towards.
-func newDroppedRecords(reg prometheus.Registerer, labels prometheus.Labels, decode prometheus.Counter) *droppedRecords {
+func newDroppedRecords(reg prometheus.Registerer, labels prometheus.Labels) *droppedRecords {
 	d := &droppedRecords{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_dropped_records_total",
 			Help:        "Records an operator dropped, by task, operator (node) and reason: late, invalid-timestamp, skipped (a tombstone an aggregation, join or flat-map skips), undecodable (SkipUndecodable), null-key.",
 			ConstLabels: labels}, []string{"task", "node", "reason"}),
-		decode: decode,
-		every:  dropLogEvery,
-		sites:  map[dropSite]*dropState{},
+		every: dropLogEvery,
+		sites: map[dropSite]*dropState{},
 	}
 	reg.MustRegister(d.total)
 	return d
@@ -76,7 +75,9 @@ func newDroppedRecords(reg prometheus.Registerer, labels prometheus.Labels, deco
 // call and logs it, rate-limited, through d (the App's, which outlives
 // sessions: appMetrics.dropped). Call it from the record loop once per
 // iteration: a pending log line goes out once its 10 s have passed even
-// when nothing more is dropped.
+// when nothing more is dropped. Undecodable drops go to the open
+// transaction's count of undecodable records, which the metric gets when
+// it commits.
 func (s *session) exportDropped(d *droppedRecords, now time.Time) {
 	d.export(now, s.app.log, func(yield func(*task.Task) bool) {
 		for _, lt := range s.tasks {
@@ -84,6 +85,10 @@ func (s *session) exportDropped(d *droppedRecords, now time.Time) {
 				return
 			}
 		}
+	}, func(n int64) {
+		s.txn.mu.Lock()
+		s.txn.undecodable += int(n)
+		s.txn.mu.Unlock()
 	})
 }
 
@@ -94,7 +99,9 @@ func (s *session) flushDropped(d *droppedRecords, now time.Time) { d.flush(now, 
 // export reads every task's drop counters, adds what grew to the Prometheus
 // counters, and logs each site whose last line is at least d.every old (or
 // that never had one) with the count since that line.
-func (d *droppedRecords) export(now time.Time, log *slog.Logger, tasks iter.Seq[*task.Task]) {
+//
+// undecodable, when not nil, gets the undecodable drops' growth.
+func (d *droppedRecords) export(now time.Time, log *slog.Logger, tasks iter.Seq[*task.Task], undecodable func(n int64)) {
 	d.round++
 	for t := range tasks {
 		id := t.ID()
@@ -113,8 +120,8 @@ func (d *droppedRecords) export(now time.Time, log *slog.Logger, tasks iter.Seq[
 				st.read = n
 				st.unlogged += grew
 				d.total.WithLabelValues(id.String(), k.Node, k.Reason.String()).Add(float64(grew))
-				if k.Reason == topology.DropUndecodable && d.decode != nil {
-					d.decode.Add(float64(grew))
+				if k.Reason == topology.DropUndecodable && undecodable != nil {
+					undecodable(grew)
 				}
 			}
 		}

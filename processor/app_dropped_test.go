@@ -47,10 +47,8 @@ type dropTest struct {
 
 func newDropTest() dropTest {
 	reg := prometheus.NewRegistry()
-	decode := prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_deserialization_errors_total", Help: "test"})
-	reg.MustRegister(decode)
 	var lines []string
-	return dropTest{d: newDroppedRecords(reg, prometheus.Labels{"app": "test"}, decode), reg: reg, log: slog.New(logLines{&lines}), lines: &lines}
+	return dropTest{d: newDroppedRecords(reg, prometheus.Labels{"app": "test"}), reg: reg, log: slog.New(logLines{&lines}), lines: &lines}
 }
 
 // scrape returns the tidemark_ samples of the registry's /metrics page,
@@ -180,11 +178,13 @@ func TestDroppedRecordsExportedByTaskNodeAndReason(t *testing.T) {
 		}
 	}
 	dt := newDropTest()
-	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}}
+	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{tk.ID(): {task: tk}}, txn: &txnState{}}
 	s.exportDropped(dt.d, time.Unix(1000, 0))
+	if s.txn.undecodable != 1 { // the SkipUndecodable drop, counted when the transaction commits
+		t.Errorf("the transaction's undecodable records: %d, want 1", s.txn.undecodable)
+	}
 
 	want := []string{
-		`tidemark_deserialization_errors_total 1`, // the SkipUndecodable drop
 		`tidemark_dropped_records_total{app="test",node="counts",reason="null-key",task="0_1"} 3`,
 		`tidemark_dropped_records_total{app="test",node="counts",reason="skipped",task="0_1"} 1`,
 		`tidemark_dropped_records_total{app="test",node="in",reason="undecodable",task="0_1"} 1`,
@@ -248,7 +248,7 @@ func TestDroppedRecordsLogRateLimit(t *testing.T) {
 			for i, s := range c.steps {
 				d.drop(t, s.drops)
 				*dt.lines = (*dt.lines)[:0]
-				dt.d.export(start.Add(s.at), dt.log, tasksOf(d.tk))
+				dt.d.export(start.Add(s.at), dt.log, tasksOf(d.tk), nil)
 				var want []string
 				for _, l := range s.lines {
 					want = append(want, "WARN dropped records task=0_0 node=late-op reason=late "+l)
@@ -272,17 +272,17 @@ func TestDroppedRecordsAcrossTaskInstances(t *testing.T) {
 	start := time.Unix(0, 0)
 	first := newDropper(t, "op", topology.DropNullKey)
 	first.drop(t, 3)
-	dt.d.export(start, dt.log, tasksOf(first.tk))
+	dt.d.export(start, dt.log, tasksOf(first.tk), nil)
 
 	second := newDropper(t, "op", topology.DropNullKey) // the same task id, as resetTasks makes it
 	second.drop(t, 1)
-	dt.d.export(start.Add(time.Second), dt.log, tasksOf(second.tk))
+	dt.d.export(start.Add(time.Second), dt.log, tasksOf(second.tk), nil)
 	if got := dt.sample(t, `tidemark_dropped_records_total{app="test",node="op",reason="null-key",task="0_0"}`); got != "4" {
 		t.Errorf("counter after the task was recreated = %s, want 4 (3 + 1)", got)
 	}
-	dt.d.export(start.Add(2*time.Second), dt.log, tasksOf()) // the task left
-	dt.d.export(start.Add(10*time.Second), dt.log, tasksOf())
-	dt.d.export(start.Add(30*time.Second), dt.log, tasksOf())
+	dt.d.export(start.Add(2*time.Second), dt.log, tasksOf(), nil) // the task left
+	dt.d.export(start.Add(10*time.Second), dt.log, tasksOf(), nil)
+	dt.d.export(start.Add(30*time.Second), dt.log, tasksOf(), nil)
 	want := []string{
 		"WARN dropped records task=0_0 node=op reason=null-key count=3",
 		"WARN dropped records task=0_0 node=op reason=null-key count=1 since=10s",

@@ -138,7 +138,7 @@ func newAppMetrics(app string) *appMetrics {
 	for _, c := range m.snap.collectors() {
 		f(c)
 	}
-	m.dropped = newDroppedRecords(reg, labels, m.deserializationErrors)
+	m.dropped = newDroppedRecords(reg, labels)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
 		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,

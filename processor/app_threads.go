@@ -158,7 +158,7 @@ func (th *appThread) droppedRecords() *droppedRecords {
 	if th.dropped == nil {
 		d := th.app.metrics.dropped
 		if th.index != 0 {
-			d = &droppedRecords{total: d.total, decode: d.decode, every: d.every, sites: map[dropSite]*dropState{}}
+			d = &droppedRecords{total: d.total, every: d.every, sites: map[dropSite]*dropState{}}
 		}
 		th.dropped = d
 	}
