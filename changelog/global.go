@@ -90,6 +90,17 @@ func OpenGlobalStore(dir, name, topic string, opts Options) (gs *GlobalStore, re
 	} else if !IsCorrupt(err) {
 		return nil, "", fmt.Errorf("changelog: global store %q: %w", name, err)
 	}
+	if err == nil && !opts.NoVerifyChecksums {
+		// The table check does not read the value log; a damaged value
+		// there would be served as an empty one (lostValue).
+		if err = g.verifyValues(); err != nil {
+			_ = g.bdb.Close()
+			g.bdb = nil
+			if !IsCorrupt(err) {
+				return nil, "", fmt.Errorf("changelog: global store %q: %w", name, err)
+			}
+		}
+	}
 	if err != nil {
 		if isLockErr(err) {
 			return nil, "", fmt.Errorf("changelog: global store %q: %s in use by another process: %w", name, dir, err)
@@ -270,14 +281,16 @@ func (g *GlobalStore) Get(key []byte) (value []byte, found bool, err error) {
 		if err != nil {
 			return err
 		}
-		value, err = it.ValueCopy(nil)
-		return err
+		if value, err = it.ValueCopy(nil); err != nil {
+			return readErr(err)
+		}
+		return lostValue(it, value)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("changelog: global store %q: get: %w", g.name, err)
+		return nil, false, g.readError("get", err)
 	}
 	return value, true, nil
 }
@@ -303,8 +316,14 @@ func (g *GlobalStore) Range(from, to []byte, fn func(key, value []byte) bool) er
 				return nil
 			}
 			var goOn bool
-			if err := item.Value(func(v []byte) error { goOn = fn(k[len(globalDataPrefix):], v); return nil }); err != nil {
-				return err
+			if err := item.Value(func(v []byte) error {
+				if err := lostValue(item, v); err != nil {
+					return err
+				}
+				goOn = fn(k[len(globalDataPrefix):], v)
+				return nil
+			}); err != nil {
+				return readErr(err)
 			}
 			if !goOn {
 				return nil
@@ -313,7 +332,7 @@ func (g *GlobalStore) Range(from, to []byte, fn func(key, value []byte) bool) er
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("changelog: global store %q: range: %w", g.name, err)
+		return g.readError("range", err)
 	}
 	return nil
 }
@@ -339,4 +358,34 @@ func (g *GlobalStore) Close() error {
 		return fmt.Errorf("changelog: global store %q: close: %w", g.name, err)
 	}
 	return nil
+}
+
+// verifyValues reads every value of the store once, so a value damaged in
+// the value log (which OpenDB's table check does not read) is found when
+// the store opens, as ErrCorrupt, and the store reloaded from its topic,
+// rather than served as an empty value to the tasks that join with it.
+func (g *GlobalStore) verifyValues() error {
+	return g.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, AllVersions: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			if err := item.Value(func(v []byte) error { return lostValue(item, v) }); err != nil {
+				return fmt.Errorf("verify values: %w", readErr(err))
+			}
+		}
+		return nil
+	})
+}
+
+// ErrGlobalCorrupt is wrapped, with ErrCorrupt, by a global store read
+// that met damaged state: rebuilding a task's state does not repair it;
+// the store's next open finds the damage and reloads it from its topic.
+var ErrGlobalCorrupt = errors.New("global store damaged")
+
+func (g *GlobalStore) readError(op string, err error) error {
+	if IsCorrupt(err) {
+		return fmt.Errorf("changelog: global store %q (%s): %s: %w: %w", g.name, g.dir, op, ErrGlobalCorrupt, err)
+	}
+	return fmt.Errorf("changelog: global store %q: %s: %w", g.name, op, err)
 }

@@ -860,6 +860,12 @@ func (s *session) processOne(ctx context.Context, lt *liveTask, in *topology.Inp
 			return err
 		}
 		return fmt.Errorf("processor: %w: %w", errFatal, perr)
+	case errors.Is(perr, changelog.ErrGlobalCorrupt):
+		// Rebuilding the task's state would not repair a global store
+		// that tasks share: stop, and the next start's verification
+		// reloads it from its topic.
+		return fmt.Errorf("processor: %w: task %s: %w (restart the app: the store is verified when it opens and reloaded from its topic)",
+			errFatal, lt.task.ID(), perr)
 	case changelog.IsCorrupt(perr):
 		return fmt.Errorf("%w: task %s: %v", errCorruptState, lt.task.ID(), perr)
 	}
