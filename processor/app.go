@@ -282,6 +282,13 @@ func (a *App) loop(ctx context.Context, th *appThread) error {
 		}
 		cause, restart := restartCause(err)
 		if !restart {
+			// The error stops the App: this thread's static member leaves
+			// as the other threads' do on shutdown, so its partitions move
+			// now rather than after the session timeout. Not when another
+			// process holds the instance id: leaving would remove it.
+			if !errors.Is(err, errInstanceTaken) && th.leave() {
+				a.leaveGroup(th)
+			}
 			return err
 		}
 		if cause == "rebuild" {
@@ -373,6 +380,11 @@ var errRestartSession = errors.New("session must restart")
 // wrap a transient-looking cause: a user processor's error under the fail
 // policy, say, must stop the app and not be replayed forever.
 var errFatal = errors.New("fatal")
+
+// errInstanceTaken is wrapped, with errFatal, by the errors that say
+// another process joined the group with this member's instance id: the
+// member it names is no longer this one's, so stopping must not leave.
+var errInstanceTaken = errors.New("instance id taken by another process")
 
 func restartable(err error) bool {
 	return errors.Is(err, txn.ErrFenced) || errors.Is(err, txn.ErrOutcomeUnknown)

@@ -30,8 +30,8 @@ func (a *App) takenOverAfterFence(ctx context.Context, th *appThread, memberID s
 	instance := a.threadInstance(th)
 	for _, m := range g.Members {
 		if m.InstanceID != nil && *m.InstanceID == instance && m.MemberID != memberID {
-			return fmt.Errorf("processor: %w: another process joined the group with instance id %q and took this one's place (member %s, then its producer fenced ours): instance ids must be unique",
-				errFatal, instance, m.MemberID)
+			return fmt.Errorf("processor: %w: %w: another process joined the group with instance id %q and took this one's place (member %s, then its producer fenced ours): instance ids must be unique",
+				errFatal, errInstanceTaken, instance, m.MemberID)
 		}
 	}
 	return nil
