@@ -43,6 +43,13 @@ type Options struct {
 	// nothing is checked or recorded. Read-only opens record nothing and
 	// refuse nothing.
 	Owner Owner
+	// MinFreeDisk is the free space, in bytes, the state directory's file
+	// system must have before a commit writes local state or a restore
+	// starts: below it they fail with ErrNoSpace, naming the stores and
+	// the directory, before Badger writes (a write that finds the disk
+	// full inside Badger's memory-mapped files kills the process with
+	// SIGBUS). Zero means 64 MiB; negative turns the check off.
+	MinFreeDisk int64
 	// NoVerifyChecksums turns off the check OpenDB makes before Badger
 	// opens a task DB: every table read once and every block's checksum
 	// verified, so that a damaged table is found there and the task's

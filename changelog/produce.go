@@ -42,6 +42,13 @@ func (t *TaskState) Flush(ctx context.Context) (ChangelogOffsets, error) {
 	if t.sealed != nil {
 		return nil, fmt.Errorf("changelog: flush partition %d: the previous transaction's sealed layer is not applied or discarded yet", t.cfg.Partition)
 	}
+	if t.pending.Len() > 0 {
+		// Before anything of the transaction is produced: refused here,
+		// the transaction aborts and nothing is committed past the state.
+		if err := checkSpace(t.db.opts, t.db.dir, fmt.Sprintf("commit of partition %d, stores %v", t.cfg.Partition, t.storeNames())); err != nil {
+			return nil, err
+		}
+	}
 	t.flushed = true
 	var (
 		mu   sync.Mutex

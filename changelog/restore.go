@@ -919,6 +919,11 @@ func (t *TaskState) Restore(ctx context.Context, opts RestoreOptions) (RestoreRe
 				MinOffset: opts.MinOffsets[TopicPartition{st.topic, t.cfg.Partition}], Task: t.cfg.ID}, t.tdb})
 		}
 	}
+	if len(targets) > 0 {
+		if err := checkSpace(t.db.opts, t.db.dir, fmt.Sprintf("restore of partition %d, stores %v", t.cfg.Partition, t.storeNames())); err != nil {
+			return RestoreResult{}, err
+		}
+	}
 	t.resetSnapshot() // a reopen closes what it reads
 	res, err := t.db.restore(ctx, targets, opts)
 	for _, st := range t.stores {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/task"
 	"github.com/tidemark-streams/tidemark/txn"
 )
@@ -89,6 +90,11 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		rejectedOutput, unknownTopic := t.rejected, t.unknownTopic
 		t.mu.Unlock()
 		aerr := s.aborted(prepErr.AbortErr, abortPrepare)
+		if errors.Is(prepErr.Err, changelog.ErrNoSpace) {
+			// Aborted, so nothing is committed past the state; a redo
+			// would only fail the same way until someone frees space.
+			return fmt.Errorf("processor: %w: %w", errFatal, prepErr.Err)
+		}
 		// An output rejected in a batch is found by the isolated redo and
 		// left to the handler; only what is rejected after that counts.
 		if isolating := rejectedOutput && !s.th.isolate; !isolating {

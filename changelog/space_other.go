@@ -1,0 +1,5 @@
+//go:build !unix
+
+package changelog
+
+func diskFree(string) (int64, error) { return -1, nil }
