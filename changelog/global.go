@@ -44,6 +44,7 @@ type GlobalStore struct {
 	bdb              *badger.DB
 	log              *slog.Logger
 	closed           atomic.Bool
+	minFree          int64 // Options.MinFreeDisk
 
 	mu  sync.Mutex // guards pos; Apply has one caller, Position many
 	pos map[int32]int64
@@ -73,7 +74,7 @@ func OpenGlobalStore(dir, name, topic string, opts Options) (gs *GlobalStore, re
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("changelog: global store %q: create %s: %w", name, dir, err)
 	}
-	g := &GlobalStore{name: name, topic: topic, dir: dir, log: opts.Logger.With("global_store", name)}
+	g := &GlobalStore{name: name, topic: topic, dir: dir, log: opts.Logger.With("global_store", name), minFree: opts.MinFreeDisk}
 	// A global DB shares the budget's caches with the task DBs: a quarter
 	// of what one task DB gets alone.
 	bopts := badgerOptions(dir, opts, normalMode, 4)
@@ -211,6 +212,11 @@ func (g *GlobalStore) Position() map[int32]int64 {
 func (g *GlobalStore) Apply(recs []GlobalRecord, pos map[int32]int64) error {
 	if g.closed.Load() {
 		return store.ErrClosed
+	}
+	if len(recs) > 0 {
+		if err := checkSpace(Options{MinFreeDisk: g.minFree}, g.dir, fmt.Sprintf("global store %q", g.name)); err != nil {
+			return err
+		}
 	}
 	next := g.Position()
 	maps.Copy(next, pos)

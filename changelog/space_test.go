@@ -68,3 +68,29 @@ func TestCommitWithTheDiskNearlyFullIsRefusedNamingStoreAndDir(t *testing.T) {
 		t.Fatalf("Flush with the check off: %v", err)
 	}
 }
+
+// A global store's Apply is refused the same way, before it writes: its
+// position stays where its data is.
+func TestGlobalApplyWithTheDiskNearlyFullIsRefused(t *testing.T) {
+	free := int64(1 << 40)
+	prev := freeDisk
+	freeDisk = func(string) (int64, error) { return free, nil }
+	t.Cleanup(func() { freeDisk = prev })
+	dir := t.TempDir() + "/g"
+	g, _, err := OpenGlobalStore(dir, "merchants", "m", Options{MemoryBudget: 16 << 20, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Apply([]GlobalRecord{{Key: []byte("a"), Value: []byte("1")}}, map[int32]int64{0: 1}); err != nil {
+		t.Fatal(err)
+	}
+	free = 1 << 20
+	err = g.Apply([]GlobalRecord{{Key: []byte("a"), Value: []byte("2")}}, map[int32]int64{0: 2})
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "merchants") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Apply with 1 MiB free = %v, want ErrNoSpace naming merchants and %s", err, dir)
+	}
+	if v, _, _ := g.Get([]byte("a")); string(v) != "1" || g.Position()[0] != 1 {
+		t.Fatalf("after the refused Apply: a=%q at position %v, want 1 at 1", v, g.Position())
+	}
+}
