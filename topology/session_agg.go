@@ -191,8 +191,15 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		return nil
 	}
 	agg = fold(a.init, a.add, r.Key, r.Value, agg, have)
+	// A session the record lands inside keeps its bounds and is updated
+	// in place: its update carries the aggregate it replaces, so that
+	// table aggregations downstream subtract it (Kafka Streams retracts
+	// it with a tombstone first).
+	var prev VA
+	hasPrev := false
 	for i, f := range a.found {
 		if f.start == start && f.end == end {
+			prev, hasPrev = olds[i], true
 			continue
 		}
 		if err := a.st.Remove(kb, f.start, f.end); err != nil {
@@ -227,7 +234,7 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		}
 	} else {
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: end, Headers: r.Headers,
-			Value: change[VA]{newV: agg, hasNew: true}}
+			Value: change[VA]{newV: agg, hasNew: true, oldV: prev, hasOld: hasPrev}}
 		if err := a.next.forward(out); err != nil {
 			return err
 		}

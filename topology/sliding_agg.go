@@ -188,14 +188,23 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		if err != nil {
 			return errorf(a.env.node, "encode aggregate: %w", err)
 		}
+		var old VA
+		found := false
+		if a.final == nil {
+			// The update carries the window's previous aggregate, so
+			// that table aggregations downstream subtract it.
+			if old, found, err = a.previous(kb, w.start); err != nil {
+				return err
+			}
+		}
 		if err := a.res.Put(kb, w.start, enc); err != nil {
 			return errorf(a.env.node, "put window: %w", err)
 		}
-		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: w.start, End: w.end}, Timestamp: maxTS, Headers: r.Headers,
-			Value: change[VA]{newV: agg, hasNew: true}}
 		if a.final != nil {
 			continue
 		}
+		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: w.start, End: w.end}, Timestamp: maxTS, Headers: r.Headers,
+			Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
 		if err := a.next.forward(out); err != nil {
 			return err
 		}
@@ -212,4 +221,24 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		return errorf(a.env.node, "expire windows: %w", err)
 	}
 	return nil
+}
+
+// previous reads the aggregate window start of key kb holds, if any.
+func (a *slidingAgg[K, V, VA]) previous(kb []byte, start int64) (VA, bool, error) {
+	var old VA
+	raw, found, err := a.res.Fetch(kb, start)
+	if err != nil {
+		return old, false, errorf(a.env.node, "fetch window %d: %w", start, err)
+	}
+	if !found {
+		return old, false, nil
+	}
+	_, vb, err := DecodeTimestamped(raw)
+	if err == nil {
+		old, err = a.as.Decode(vb)
+	}
+	if err != nil {
+		return old, false, errorf(a.env.node, "decode window %d: %w", start, err)
+	}
+	return old, true, nil
 }
