@@ -164,6 +164,16 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		if closed(w.end) {
 			continue
 		}
+		old, found, err := a.previous(kb, w.start)
+		if err != nil {
+			return err
+		}
+		if found && w.start > t {
+			// t's own right window, which does not hold t, exists
+			// already: it is unchanged, and Kafka Streams forwards
+			// nothing for it (rightWinAlreadyCreated).
+			continue
+		}
 		agg, maxTS, any := a.init(), int64(-1), false
 		for _, o := range near {
 			if o.ts < w.start || o.ts > w.end {
@@ -188,21 +198,14 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		if err != nil {
 			return errorf(a.env.node, "encode aggregate: %w", err)
 		}
-		var old VA
-		found := false
-		if a.final == nil {
-			// The update carries the window's previous aggregate, so
-			// that table aggregations downstream subtract it.
-			if old, found, err = a.previous(kb, w.start); err != nil {
-				return err
-			}
-		}
 		if err := a.res.Put(kb, w.start, enc); err != nil {
 			return errorf(a.env.node, "put window: %w", err)
 		}
 		if a.final != nil {
 			continue
 		}
+		// The update carries the window's previous aggregate, so that
+		// table aggregations downstream subtract it.
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: w.start, End: w.end}, Timestamp: maxTS, Headers: r.Headers,
 			Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
 		if err := a.next.forward(out); err != nil {
