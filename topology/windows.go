@@ -68,7 +68,8 @@ func (w SessionWindows) validate() error {
 
 // SlidingWindows are windows of a fixed size that move with the data: two
 // records fall in a common window when their timestamps differ by at most
-// timeDifference (Kafka Streams' SlidingWindows). Bounds are inclusive.
+// timeDifference (Kafka Streams' SlidingWindows). Bounds are inclusive; a
+// difference of 0 makes windows [t, t] of the records of equal timestamps.
 type SlidingWindows struct {
 	diff, grace int64
 }
@@ -79,8 +80,8 @@ func SlidingWindowsWithDiff(timeDifference, grace time.Duration) SlidingWindows 
 }
 
 func (w SlidingWindows) validate() error {
-	if w.diff <= 0 || w.grace < 0 {
-		return fmt.Errorf("%w: time difference %dms, grace %dms (need difference > 0, grace ≥ 0)", ErrInvalidWindow, w.diff, w.grace)
+	if w.diff < 0 || w.grace < 0 {
+		return fmt.Errorf("%w: time difference %dms, grace %dms (need difference ≥ 0, grace ≥ 0)", ErrInvalidWindow, w.diff, w.grace)
 	}
 	return nil
 }

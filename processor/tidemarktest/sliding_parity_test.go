@@ -87,3 +87,29 @@ func TestSlidingWindowUpdatesMatchKafkaStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingWindowsOfZeroDifference: Kafka Streams accepts a time
+// difference of 0 (SlidingWindows rejects only a negative one): windows
+// [t, t] that group the records of equal timestamps. Traced from
+// KStreamSlidingWindowAggregate: 10, 11, 10, 12 give [10,10]=1, [11,11]=1,
+// [10,10]=2, [12,12]=1.
+func TestSlidingWindowsOfZeroDifference(t *testing.T) {
+	b := topology.NewBuilder("app")
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(0, time.Minute)).
+		Count(topology.Named("sliding")).ToStream().To("counts")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64())
+	var got []string
+	for _, ts := range []int64{10, 11, 10, 12} {
+		must(t, in.Pipe("alice", "x", ts))
+		for _, r := range readAll(t, out) {
+			got = append(got, fmt.Sprintf("[%d,%d]=%d@%d", r.Key.Start, r.Key.End, r.Value, r.Timestamp))
+		}
+	}
+	want := []string{"[10,10]=1@10", "[11,11]=1@11", "[10,10]=2@10", "[12,12]=1@12"}
+	if !slices.Equal(got, want) {
+		t.Errorf("updates %v, want %v", got, want)
+	}
+}
