@@ -1,8 +1,12 @@
 package processor
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
+	"encoding/base64"
 	"errors"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -39,6 +43,23 @@ import (
 
 const offsetMetaPrefix = "tidemark/1?"
 
+// offsetMetaDeflatedPrefix starts the compressed form of the metadata: the
+// same query, deflated and base64url-encoded. The broker refuses an offset
+// commit whose metadata is over offset.metadata.max.bytes (4096 by
+// default), and the plain form names every operator clock and logged
+// store of the task: with a dozen or more windowed operators of
+// descriptive names it is over, and every transaction aborted
+// (OFFSET_METADATA_TOO_LARGE) while the task restarted without end. The
+// names repeat (a store and its clock, a store and its -EMIT-CURSOR), so
+// they deflate well.
+const offsetMetaDeflatedPrefix = "tidemark/1z?"
+
+// offsetMetaPlainMax is the longest metadata written in the plain form.
+const offsetMetaPlainMax = 1024
+
+// offsetMetaInflatedMax bounds what decoding the compressed form inflates.
+const offsetMetaInflatedMax = 1 << 20
+
 // offsetMeta is what one input partition's committed offset carries.
 type offsetMeta struct {
 	inputTime int64            // stream time of this input, -1 unknown
@@ -57,7 +78,39 @@ func (m offsetMeta) encode() string {
 	for name, off := range m.logs {
 		v.Set("l."+name, strconv.FormatInt(off, 10))
 	}
-	return offsetMetaPrefix + v.Encode()
+	q := v.Encode()
+	if len(offsetMetaPrefix)+len(q) <= offsetMetaPlainMax {
+		return offsetMetaPrefix + q
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestCompression)
+	if err == nil {
+		_, err = w.Write([]byte(q))
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil { // writing to a bytes.Buffer does not fail
+		return offsetMetaPrefix + q
+	}
+	z := offsetMetaDeflatedPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
+	if len(z) >= len(offsetMetaPrefix)+len(q) {
+		return offsetMetaPrefix + q
+	}
+	return z
+}
+
+// inflateOffsetMeta returns the query of metadata in the compressed form.
+func inflateOffsetMeta(z string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(z)
+	if err != nil {
+		return "", false
+	}
+	q, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(b)), offsetMetaInflatedMax+1))
+	if err != nil || len(q) > offsetMetaInflatedMax {
+		return "", false
+	}
+	return string(q), true
 }
 
 // decodeOffsetMeta reads encode's form; anything else (another client's
@@ -65,7 +118,13 @@ func (m offsetMeta) encode() string {
 func decodeOffsetMeta(md string) (offsetMeta, bool) {
 	q, found := strings.CutPrefix(md, offsetMetaPrefix)
 	if !found {
-		return offsetMeta{inputTime: -1}, false
+		z, deflated := strings.CutPrefix(md, offsetMetaDeflatedPrefix)
+		if !deflated {
+			return offsetMeta{inputTime: -1}, false
+		}
+		if q, found = inflateOffsetMeta(z); !found {
+			return offsetMeta{inputTime: -1}, false
+		}
 	}
 	v, err := url.ParseQuery(q)
 	if err != nil {

@@ -31,3 +31,32 @@ func TestOffsetMetadataOfAnOlderVersionHasNoPositions(t *testing.T) {
 		t.Fatalf("decode = %+v %v", m, ok)
 	}
 }
+
+// A task with many windowed operators of descriptive names: each has a
+// clock and two logged stores (its windows, its -EMIT-CURSOR). The plain
+// form of its metadata is over the broker's default
+// offset.metadata.max.bytes (4096), which refused every commit; the
+// encoded form must fit, and decode to the same clocks and positions.
+func TestOffsetMetadataOfManyOperatorsFitsTheBrokerLimit(t *testing.T) {
+	in := offsetMeta{inputTime: 1765019000123, ops: map[string]int64{}, logs: map[string]int64{}}
+	for i := range 60 {
+		name := fmt.Sprintf("velocity-per-user-and-merchant-over-five-minutes-%02d", i)
+		in.ops[name] = 1765019000000 + int64(i)*7919
+		in.logs[name] = 1_000_000 + int64(i)*104729
+		in.logs[name+"-EMIT-CURSOR"] = 2_000_000 + int64(i)*1299709
+	}
+	md := in.encode()
+	if len(md) > 4096 {
+		t.Fatalf("metadata of %d operators is %d bytes: over the broker's default offset.metadata.max.bytes (4096)", len(in.ops), len(md))
+	}
+	t.Logf("metadata of %d operators: %d bytes", len(in.ops), len(md))
+	got, ok := decodeOffsetMeta(md)
+	if !ok || got.inputTime != in.inputTime || fmt.Sprint(got.ops) != fmt.Sprint(in.ops) || fmt.Sprint(got.logs) != fmt.Sprint(in.logs) {
+		t.Fatalf("decode of %d bytes = %+v %v, want %+v", len(md), got, ok, in)
+	}
+	for _, bad := range []string{"tidemark/1z?", "tidemark/1z?!!", "tidemark/1z?AAAA"} {
+		if m, ok := decodeOffsetMeta(bad); ok || m.inputTime != -1 {
+			t.Errorf("decode(%q) = %+v %v, want nothing", bad, m, ok)
+		}
+	}
+}
