@@ -121,7 +121,10 @@ type partQueue struct {
 	// behind is the partition's records after its last fetched one, as of
 	// that fetch (its high watermark minus the next offset).
 	behind int64
-	hold   admitHold // app_admit.go
+	// fetched is when the loop polled the partition's last records
+	// (app_lag.go).
+	fetched time.Time
+	hold    admitHold // app_admit.go
 	// throttled is when admission control last held the partition,
 	// released when it last let it go (app_admit.go).
 	throttled, released time.Time
@@ -234,6 +237,10 @@ type fairQueues struct {
 	mu      sync.Mutex
 	revoked []changelog.TopicPartition
 
+	// polled is when the loop last polled, with or without records
+	// (app_lag.go).
+	polled time.Time
+
 	// swept is when applyPauses last checked the client's paused
 	// partitions for running ones nothing wants paused (pauseSweep);
 	// zero asks for a check at the next call.
@@ -275,6 +282,7 @@ func (f *fairQueues) enqueue(id topology.TaskID, tp changelog.TopicPartition, re
 	p.recs = append(p.recs, recs...)
 	if len(recs) > 0 {
 		p.polls = append(p.polls, pollMark{last: recs[len(recs)-1].Offset, at: polled})
+		p.fetched = polled
 	}
 	p.behind = behind
 	q.queued += len(recs)
@@ -557,6 +565,7 @@ func (s *session) observeQueues(now time.Time) {
 	for id, q := range s.fair.tasks {
 		var tl int64
 		for _, p := range q.parts {
+			s.fair.settleBehind(p, now)
 			pl := p.behind + int64(len(p.recs))
 			tl += pl
 			if p.throttled.IsZero() || now.Sub(p.throttled) >= throttledFor {

@@ -652,16 +652,21 @@ func (s *session) run(ctx context.Context) error {
 			pctx, cancel = context.WithTimeout(ctx, wait)
 		}
 		var fs kgo.Fetches
+		polled := true
 		switch {
 		case s.staging():
 			// kgo: no poll while End runs; the pass takes the queued
 			// records (pipelineTurn waited if there were none).
+			polled = false
 		case s.gts != nil:
 			fs = s.gts.PollRecords(pctx, s.app.cfg.PollRecords)
 		default:
 			fs = s.cl.PollRecords(pctx, s.app.cfg.PollRecords)
 		}
 		cancel()
+		if polled {
+			s.fair.polled = s.now()
+		}
 		if err := s.pollError(fs); err != nil {
 			return err
 		}
@@ -678,6 +683,8 @@ func (s *session) run(ctx context.Context) error {
 				continue
 			}
 			s.registryWaits = 0
+		} else if s.fair.settling() {
+			s.observeQueues(s.now()) // app_lag.go: the gauge would keep the unsettled lag
 		}
 		if err := s.punctuate(); err != nil {
 			if err := s.redo(ctx, err); err != nil {
