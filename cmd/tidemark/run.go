@@ -160,6 +160,8 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	set("create-topics", func() { cfg.CreateTopics = f.CreateTopics })
 	set("standby-replicas", func() { cfg.StandbyReplicas = f.StandbyReplicas })
 	set("acceptable-recovery-lag", func() { cfg.AcceptableRecoveryLag = f.AcceptableRecoveryLag })
+	set("max-warmup-replicas", func() { cfg.MaxWarmupReplicas = f.MaxWarmupReplicas })
+	set("probing-rebalance-interval", func() { cfg.ProbingRebalanceInterval = f.ProbingRebalanceInterval })
 	set("snapshot-store", func() { cfg.SnapshotStore = f.SnapshotStore })
 	set("max-records-per-task-pass", func() { cfg.MaxRecordsPerTaskPass = f.MaxRecordsPerTaskPass })
 	set("threads", func() { cfg.Threads = f.Threads })
