@@ -42,7 +42,8 @@ into a state directory without running the application: to inspect state with
 to check a changelog.
 
 With --store it rebuilds those stores; without, every store of the app (every
-topic named <application>-<store>-changelog). A store the directory already holds is
+topic named <application>-<store>-changelog, except those of another application
+whose id extends this one, as shop-eu's for shop). A store the directory already holds is
 brought up to date from its recorded offsets, in its task's DB
 (<dir>/tasks/<task>); one it does not hold goes to a DB per partition
 (<dir>/tasks/p<partition>), which tidemark state reads but a running instance
@@ -149,18 +150,36 @@ func replayTargets(ctx context.Context, adm *kadm.Client, f replayFlags) ([]chan
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
+	// A topic named like one of the app's may be another application's
+	// whose id extends this one ("shop-eu-x-changelog" for "shop" and
+	// "shop-eu"): as tidemark reset does, it is left out when such a
+	// group exists, or replaying "shop" rebuilt shop-eu's stores too, as
+	// stores "eu-x" of shop.
+	groups, err := adm.ListGroups(tctx)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
 	prefix, suffix := f.app+"-", "-changelog"
-	var present []string
+	var present, others []string
 	for name := range all {
 		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) && len(name) > len(prefix)+len(suffix) {
+			if g := longerGroup(f.app, name, groups); g != "" {
+				others = append(others, fmt.Sprintf("%s (application %s)", name, g))
+				continue
+			}
 			present = append(present, strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix))
 		}
 	}
 	sort.Strings(present)
+	sort.Strings(others)
 	stores := f.stores
 	if len(stores) == 0 {
 		if len(present) == 0 {
-			return nil, fmt.Errorf("app %q has no changelog topics (looked for %s<store>%s)", f.app, prefix, suffix)
+			msg := fmt.Sprintf("app %q has no changelog topics (looked for %s<store>%s)", f.app, prefix, suffix)
+			if len(others) > 0 {
+				msg += "; left out as other applications': " + strings.Join(others, ", ")
+			}
+			return nil, errors.New(msg)
 		}
 		stores = present
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/changelog"
@@ -33,7 +34,12 @@ func runSub(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
 // (1 partition), committing their changelogs, and returns the app id.
 func writeApp(t *testing.T) string {
 	t.Helper()
-	app := kafkatest.UniqueName(t, "app")
+	return writeAppNamed(t, kafkatest.UniqueName(t, "app"))
+}
+
+// writeAppNamed is writeApp with the application id app.
+func writeAppNamed(t *testing.T, app string) string {
+	t.Helper()
 	inv := store.Spec{Name: "inventory", Kind: store.KindKeyValue, Logged: true}
 	clicks := store.Spec{Name: "clicks", Kind: store.KindWindow, Logged: true, WindowSize: 60_000, Retention: 3_600_000}
 	adm := kafkatest.Admin(t)
@@ -134,6 +140,47 @@ func TestReplayRebuildsEveryStoreAndStateReadsThem(t *testing.T) {
 	_, err = runSub(t, newStateCmd(), "get", "--dir", dir, "--store", "inventroy", "x")
 	if err == nil || !strings.Contains(err.Error(), "stores present: clicks (partition 0), inventory (partition 0), inventory (partition 1)") {
 		t.Fatalf("state get of a wrong store name = %v", err)
+	}
+}
+
+// TestReplayLeavesOutALongerApplicationsChangelogs: with applications
+// "X" and "X-eu" on one cluster, "X-eu-inventory-changelog" is named like a
+// changelog of X's store "eu-inventory". Replaying X used to rebuild
+// X-eu's stores into X's directory as eu-inventory and eu-clicks; as with
+// tidemark reset, a topic that fits an existing longer group is left out.
+func TestReplayLeavesOutALongerApplicationsChangelogs(t *testing.T) {
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	app := writeApp(t)
+	eu := writeAppNamed(t, app+"-eu")
+	// The group of X-eu exists once it committed offsets.
+	adm := kafkatest.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	defer cancel()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: eu + "-inventory-changelog", Partition: 0, At: 0, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctx, eu, offs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteGroup(context.Background(), eu) })
+
+	dir := t.TempDir()
+	out, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--dir", dir, "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "replayed 8 records") || !strings.Contains(out, "3 store partitions") {
+		t.Fatalf("replay of %s: %q, want its own 8 records in 3 store partitions", app, out)
+	}
+	out, err = runSub(t, newStateCmd(), "list", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "eu-") {
+		t.Fatalf("replay of %s rebuilt %s's stores:\n%s", app, eu, out)
+	}
+	// Asked for by name, the store is replayed.
+	if _, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--store", "eu-inventory", "--dir", t.TempDir(), "--quiet"); err != nil {
+		t.Fatalf("replay --store eu-inventory: %v", err)
 	}
 }
 
