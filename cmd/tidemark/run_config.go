@@ -317,6 +317,11 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	if p.Grace, err = parseDuration("grace", c.Grace); err != nil {
 		return nil, err
 	}
+	if c.Grace != "" && p.Grace == 0 {
+		// pipelines.Config reads a zero Grace as its 5s default: taken
+		// as given, "grace: 0s" silently ran with 5s of lateness.
+		return nil, fmt.Errorf("config: grace %q: the pipelines need a positive grace, such as 1ms (leave it unset for 5s)", c.Grace)
+	}
 	if p.PriceHistory, err = parseDuration("price_history", c.PriceHistory); err != nil {
 		return nil, err
 	}
