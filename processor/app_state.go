@@ -21,6 +21,12 @@ import (
 func (a *App) openState() error {
 	opened := time.Now()
 	opts := a.cfg.State
+	if opts.Logger == nil {
+		// The DB's own lines (the state directory's owner, sorted
+		// rebuilds, Badger's warnings) go where the App's go, with its
+		// level and attributes; changelog's default is slog.Default.
+		opts.Logger = a.log
+	}
 	opts.Owner = changelog.Owner{Application: a.topo.Application(), Fingerprint: stateFingerprint(a.topo)}
 	db, err := changelog.OpenDB(a.cfg.StateDir, opts)
 	if err != nil {
