@@ -144,7 +144,8 @@ func joinTables[K, V, V2, VR any](t Table[K, V], o Table[K, V2], kind joinKind, 
 // tableJoinSide is the node for one input of a table-table join, which sees
 // the join as (its row, their row): each change of its row is looked up in
 // theirs and yields the joined row's new value, timestamped with the later
-// of the two rows, or a delete when the joined row no longer exists. present
+// of the two rows, or a delete when the joined row no longer exists, with
+// the joined row it replaces (their row with my old one). present
 // and join take the sides in that order; the right input passes them
 // swapped back into the join's (left, right) order.
 func tableJoinSide[K, VM, VO, VR any](theirs getterSource[K, VO], present func(mine, theirs bool) bool, join func(k K, mine VM, mineFound bool, their VO, theirFound bool) VR) opFunc[K, change[VM], K, change[VR]] {
@@ -163,12 +164,17 @@ func tableJoinSide[K, VM, VO, VR any](theirs getterSource[K, VO], present func(m
 			if tok {
 				out.Timestamp = max(out.Timestamp, tts)
 			}
-			switch {
-			case present(c.hasNew, tok):
-				out.Value = change[VR]{newV: join(r.Key, c.newV, c.hasNew, tv, tok), hasNew: true}
-			case present(c.hasOld, tok):
-				// The row existed and no longer does: a delete.
-			default:
+			// The old joined row is their row with my old one, as Kafka
+			// Streams computes it when old values are sent: GroupBy
+			// subtracts it, Filter and the record cache need it to pass
+			// a delete on.
+			if present(c.hasNew, tok) {
+				out.Value.newV, out.Value.hasNew = join(r.Key, c.newV, c.hasNew, tv, tok), true
+			}
+			if present(c.hasOld, tok) {
+				out.Value.oldV, out.Value.hasOld = join(r.Key, c.oldV, c.hasOld, tv, tok), true
+			}
+			if !out.Value.hasNew && !out.Value.hasOld {
 				return nil
 			}
 			return next.forward(out)
