@@ -39,6 +39,10 @@ import (
 //	<app>-<name>-subscription-repartition  keyed by foreign key, other's partition count
 //	<app>-<name>-response-repartition      keyed by t's key, t's partition count
 //
+// A response is written to the partition the left row was read from (as
+// Kafka Streams' primaryPartition), not the default partition of its key,
+// so t's topic may be partitioned by any partitioner.
+//
 // The runtime creates them with those counts (InternalTopic.SizedByReader).
 // A left row subscribes to its foreign key; other's tasks keep the
 // subscriptions in the store "<name>-subscription-store", keyed (foreign
@@ -120,6 +124,12 @@ type fkSubscription[K any] struct {
 	instr fkInstr
 	hash  fkHash
 	pk    K
+	// partition is the partition of t's task that sent it, where the
+	// answers must go back to (as Kafka Streams' primaryPartition): t's
+	// topic need not be partitioned by the default partitioner. -1 in the
+	// subscriptions of an older version: answers then go to the default
+	// partition of pk.
+	partition int32
 }
 
 // fkResponse is a response-topic value (keyed by t's key).
@@ -127,28 +137,63 @@ type fkResponse[VO any] struct {
 	hash  fkHash
 	found bool
 	v     VO
+	// partition is where the response goes (fkSubscription.partition); it
+	// is not encoded: the response topic's partition is the answer.
+	partition int32
+}
+
+// fkResponsePartition is the partitioner of the response topic: the
+// partition of the left row's task, or the default one of the key when
+// the subscription did not say it.
+func fkResponsePartition[K, VO any](ks serde.Serde[K]) func(string, K, fkResponse[VO], int32) int32 {
+	var buf []byte
+	return func(_ string, k K, v fkResponse[VO], n int32) int32 {
+		if v.partition >= 0 && v.partition < n {
+			return v.partition
+		}
+		var err error
+		if buf, err = ks.Encode(buf[:0], k); err != nil {
+			return 0 // the sink encodes the key again and reports the error
+		}
+		return DefaultPartition(buf, n)
+	}
 }
 
 // fkVersion starts every encoding of the join's internal topics and
 // stores, so that a later layout can tell old records apart.
 const fkVersion byte = 1
 
-// fkSubscriptionSerde encodes version, instruction, hash, then the key.
+// fkSubscriptionVersion is the version of subscriptions that carry the
+// sender's partition (after the hash, 4 bytes big-endian); version 1
+// subscriptions, without it, are still read.
+const fkSubscriptionVersion byte = 2
+
+// fkSubscriptionSerde encodes version, instruction, hash, partition, then
+// the key.
 type fkSubscriptionSerde[K any] struct{ ks serde.Serde[K] }
 
 func (s fkSubscriptionSerde[K]) Encode(dst []byte, v fkSubscription[K]) ([]byte, error) {
-	dst = append(append(dst, fkVersion, byte(v.instr)), v.hash[:]...)
+	dst = append(append(dst, fkSubscriptionVersion, byte(v.instr)), v.hash[:]...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(v.partition))
 	return s.ks.Encode(dst, v.pk)
 }
 
 func (s fkSubscriptionSerde[K]) Decode(b []byte) (fkSubscription[K], error) {
 	var v fkSubscription[K]
-	if len(b) < 2+len(v.hash) || b[0] != fkVersion || b[1] < byte(fkUnsubscribe) || b[1] > byte(fkSubscribe) {
+	head := 2 + len(v.hash)
+	if len(b) >= 1 && b[0] == fkSubscriptionVersion {
+		head += 4
+	}
+	if len(b) < head || b[0] != fkVersion && b[0] != fkSubscriptionVersion || b[1] < byte(fkUnsubscribe) || b[1] > byte(fkSubscribe) {
 		return v, fmt.Errorf("%w: foreign-key subscription of %d bytes (version %v)", serde.ErrDecode, len(b), b[:min(len(b), 1)])
 	}
 	v.instr = fkInstr(b[1])
 	copy(v.hash[:], b[2:])
-	pk, err := s.ks.Decode(b[2+len(v.hash):])
+	v.partition = -1
+	if b[0] == fkSubscriptionVersion {
+		v.partition = int32(binary.BigEndian.Uint32(b[2+len(v.hash):]))
+	}
+	pk, err := s.ks.Decode(b[head:])
 	if err != nil {
 		return v, fmt.Errorf("foreign-key subscription key: %w", err)
 	}
@@ -265,8 +310,13 @@ func joinOnForeignKey[K, V, KO, VO, VR any](t Table[K, V], o Table[KO, VO], fk f
 	if o.vs != nil {
 		respSerde = fkResponseSerde[VO]{vs: o.vs}
 	}
+	respCfg := sideCfg(cfg, "-response")
+	if t.ks != nil {
+		respCfg.partitioner = fkResponsePartition[K, VO](t.ks)
+		respCfg.routedPartitioner = true
+	}
 	resp := Stream[K, fkResponse[VO]]{b: b, n: respond, ks: t.ks, vs: respSerde}.
-		repartition("FK-RESPONSE", sideCfg(cfg, "-response"))
+		repartition("FK-RESPONSE", respCfg)
 	b.sizeByReader(resp.n.topics0())
 
 	// Back in t's sub-topology: responses checked against t's current rows,
@@ -315,6 +365,7 @@ func (b *Builder) sizeByReader(topic string) {
 func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), vs serde.Serde[V], kos serde.Serde[KO]) opFunc[K, change[V], KO, fkSubscription[K]] {
 	return func(env *opEnv, next forwarder[KO, fkSubscription[K]]) (receiver[K, change[V]], error) {
 		var vbuf, obuf, nbuf []byte
+		part := env.TaskID().Partition
 		return receiverFunc[K, change[V]](func(r Record[K, change[V]]) error {
 			c := r.Value
 			var ofk, nfk KO
@@ -341,7 +392,7 @@ func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), vs serde.Serde[V], kos ser
 					moved = !bytes.Equal(obuf, nbuf)
 				}
 				if moved {
-					if err := send(ofk, fkSubscription[K]{instr: fkUnsubscribe, pk: r.Key}); err != nil {
+					if err := send(ofk, fkSubscription[K]{instr: fkUnsubscribe, pk: r.Key, partition: part}); err != nil {
 						return err
 					}
 				}
@@ -368,13 +419,15 @@ func fkSendOp[K, V, KO any](fk func(K, V) (KO, bool), vs serde.Serde[V], kos ser
 			// answer: a delete of the right row may be answered with the
 			// old value's hash while this change travels, and that answer
 			// is stale when it arrives.
-			return send(nfk, fkSubscription[K]{instr: fkSubscribe, hash: fkHashOf(vbuf), pk: r.Key})
+			return send(nfk, fkSubscription[K]{instr: fkSubscribe, hash: fkHashOf(vbuf), pk: r.Key, partition: part})
 		}), nil
 	}
 }
 
 // The subscription store maps (foreign key, key) to the subscription's
-// timestamp (8 bytes, big-endian) and hash. The foreign key is length
+// timestamp (8 bytes, big-endian), hash and the partition to answer to (4
+// bytes, big-endian; absent in the entries of an older version, which are
+// answered to the key's default partition). The foreign key is length
 // prefixed (uvarint), so the subscriptions of one foreign key are the keys
 // starting with fkSubPrefix of it.
 func fkSubPrefix(dst, fkb []byte) []byte {
@@ -411,6 +464,7 @@ func fkSubscriptionOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.
 				return nil
 			}
 			val = append(binary.BigEndian.AppendUint64(val[:0], uint64(r.Timestamp)), s.hash[:]...)
+			val = binary.BigEndian.AppendUint32(val, uint32(s.partition))
 			if err := kv.Put(key, val); err != nil {
 				return errorf(env.node, "put subscription: %w", err)
 			}
@@ -425,7 +479,7 @@ func fkSubscriptionOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.
 			if found {
 				ts = max(ts, ots)
 			}
-			return next.forward(Record[K, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, found: found, v: ov}, Timestamp: ts, Headers: r.Headers})
+			return next.forward(Record[K, fkResponse[VO]]{Key: s.pk, Value: fkResponse[VO]{hash: s.hash, found: found, v: ov, partition: s.partition}, Timestamp: ts, Headers: r.Headers})
 		}), nil
 	}
 }
@@ -440,9 +494,10 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 			return nil, err
 		}
 		type sub struct {
-			pk   []byte
-			ts   int64
-			hash fkHash
+			pk        []byte
+			ts        int64
+			hash      fkHash
+			partition int32
 		}
 		var prefix []byte
 		var due []sub
@@ -462,12 +517,15 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 				if !bytes.HasPrefix(k, prefix) {
 					return false
 				}
-				if len(v) != 8+len(fkHash{}) {
+				if n := 8 + len(fkHash{}); len(v) != n && len(v) != n+4 {
 					bad = fmt.Errorf("corrupt subscription (%d bytes)", len(v))
 					return false
 				}
-				s := sub{pk: append([]byte(nil), k[len(prefix):]...), ts: int64(binary.BigEndian.Uint64(v))}
+				s := sub{pk: append([]byte(nil), k[len(prefix):]...), ts: int64(binary.BigEndian.Uint64(v)), partition: -1}
 				copy(s.hash[:], v[8:])
+				if n := 8 + len(fkHash{}); len(v) == n+4 {
+					s.partition = int32(binary.BigEndian.Uint32(v[n:]))
+				}
 				due = append(due, s)
 				return true
 			}); err != nil {
@@ -482,7 +540,7 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 					return errorf(env.node, "decode subscribed key: %w", err)
 				}
 				out := Record[K, fkResponse[VO]]{Key: pk, Timestamp: max(r.Timestamp, s.ts), Headers: r.Headers,
-					Value: fkResponse[VO]{hash: s.hash, found: c.hasNew, v: c.newV}}
+					Value: fkResponse[VO]{hash: s.hash, found: c.hasNew, v: c.newV, partition: s.partition}}
 				if err := next.forward(out); err != nil {
 					return err
 				}

@@ -142,6 +142,11 @@ type opConfig struct {
 	cacheKeys     int           // WithRecordCache (cache.go)
 	hasCache      bool
 	cacheAllowed  bool // set by the operators that honour WithRecordCache
+
+	// routedPartitioner: partitioner sends each record back to the task
+	// that holds its key (the foreign-key join's responses), so it is no
+	// custom layout of the topic for queries (PartitionedTopics).
+	routedPartitioner bool
 }
 
 func newOpConfig[O option](opts []O) *opConfig {

@@ -4,7 +4,7 @@ package topology
 // partitioner (WithPartitioner) chooses their partitions.
 type partitionedSink interface{ customPartitioner() bool }
 
-func (o *sinkOp[K, V]) customPartitioner() bool { return o.partition != nil }
+func (o *sinkOp[K, V]) customPartitioner() bool { return o.partition != nil && !o.routed }
 
 // PartitionedTopics returns the topics a sink or repartition of the
 // topology writes with a custom partitioner (WithPartitioner): a key's

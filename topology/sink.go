@@ -34,6 +34,7 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 			s.b.fail(errorf(n.name, "%w: partitioner %T does not take %T keys and values", ErrInvalidTopology, cfg.partitioner, Record[K, V]{}))
 		}
 		op.partition = f
+		op.routed = cfg.routedPartitioner
 	}
 	return op
 }
@@ -44,6 +45,7 @@ type sinkOp[K, V any] struct {
 	ks        serde.Serde[K]
 	vs        serde.Serde[V]
 	partition func(string, K, V, int32) int32
+	routed    bool             // partition is internal routing (opConfig.routedPartitioner)
 	placement *TenantPlacement // WithPlacement (placement.go)
 	// keyNull and valueNull are the serdes' own nulls (serde.Nuller: JSON's
 	// null, which a nil pointer, slice or map encodes to). A key or value
