@@ -118,3 +118,47 @@ func TestTableTableJoinForwardsOldValues(t *testing.T) {
 		})
 	}
 }
+
+// A delete in the first of two chained table joins deletes the row of the
+// second: KTableKTableInnerJoin forwards it (newValue null) since the right
+// row exists, and the left join keeps the row unjoined.
+func TestChainedTableJoinsPassDeletesOn(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		join func(ab, c topology.Table[string, string]) topology.Table[string, string]
+		want []string
+	}{
+		{"inner", func(ab, c topology.Table[string, string]) topology.Table[string, string] {
+			return ab.Join(c, func(_ string, x, y string) string { return x + "+" + y })
+		}, []string{"k=a:b+c@3", "k=<delete>@4"}},
+		{"left", func(ab, c topology.Table[string, string]) topology.Table[string, string] {
+			return c.LeftJoin(ab, func(_ string, y, x string, ok bool) string { return y + "+" + opt(x, ok) })
+		}, []string{"k=c+a:b@3", "k=c+null@4"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := topology.NewBuilder("app")
+			ta := b.Table("a", serde.String(), serde.String(), topology.Named("a"))
+			tb := b.Table("b", serde.String(), serde.String(), topology.Named("b"))
+			tc := b.Table("c", serde.String(), serde.String(), topology.Named("c"))
+			ab := ta.Join(tb, func(_ string, x, y string) string { return x + ":" + y })
+			c.join(ab, tc).ToStream().To("out")
+			d := newDriver(t, b)
+			must(t, tidemarktest.Input(d, "a", serde.String(), serde.String()).Pipe("k", "a", 1))
+			must(t, tidemarktest.Input(d, "b", serde.String(), serde.String()).Pipe("k", "b", 2))
+			tidemarktest.Output(d, "out", serde.String(), serde.String()).Discard()
+			must(t, tidemarktest.Input(d, "c", serde.String(), serde.String()).Pipe("k", "c", 3))
+			must(t, tidemarktest.Input(d, "b", serde.String(), serde.String()).PipeTombstone("k", 4))
+			var got []string
+			for _, r := range readAll(t, tidemarktest.Output(d, "out", serde.String(), serde.String())) {
+				v := r.Value
+				if r.Tombstone {
+					v = "<delete>"
+				}
+				got = append(got, fmt.Sprintf("%s=%s@%d", r.Key, v, r.Timestamp))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
