@@ -168,7 +168,9 @@ type InternalTopic struct {
 	// SizedByReader topics (without a fixed count) take the partition count
 	// of the other inputs of the sub-topology that reads them, with which
 	// they are co-partitioned, instead of the count of the sub-topology that
-	// writes them: a foreign-key join's subscription and response topics.
+	// writes them: a foreign-key join's subscription and response topics,
+	// and the repartition topic of a join input re-keyed before a join with
+	// an input that is not.
 	SizedByReader bool
 }
 

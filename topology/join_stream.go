@@ -66,11 +66,22 @@ func sideCfg(cfg *opConfig, suffix string) *opConfig {
 func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joinKind, joiner func(K, V, bool, V2, bool) VR, w JoinWindows, opts []StoreOption) Stream[K, VR] {
 	b := s.b
 	cfg := newOpConfig(opts)
-	if s.rekeyed {
+	// A re-keyed input's repartition topic is sized like the other input
+	// when that one is not repartitioned, as Kafka Streams sizes it to
+	// co-partition them; two repartitioned inputs keep their writers'
+	// counts.
+	lre, rre := s.rekeyed, other.rekeyed
+	if lre {
 		s = s.repartition("REPARTITION", sideCfg(cfg, "-left"))
+		if !rre {
+			b.sizeByReader(s.n.topics0())
+		}
 	}
-	if other.rekeyed {
+	if rre {
 		other = other.repartition("REPARTITION", sideCfg(cfg, "-right"))
+		if !lre {
+			b.sizeByReader(other.n.topics0())
+		}
 	}
 	core := &ssJoinOp[K, V, V2, VR]{kind: kind, w: w, joiner: joiner, ks: s.ks, lvs: s.vs, rvs: other.vs}
 	this := b.addNode(KindProcessor, kind.String()+"-THIS", []*node{s.n}, sideCfg(cfg, "-this"), &ssJoinSide[K, V, V2, VR]{op: core, left: true})

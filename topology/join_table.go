@@ -8,8 +8,8 @@ import "slices"
 // timestamp, any other table at its latest value.
 // Table updates do not trigger output. Tombstones are skipped (DropSkipped)
 // and records with a null key dropped (DropNullKey). A stream whose key may
-// have changed is repartitioned first; the stream and the table's source
-// must be co-partitioned.
+// have changed is repartitioned first, through a topic sized like the
+// table's source; the stream and the table's source must be co-partitioned.
 func (s Stream[K, V]) JoinTable[V2, VR any](t Table[K, V2], joiner func(key K, value V, tableValue V2) VR, opts ...Option) Stream[K, VR] {
 	return joinStreamTable(s, t, false, func(k K, v V, tv V2, _ bool) VR { return joiner(k, v, tv) }, opts)
 }
@@ -24,7 +24,10 @@ func (s Stream[K, V]) LeftJoinTable[V2, VR any](t Table[K, V2], joiner func(key 
 func joinStreamTable[K, V, V2, VR any](s Stream[K, V], t Table[K, V2], left bool, joiner func(K, V, V2, bool) VR, opts []Option) Stream[K, VR] {
 	cfg := newOpConfig(opts)
 	if s.rekeyed {
+		// Sized like the table, which it must be co-partitioned with, as
+		// Kafka Streams sizes a join's repartition topic.
 		s = s.repartition("REPARTITION", sideCfg(cfg, "-left"))
+		s.b.sizeByReader(s.n.topics0())
 	}
 	op := "STREAM-TABLE-JOIN"
 	if left {
