@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -100,5 +101,34 @@ func newTopic(t testing.TB, adm *kadm.Client, partitions int32, configs map[stri
 		defer cancel()
 		_, _ = adm.DeleteTopics(ctx, name)
 	})
+	if err := waitTopicServed(ctx, adm, name, partitions); err != nil {
+		t.Fatalf("kafkatest: topic %s: %v", name, err)
+	}
 	return name
+}
+
+// waitTopicServed waits until the broker's metadata shows every partition
+// of topic with a leader. CreateTopics returns once the controller has the
+// topic; the broker serves it a moment later, and a describe in between
+// answers UNKNOWN_TOPIC_OR_PARTITION.
+func waitTopicServed(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	for {
+		tds, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if td, ok := tds[topic]; ok && td.Err == nil && len(td.Partitions) > 0 && (partitions <= 0 || int32(len(td.Partitions)) == partitions) {
+				served := true
+				for _, p := range td.Partitions {
+					served = served && p.Err == nil && p.Leader >= 0
+				}
+				if served {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not served with %d partitions after creation: %w", partitions, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
