@@ -74,6 +74,7 @@ type App struct {
 	threadSums sync.Mutex
 
 	ready    atomic.Bool
+	running  atomic.Bool   // while Run's clients are open: queries of a stopped App say so
 	pub      published     // read by HTTP handlers
 	peers    peerView      // the peer detector's, for GET /peers (app_peers.go)
 	iq       queryRegistry // what queries may read; see app_queryable.go
@@ -159,6 +160,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 	defer a.admCl.Close()
 	defer func() { _ = a.db.Close() }() // a rebuild replaces a.db
+	a.running.Store(true)
+	defer a.running.Store(false) // before the clients close
 	// The failure hazard, and the running marker, while the state
 	// directory is locked (app_hazard.go).
 	if err := a.startHazard(time.Now()); err != nil {

@@ -449,8 +449,14 @@ func covers(pos, bound Position, parts []int32) bool {
 // has it.
 func (a *App) elsewhere(ctx context.Context, res QueryResult) (QueryResult, error) {
 	res.Position, res.Changelog = nil, nil
+	if !a.running.Load() {
+		return res, fmt.Errorf("%w: partition %d: the app is not running", ErrNoOwner, res.Partition)
+	}
 	owner, err := a.owner(ctx, res.Partition)
 	switch {
+	case err != nil && !a.running.Load():
+		// Run returned meanwhile and closed the client the lookup used.
+		return res, fmt.Errorf("%w: partition %d: the app is not running", ErrNoOwner, res.Partition)
 	case err != nil:
 		return res, fmt.Errorf("%w: partition %d: %v", ErrNoOwner, res.Partition, err)
 	case owner.Instance == a.cfg.InstanceID:
