@@ -15,7 +15,8 @@ import (
 //	  flash:    {staleness_target: 2s, rate: 5000, burst: 500, tenants: [s9]}
 //
 // staleness_target is a Go duration ("" inherits staleness_target); rate is
-// records per second per tenant (0: unlimited) and burst the bucket depth.
+// records per second per tenant (0: unlimited) and burst the bucket depth
+// (only with a rate).
 type tenantClassConfig struct {
 	StalenessTarget string   `yaml:"staleness_target" json:"staleness_target"`
 	Rate            float64  `yaml:"rate" json:"rate"`
@@ -39,6 +40,11 @@ func (c serviceConfig) tenantOptions() (map[string]frontier.TenantOptions, error
 		}
 		if tc.Rate < 0 || tc.Burst < 0 {
 			return nil, fmt.Errorf("config: tenant_classes.%s: rate %v and burst %v must not be negative", name, tc.Rate, tc.Burst)
+		}
+		if tc.Burst > 0 && tc.Rate == 0 {
+			// Burst is the depth of the rate's bucket: without a rate
+			// the class is unlimited and the burst would do nothing.
+			return nil, fmt.Errorf("config: tenant_classes.%s.burst %v needs tenant_classes.%s.rate: burst is the depth of the rate limit's bucket, and without a rate the class is not limited", name, tc.Burst, name)
 		}
 		classes = append(classes, frontier.TenantClass{Name: name, StalenessTarget: target, Rate: tc.Rate, Burst: tc.Burst, Tenants: tc.Tenants})
 	}

@@ -54,6 +54,8 @@ func TestRunConfigTenantClassErrors(t *testing.T) {
 		{"no tenants", "tenant_classes: {gold: {staleness_target: 1s}}", `tenant class "gold" lists no tenants`},
 		{"tenant in two classes", "tenant_classes: {gold: {tenants: [a]}, std: {tenants: [a]}}", `tenant "a" is in classes "gold" and "std"`},
 		{"negative rate", "tenant_classes: {gold: {rate: -1, tenants: [a]}}", "tenant_classes.gold: rate -1"},
+		// A burst without a rate limits nothing: it was taken silently.
+		{"burst without rate", "tenant_classes: {flash: {burst: 500, tenants: [a]}}", "tenant_classes.flash.burst 500 needs tenant_classes.flash.rate"},
 		{"target out of range", "tenant_classes: {gold: {staleness_target: 2h, tenants: [a]}}", `Tenants["a"].StalenessTarget`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
