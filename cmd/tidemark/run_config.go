@@ -334,7 +334,7 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	if c.FraudThreshold < 0 {
 		return nil, fmt.Errorf("config: fraud_threshold %d: must be ≥ 1 (0 keeps the default)", c.FraudThreshold)
 	}
-	if err := p.EnsureDefaults().Validate(); err != nil {
+	if err := p.EnsureDefaults().ValidateNamed(pipelineKey); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := c.Security.Validate(); err != nil {
@@ -343,6 +343,17 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	s.pipelines = p
 	return s, nil
 }
+
+// pipelineKeys are the config keys of the pipelines.Config fields a run
+// config sets, so that a parameter's error names the key its user wrote.
+var pipelineKeys = map[string]string{
+	"FraudThreshold": "fraud_threshold", "ShipWithin": "ship_within", "Grace": "grace",
+	"PriceHistory": "price_history", "CartTTL": "cart_ttl", "CartTotalsEvery": "cart_totals_every",
+}
+
+// pipelineKey names pipelines.Config's field as a config key ("" for the
+// fields a run config does not set).
+func pipelineKey(field string) string { return pipelineKeys[field] }
 
 // jsonKind names what raw holds, for an error that says what was given.
 func jsonKind(raw json.RawMessage) string {

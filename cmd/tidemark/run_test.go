@@ -49,6 +49,13 @@ func TestRunConfigErrorsNameTheField(t *testing.T) {
 		{"an application id Kafka refuses in topic names", "brokers: [k:9092]\napplication: bad name/with slash\n", `application id "bad name/with slash"`, nil},
 		{"a zero grace is not taken for the default", "brokers: [k:9092]\ngrace: 0s\n", `grace "0s": the pipelines need a positive grace`, nil},
 		{"the peer detector needs http", "brokers: [k:9092]\nhttp: \"\"\npeer_dead_after: 2s\n", "peer_dead_after 2s needs http", nil},
+		// The pipelines' range checks named their Go fields (ShipWithin,
+		// PriceHistory), which a tidemark run user never wrote.
+		{"ship_within out of range", "brokers: [k:9092]\nship_within: 500ms\n", "ship_within is 500ms, accepted range 1s..720h", nil},
+		{"price_history below grace", "brokers: [k:9092]\nprice_history: 1s\n", "price_history is 1s, accepted range grace (5s)..720h", nil},
+		{"grace out of range", "brokers: [k:9092]\ngrace: 25h\n", "grace is 25h0m0s", nil},
+		{"cart_ttl out of range", "brokers: [k:9092]\ncart_ttl: 10ms\n", "cart_ttl is 10ms", nil},
+		{"cart_totals_every out of range", "brokers: [k:9092]\ncart_totals_every: 2h\n", "cart_totals_every is 2h0m0s", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""

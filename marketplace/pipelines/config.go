@@ -161,36 +161,52 @@ func (c *Config) EnsureDefaults() *Config {
 // defaults, and names the field at fault and its accepted range. It does
 // not modify c.
 func (c *Config) Validate() error {
-	d := *c
-	return d.EnsureDefaults().check()
+	return c.ValidateNamed(nil)
 }
 
-// check validates a Config whose defaults are filled in.
-func (c *Config) check() error {
+// ValidateNamed is Validate naming each field as name(field) would, field
+// being the Go field name ("ShipWithin"): a program that reads the
+// parameters from its own configuration (tidemark run's ship_within)
+// passes its keys, so that an error names what its user wrote. A nil
+// name, or one that returns "", keeps the Go field name.
+func (c *Config) ValidateNamed(name func(field string) string) error {
+	d := *c
+	return d.EnsureDefaults().check(func(field string) string {
+		if name != nil {
+			if n := name(field); n != "" {
+				return n
+			}
+		}
+		return field
+	})
+}
+
+// check validates a Config whose defaults are filled in; n names a field.
+func (c *Config) check(n func(string) string) error {
 	in := &c.Inputs
 	switch {
 	case c.Grace < 0 || c.Grace > 24*time.Hour:
-		return fmt.Errorf("pipelines: Grace is %v, accepted range 0..24h", c.Grace)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 0..24h", n("Grace"), c.Grace)
 	case c.PaymentDedupWindow < time.Second || c.PaymentDedupWindow > 24*time.Hour:
-		return fmt.Errorf("pipelines: PaymentDedupWindow is %v, accepted range 1s..24h", c.PaymentDedupWindow)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..24h", n("PaymentDedupWindow"), c.PaymentDedupWindow)
 	case c.FraudWindow < time.Second || c.FraudWindow > 24*time.Hour:
-		return fmt.Errorf("pipelines: FraudWindow is %v, accepted range 1s..24h", c.FraudWindow)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..24h", n("FraudWindow"), c.FraudWindow)
 	case c.FraudAdvance < time.Millisecond || c.FraudAdvance > c.FraudWindow:
-		return fmt.Errorf("pipelines: FraudAdvance is %v, accepted range 1ms..FraudWindow (%v)", c.FraudAdvance, c.FraudWindow)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1ms..%s (%v)", n("FraudAdvance"), c.FraudAdvance, n("FraudWindow"), c.FraudWindow)
 	case c.FraudThreshold < 1:
-		return fmt.Errorf("pipelines: FraudThreshold is %d, must be ≥ 1", c.FraudThreshold)
+		return fmt.Errorf("pipelines: %s is %d, must be ≥ 1", n("FraudThreshold"), c.FraudThreshold)
 	case c.CheckoutWindow < time.Second || c.CheckoutWindow > 24*time.Hour:
-		return fmt.Errorf("pipelines: CheckoutWindow is %v, accepted range 1s..24h", c.CheckoutWindow)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..24h", n("CheckoutWindow"), c.CheckoutWindow)
 	case c.ShipWithin < time.Second || c.ShipWithin > 30*24*time.Hour:
-		return fmt.Errorf("pipelines: ShipWithin is %v, accepted range 1s..720h", c.ShipWithin)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..720h", n("ShipWithin"), c.ShipWithin)
 	case c.PriceHistory < c.Grace || c.PriceHistory > 30*24*time.Hour:
-		return fmt.Errorf("pipelines: PriceHistory is %v, accepted range Grace (%v)..720h", c.PriceHistory, c.Grace)
+		return fmt.Errorf("pipelines: %s is %v, accepted range %s (%v)..720h", n("PriceHistory"), c.PriceHistory, n("Grace"), c.Grace)
 	case c.CartTTL < time.Second || c.CartTTL > 30*24*time.Hour:
-		return fmt.Errorf("pipelines: CartTTL is %v, accepted range 1s..720h", c.CartTTL)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..720h", n("CartTTL"), c.CartTTL)
 	case c.CartTotalsEvery < time.Millisecond || c.CartTotalsEvery > time.Hour:
-		return fmt.Errorf("pipelines: CartTotalsEvery is %v, accepted range 1ms..1h", c.CartTotalsEvery)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1ms..1h", n("CartTotalsEvery"), c.CartTotalsEvery)
 	case c.TenantActivityWindow < time.Second || c.TenantActivityWindow > 24*time.Hour:
-		return fmt.Errorf("pipelines: TenantActivityWindow is %v, accepted range 1s..24h", c.TenantActivityWindow)
+		return fmt.Errorf("pipelines: %s is %v, accepted range 1s..24h", n("TenantActivityWindow"), c.TenantActivityWindow)
 	}
 	if s := c.Serdes; s != nil && (s.Cart == nil || s.Inventory == nil || s.Payment == nil || s.Fulfillment == nil) {
 		return fmt.Errorf("pipelines: Serdes.Cart, .Inventory, .Payment and .Fulfillment must all be set")
