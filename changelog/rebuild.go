@@ -79,6 +79,9 @@ type rebuild struct {
 	runSize int64
 	arena   arena
 	files   []string // spilled runs, oldest first
+	// progress, when set, hears of the keys finish has written so far,
+	// after each write to the task DB.
+	progress func(keys int)
 }
 
 // holdsData reports whether the task DB has any store data (or a staged
@@ -323,6 +326,9 @@ func (rb *rebuild) finish(ctx context.Context, p *pacer) (err error) {
 				return fmt.Errorf("changelog: rebuild task DB %s: write: %w", rb.tdb.id, err)
 			}
 			buf.Reset()
+			if rb.progress != nil {
+				rb.progress(written)
+			}
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("changelog: rebuild task DB %s: %w", rb.tdb.id, err)
 			}

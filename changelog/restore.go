@@ -53,8 +53,10 @@ type RestoreOptions struct {
 	ClientOpts []kgo.Opt
 	// Progress, when set, is called once before the first read when there
 	// is something to restore (Restored 0, Remaining = Total), about every
-	// ProgressInterval, and once at the end (Done set); it is the hook for
-	// metrics.
+	// ProgressInterval, once when a sorted rebuild starts merging what it
+	// read (Remaining 0, Phase RestorePhaseMerging) and about every
+	// ProgressInterval during the merge, and once at the end (Done set);
+	// it is the hook for metrics.
 	Progress         func(RestoreProgress)
 	ProgressInterval time.Duration // default 1s
 	// Logger for progress lines (every 5 s) and rebuild decisions; default
@@ -93,7 +95,19 @@ type RestoreProgress struct {
 	Elapsed   time.Duration //
 	Rebuilt   []TopicPartition
 	Done      bool
+	// Phase is RestorePhaseReading while the changelogs are read, then
+	// RestorePhaseMerging while a sorted rebuild merges what it read into
+	// its task DB (everything is read: Remaining is 0).
+	Phase string
+	// Merged is the keys the merge has written so far.
+	Merged int64
 }
+
+// The phases of a restore (RestoreProgress.Phase).
+const (
+	RestorePhaseReading = "reading"
+	RestorePhaseMerging = "merging"
+)
 
 // RestoreResult summarises a finished restore.
 type RestoreResult struct {
@@ -634,12 +648,22 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]
 	remaining := total
 	pace := newPacer(opts.Pace)
 	lastProgress, lastLog := start, start
+	phase, merged := RestorePhaseReading, int64(0)
 	report := func(force bool) {
 		now := time.Now()
 		if opts.Progress != nil && (force || now.Sub(lastProgress) >= opts.ProgressInterval) {
 			lastProgress = now
 			opts.Progress(RestoreProgress{Restored: n, Remaining: remaining, Total: total,
-				Elapsed: now.Sub(start), Rate: rate(n, now.Sub(start)), Rebuilt: res.Rebuilt})
+				Elapsed: now.Sub(start), Rate: rate(n, now.Sub(start)), Rebuilt: res.Rebuilt,
+				Phase: phase, Merged: merged})
+		}
+		if phase == RestorePhaseMerging {
+			if force || now.Sub(lastLog) >= 5*time.Second {
+				lastLog = now
+				opts.Logger.Info("restoring", "phase", phase, "records", n, "remaining", remaining,
+					"keys_written", merged)
+			}
+			return
 		}
 		if now.Sub(lastLog) >= 5*time.Second {
 			lastLog = now
@@ -782,6 +806,18 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]
 				return n, fmt.Errorf("changelog: restore: write task DB %s: %w", tdb.id, err)
 			}
 		case *rebuild:
+			// Everything is read; the merge of a large state takes
+			// seconds, and without a word the last reading report
+			// (records remaining) would stand for it.
+			if phase != RestorePhaseMerging {
+				phase = RestorePhaseMerging
+				report(true)
+			}
+			done := merged
+			w.progress = func(keys int) {
+				merged = done + int64(keys)
+				report(false)
+			}
 			if err := w.finish(ctx, pace); err != nil {
 				return n, fmt.Errorf("changelog: restore: %w", err)
 			}
