@@ -14,8 +14,9 @@ import (
 // sized like the other input, as Kafka Streams sizes a join's repartition
 // topic to co-partition it: orders (6 partitions) re-keyed by customer and
 // joined with customers (2 partitions). Sized like orders, the app would
-// refuse to start (inputs not co-partitioned). Two re-keyed inputs keep
-// their writers' counts.
+// refuse to start (inputs not co-partitioned). Two re-keyed inputs both
+// get the larger count, or the fixed one (Kafka Streams'
+// CopartitionedTopicsEnforcer).
 func TestSizeLayoutRekeyedJoinInput(t *testing.T) {
 	byCustomer := func(_ string, v string) string { return v }
 	cases := []struct {
@@ -47,7 +48,36 @@ func TestSizeLayoutRekeyedJoinInput(t *testing.T) {
 			orders := b.Stream("orders", serde.String(), serde.String()).SelectKey(byCustomer)
 			b.Stream("visits", serde.String(), serde.String()).SelectKey(byCustomer).
 				OuterJoin(orders, func(_, v string, _ bool, o string, _ bool) string { return v + o }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
-		}, nil}, // 3 and 6: not co-partitioned, as before
+		}, map[string]int32{"app-j-left-repartition": 6, "app-j-right-repartition": 6}}, // the larger of 3 and 6
+		{"stream-stream-both-repartitioned", func(b *topology.Builder) {
+			orders := b.Stream("orders", serde.String(), serde.String()).Repartition(topology.Named("o"))
+			b.Stream("visits", serde.String(), serde.String()).Repartition(topology.Named("v")).
+				Join(orders, func(_, v, o string) string { return v + o }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
+		}, map[string]int32{"app-o-repartition": 6, "app-v-repartition": 6}},
+		{"stream-stream-one-fixed", func(b *topology.Builder) {
+			orders := b.Stream("orders", serde.String(), serde.String()).Repartition(topology.Named("o"))
+			b.Stream("visits", serde.String(), serde.String()).Repartition(topology.WithPartitions(2), topology.Named("v")).
+				Join(orders, func(_, v, o string) string { return v + o }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
+		}, map[string]int32{"app-o-repartition": 2, "app-v-repartition": 2}},
+		{"stream-stream-repartitioned-and-source", func(b *topology.Builder) {
+			visits := b.Stream("visits", serde.String(), serde.String())
+			b.Stream("orders", serde.String(), serde.String()).Repartition(topology.Named("o")).
+				Join(visits, func(_, o, v string) string { return o + v }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
+		}, map[string]int32{"app-o-repartition": 3}},
+		{"cogroup-both-regrouped", func(b *topology.Builder) {
+			visits := b.Stream("visits", serde.String(), serde.String()).GroupBy(byCustomer, serde.String(), topology.Named("v"))
+			b.Stream("orders", serde.String(), serde.String()).GroupBy(byCustomer, serde.String(), topology.Named("o")).
+				Cogroup(func(_, _ string, n int64) int64 { return n + 1 }).
+				Cogroup(visits, func(_, _ string, n int64) int64 { return n + 1 }).
+				Aggregate(func() int64 { return 0 }, serde.Int64(), topology.Named("agg")).ToStream().To("out")
+		}, map[string]int32{"app-o-repartition": 6, "app-v-repartition": 6}},
+		{"cogroup-regrouped-and-source", func(b *topology.Builder) {
+			visits := b.Stream("visits", serde.String(), serde.String()).GroupByKey()
+			b.Stream("orders", serde.String(), serde.String()).GroupBy(byCustomer, serde.String(), topology.Named("o")).
+				Cogroup(func(_, _ string, n int64) int64 { return n + 1 }).
+				Cogroup(visits, func(_, _ string, n int64) int64 { return n + 1 }).
+				Aggregate(func() int64 { return 0 }, serde.Int64(), topology.Named("agg")).ToStream().To("out")
+		}, map[string]int32{"app-o-repartition": 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

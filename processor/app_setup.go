@@ -273,7 +273,9 @@ func ensurePlainTopics(ctx context.Context, adm *kadm.Client, topics []changelog
 
 // sizeLayout gives every repartition topic and sub-topology a partition
 // (task) count from the user topics' counts already in l: a repartition
-// topic gets the task count of the sub-topology writing it. It is pure, so
+// topic gets the task count of the sub-topology writing it, unless it is
+// sized by its reader or by its co-partition group
+// (Topology.CopartitionedCounts). It is pure, so
 // placement rules are tested without a broker.
 func sizeLayout(t *topology.Topology, l *layout) error {
 	// Size repartition topics and tasks in sub-topology order: a
@@ -298,16 +300,25 @@ func sizeLayout(t *topology.Topology, l *layout) error {
 	// sub-topology that reads a repartition topic it also writes), the
 	// first one with any sized input is sized from those inputs alone.
 	size := func(i int, lenient bool) bool {
+		for _, src := range subs[i].SourceTopics {
+			if _, ok := l.partitions[src]; !ok && !lenient && !byReader(repart[src]) {
+				return false
+			}
+		}
+		// The repartition topics of a co-partition group (a join's or a
+		// cogroup's inputs) take the group's count, as in Kafka Streams.
+		for topic, n := range t.CopartitionedCounts(i, func(topic string) (int32, bool) {
+			n, ok := l.partitions[topic]
+			return n, ok
+		}) {
+			l.partitions[topic] = n
+		}
 		var n int32
 		for _, src := range subs[i].SourceTopics {
 			if byReader(repart[src]) {
 				continue // sized below, from the others
 			}
-			p, ok := l.partitions[src]
-			if !ok && !lenient {
-				return false
-			}
-			n = max(n, p)
+			n = max(n, l.partitions[src])
 		}
 		if n == 0 {
 			return false

@@ -123,9 +123,9 @@ func (c CogroupedStream[K, VA]) Cogroup[V any](g GroupedStream[K, V], add func(k
 // against real partition counts when the service starts; Build already
 // fails (ErrNotCopartitioned) when the inputs' repartition topics have
 // different fixed counts (WithPartitions). A repartition topic without a
-// fixed count gets the partition count of the topics it is written from,
-// not that of the other inputs as in Kafka Streams: when those differ,
-// give the GroupBy WithPartitions(n) with the other inputs' count.
+// fixed count is sized as in Kafka Streams (Topology.CopartitionedCounts):
+// like the inputs read from user topics, or, when all inputs are
+// repartitioned, like one with a fixed count, else the largest.
 func (c CogroupedStream[K, VA]) Aggregate(init func() VA, aggSerde serde.Serde[VA], opts ...StoreOption) Table[K, VA] {
 	steps, ok := c.merge(newOpConfig(opts))
 	if !ok {

@@ -68,8 +68,8 @@ func joinStreams[K, V, V2, VR any](s Stream[K, V], other Stream[K, V2], kind joi
 	cfg := newOpConfig(opts)
 	// A re-keyed input's repartition topic is sized like the other input
 	// when that one is not repartitioned, as Kafka Streams sizes it to
-	// co-partition them; two repartitioned inputs keep their writers'
-	// counts.
+	// co-partition them; two repartitioned inputs both get the larger of
+	// their writers' counts (Topology.CopartitionedCounts).
 	lre, rre := s.rekeyed, other.rekeyed
 	if lre {
 		s = s.repartition("REPARTITION", sideCfg(cfg, "-left"))

@@ -438,9 +438,11 @@ func TestCogroupResultIsATable(t *testing.T) {
 	}
 }
 
-// Inputs with different partition counts cannot be co-partitioned: the
-// runtime refuses to start, naming the cogroup, until the re-keyed input's
-// repartition topic is given the other inputs' count.
+// A re-keyed input's repartition topic is sized like the other inputs
+// (carts, 2 partitions, though shipments has 4), as in Kafka Streams, or
+// by WithPartitions; inputs read from user topics with different counts
+// cannot be co-partitioned: the runtime refuses to start, naming the
+// cogroup.
 func TestCogroupRequiresCopartitionedInputs(t *testing.T) {
 	build := func(opts ...topology.RepartitionOption) *topology.Topology {
 		b := topology.NewBuilder("app")
@@ -455,13 +457,28 @@ func TestCogroupRequiresCopartitionedInputs(t *testing.T) {
 		return topo
 	}
 	parts := []tidemarktest.Option{tidemarktest.WithPartitions("carts", 2), tidemarktest.WithPartitions("shipments", 4)}
-	_, err := tidemarktest.New(build(), parts...)
-	if !errors.Is(err, topology.ErrNotCopartitioned) || !strings.Contains(err.Error(), `"order-events"`) {
-		t.Fatalf("carts 2 partitions, shipments (repartitioned from 4) 4: New = %v, want ErrNotCopartitioned naming order-events", err)
-	}
-	d, err := tidemarktest.New(build(topology.WithPartitions(2)), parts...)
+	b := topology.NewBuilder("app")
+	carts := b.Stream("carts", serde.String(), serde.String()).GroupByKey()
+	b.Stream("payments", serde.String(), serde.Int64()).GroupByKey().
+		Cogroup(func(_ string, _ int64, n int64) int64 { return n + 1 }).
+		Cogroup(carts, func(_, _ string, n int64) int64 { return n + 1 }).
+		Aggregate(nil, serde.Int64(), topology.Named("order-events")).ToStream().To("out")
+	topo, err := b.Build()
 	must(t, err)
-	t.Cleanup(func() { must(t, d.Close()) })
+	_, err = tidemarktest.New(topo, tidemarktest.WithPartitions("carts", 2), tidemarktest.WithPartitions("payments", 4))
+	if !errors.Is(err, topology.ErrNotCopartitioned) || !strings.Contains(err.Error(), `"order-events"`) {
+		t.Fatalf("carts 2 partitions, payments 4: New = %v, want ErrNotCopartitioned naming order-events", err)
+	}
+	for _, opts := range [][]topology.RepartitionOption{nil, {topology.WithPartitions(2)}} {
+		d, err := tidemarktest.New(build(opts...), parts...)
+		must(t, err)
+		t.Cleanup(func() { must(t, d.Close()) })
+		checkCopartitionedCogroup(t, d)
+	}
+}
+
+func checkCopartitionedCogroup(t *testing.T, d *tidemarktest.Driver) {
+	t.Helper()
 	p := newCogroupPipes(d)
 	out := tidemarktest.Output(d, "out", serde.String(), serde.Int64())
 	for i := range 20 {

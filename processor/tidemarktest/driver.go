@@ -100,12 +100,25 @@ func New(topo *topology.Topology, opts ...Option) (*Driver, error) {
 	// count, as the service will create them. Writers come before readers
 	// in sub-topology order, so one pass suffices for chains.
 	// Topics sized by their reader take the count of the reader's other
-	// inputs instead.
+	// inputs instead, and those of a co-partition group the group's.
 	byReader := map[string]bool{}
 	for _, r := range topo.RepartitionTopics() {
 		byReader[r.Name] = r.SizedByReader
 	}
-	for _, st := range topo.SubTopologies() {
+	explicit := map[string]bool{}
+	for topic := range cfg.partitions {
+		explicit[topic] = true
+	}
+	for i, st := range topo.SubTopologies() {
+		// The repartition topics of a co-partition group take the
+		// group's count, as the service sizes them.
+		for topic, n := range topo.CopartitionedCounts(i, func(topic string) (int32, bool) {
+			return d.partitionCount(topic), true
+		}) {
+			if !explicit[topic] {
+				cfg.partitions[topic] = n
+			}
+		}
 		var n int32
 		for _, topic := range st.SourceTopics {
 			if !byReader[topic] {
