@@ -250,7 +250,7 @@ func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K
 	// on both. (A tombstone that moved the clock left records below the
 	// cut in the stores, and a later record joined one of them below the
 	// watermark already published; found by TestOutputWatermarkIsSound.)
-	if err := j.emitDue(env, r.Timestamp); err != nil {
+	if err := j.emitDue(env, r.Timestamp, r.Headers); err != nil {
 		return err
 	}
 	if err := j.join(env, in, r); err != nil {
@@ -308,7 +308,7 @@ func (j *ssJoin[K, V, V2, VR]) join[VM, VO any](env *opEnv, in *ssJoinInput[K, V
 		return errorf(env.node, "join: %w", err)
 	}
 	if j.outer != nil {
-		if err := j.settle(env, kb, in.theirTag, found, in.tag, r.Timestamp, r.Timestamp+in.ahead, j.vbuf); err != nil {
+		if err := j.settle(env, kb, in.theirTag, found, in.tag, r.Timestamp, r.Timestamp+in.ahead, j.vbuf, r.Headers); err != nil {
 			return err
 		}
 	}
@@ -321,7 +321,8 @@ func (j *ssJoin[K, V, V2, VR]) join[VM, VO any](env *opEnv, in *ssJoinInput[K, V
 // emitted at once, as Kafka Streams does for such out-of-order records;
 // otherwise it waits in the store for its window to close. Right records
 // only wait in outer joins: left joins never emit lone right records.
-func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, found bool, mine byte, ts, windowEnd int64, enc []byte) error {
+// Emitted at once, it keeps its headers (hdrs).
+func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, found bool, mine byte, ts, windowEnd int64, enc []byte, hdrs []Header) error {
 	for _, mts := range j.matched {
 		j.obuf = outerKey(j.obuf, mts, otherSide, kb)
 		if err := j.outer.Delete(j.obuf); err != nil {
@@ -332,7 +333,7 @@ func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, fou
 		return nil
 	}
 	if windowEnd < j.observed {
-		return j.emitUnjoined(env, pendingOuter{key: outerKey(nil, ts, mine, kb), list: appendListItem(nil, enc)})
+		return j.emitUnjoined(env, pendingOuter{key: outerKey(nil, ts, mine, kb), list: appendListItem(nil, enc)}, hdrs)
 	}
 	j.obuf = outerKey(j.obuf, ts, mine, kb)
 	old, _, err := j.outer.Get(j.obuf)
@@ -355,7 +356,10 @@ type pendingOuter struct {
 // records, ts + before + grace for right ones). Like Kafka Streams it runs
 // before an in-order record (one at stream time) is joined; Kafka Streams
 // also throttles it by wall-clock time, which a deterministic task does not.
-func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64) error {
+// The records carry the headers of the record whose arrival emits them
+// (hdrs), as in Kafka Streams, which forwards the triggering record with
+// the unjoined key, value and timestamp: the store keeps no headers.
+func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) error {
 	if j.outer == nil || ts != j.observed {
 		return nil
 	}
@@ -377,7 +381,7 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64) error {
 		return errorf(env.node, "scan outer store: %w", err)
 	}
 	for _, p := range due {
-		if err := j.emitUnjoined(env, p); err != nil {
+		if err := j.emitUnjoined(env, p, hdrs); err != nil {
 			return err
 		}
 		if err := j.outer.Delete(p.key); err != nil {
@@ -406,7 +410,7 @@ func (j *ssJoin[K, V, V2, VR]) expire(env *opEnv) error {
 	return nil
 }
 
-func (j *ssJoin[K, V, V2, VR]) emitUnjoined(env *opEnv, p pendingOuter) error {
+func (j *ssJoin[K, V, V2, VR]) emitUnjoined(env *opEnv, p pendingOuter, hdrs []Header) error {
 	ts := int64(binary.BigEndian.Uint64(p.key))
 	k, err := j.op.ks.Decode(p.key[9:])
 	if err != nil {
@@ -429,7 +433,7 @@ func (j *ssJoin[K, V, V2, VR]) emitUnjoined(env *opEnv, p pendingOuter) error {
 			var zero V
 			out = j.op.joiner(k, zero, false, rv, true)
 		}
-		return j.next.forward(Record[K, VR]{Key: k, Value: out, Timestamp: ts})
+		return j.next.forward(Record[K, VR]{Key: k, Value: out, Timestamp: ts, Headers: hdrs})
 	})
 	if err != nil {
 		return errorf(env.node, "emit unjoined: %w", err)
