@@ -108,6 +108,9 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	if err == nil {
 		err = cfg.EnsureDefaults(topo.Application()).Validate()
 	}
+	if err == nil {
+		err = checkOffsetMetaFits(topo)
+	}
 	var secOpts []kgo.Opt
 	if err == nil {
 		secOpts, err = cfg.Security.ClientOpts()
