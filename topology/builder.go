@@ -79,7 +79,7 @@ func (b *Builder) addNode(kind NodeKind, op string, parents []*node, cfg *opConf
 		n.parents = append(n.parents, p)
 		p.children = append(p.children, n)
 	}
-	n.name, n.chain, n.pos = b.nodeName(op, n.parents, cfg.name)
+	n.name, n.chain, n.pos, n.numbered = b.nodeName(op, n.parents, cfg.name)
 	if _, dup := b.names[n.name]; dup {
 		b.fail(errorf(n.name, "%w: operator name already used", ErrDuplicateName))
 	}

@@ -45,6 +45,10 @@ type node struct {
 	// chain and pos drive generated names; see naming.go.
 	chain string
 	pos   int
+	// numbered marks a generated name that shares its base with a
+	// sibling's, so that declaration order decides which gets "-2"; see
+	// naming.go.
+	numbered bool
 	// sub is the sub-topology id, set by Build.
 	sub int
 	// nullKeyRelaxed marks operators that handle null keys themselves (left
