@@ -164,8 +164,15 @@ type resumePoint struct {
 func (lt *liveTask) nextResume(flushed changelog.ChangelogOffsets) (resumePoint, txn.Metadata) {
 	id := lt.task.ID()
 	rp := resumePoint{clocks: lt.task.Clocks(), logs: map[string]int64{}}
-	for name, off := range lt.resume.logs {
-		rp.logs[name] = off
+	// Only the task's own stores' positions carry over: the resume point
+	// also holds those an older version of the topology committed for
+	// stores it no longer has (removed, renamed), which no restore reads,
+	// and carried on they would pile up, commit after commit and upgrade
+	// after upgrade, toward the broker's metadata limit.
+	for _, st := range lt.task.Stores() {
+		if off, ok := lt.resume.logs[st.Spec.Name]; ok {
+			rp.logs[st.Spec.Name] = off
+		}
 	}
 	for _, st := range lt.task.Stores() {
 		tp := changelog.TopicPartition{Topic: changelog.TopicName(lt.app, st.Spec.Name), Partition: id.Partition}

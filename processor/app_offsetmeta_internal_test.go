@@ -3,6 +3,9 @@ package processor
 import (
 	"fmt"
 	"testing"
+
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 func TestOffsetMetadataRoundTrip(t *testing.T) {
@@ -58,5 +61,32 @@ func TestOffsetMetadataOfManyOperatorsFitsTheBrokerLimit(t *testing.T) {
 		if m, ok := decodeOffsetMeta(bad); ok || m.inputTime != -1 {
 			t.Errorf("decode(%q) = %+v %v, want nothing", bad, m, ok)
 		}
+	}
+}
+
+// The positions an older topology committed for stores this one no longer
+// has (a removed or renamed operator's) were carried into every later
+// commit for good, so each upgrade grew the offset metadata toward the
+// broker's limit. A commit keeps only its own stores' positions.
+func TestCommitMetadataDropsPositionsOfStoresTheTopologyNoLongerHas(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.Stream("in", serde.String(), serde.String()).GroupByKey().Count(topology.Named("counts"))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt := &liveTask{app: "app", task: newTestTask(t, topo, 0),
+		resume: resumePoint{logs: map[string]int64{"counts": 7, "in-COUNT-1-STORE": 42}}}
+	rp, md := lt.nextResume(nil)
+	if len(rp.logs) != 1 || rp.logs["counts"] != 7 {
+		t.Errorf("resume point logs %v, want only counts at 7", rp.logs)
+	}
+	enc, ok := md["in"][0]
+	if !ok {
+		t.Fatalf("no metadata for in/0: %v", md)
+	}
+	m, ok := decodeOffsetMeta(enc)
+	if !ok || len(m.logs) != 1 || m.logs["counts"] != 7 {
+		t.Errorf("committed positions %v (from %q), want only counts at 7", m.logs, enc)
 	}
 }
