@@ -153,9 +153,6 @@ func decodeOffsetMeta(md string) (offsetMeta, bool) {
 type resumePoint struct {
 	clocks task.Clocks
 	logs   map[string]int64 // by store name
-	// uncommitted are the input topics whose partition has no committed
-	// offset in the group (app_resetinput.go).
-	uncommitted []string
 }
 
 // nextResume is where the task resumes after the commit being prepared:
@@ -227,11 +224,7 @@ func (s *session) committedMetadata(ctx context.Context, parts txn.Partitions) (
 func (s *session) resumeState(meta map[changelog.TopicPartition]string, id topology.TaskID) resumePoint {
 	rp := resumePoint{clocks: task.Clocks{Inputs: map[string]int64{}, Operators: map[string]int64{}}, logs: map[string]int64{}}
 	for _, topic := range s.app.topo.SubTopologies()[id.SubTopology].SourceTopics {
-		md, committed := meta[changelog.TopicPartition{Topic: topic, Partition: id.Partition}]
-		if !committed {
-			rp.uncommitted = append(rp.uncommitted, topic)
-		}
-		m, ok := decodeOffsetMeta(md)
+		m, ok := decodeOffsetMeta(meta[changelog.TopicPartition{Topic: topic, Partition: id.Partition}])
 		if !ok {
 			continue
 		}

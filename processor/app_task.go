@@ -158,7 +158,6 @@ func (s *session) openLeased(ctx context.Context, id topology.TaskID, resume res
 	} else if found {
 		lt.floor = pos
 	}
-	s.uncommittedInputs(lt, id, resume.uncommitted)
 	return lt, res, nil
 }
 
