@@ -356,6 +356,9 @@ func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]
 // A revocation kgo does pass on right after is counted again, which only
 // matches kgo: its session aborts the next transaction too.
 func (s *session) onSync(synced map[string][]int32) {
+	if id, _ := s.cl.GroupMetadata(); id != "" {
+		s.th.rememberMember(id)
+	}
 	s.assignMu.Lock()
 	lost := map[string][]int32{}
 	for t, ps := range s.assigned {

@@ -114,6 +114,8 @@ type appThread struct {
 	app   *App
 	index int
 
+	members members // member ids its sessions synced with (app_fenced_duplicate.go)
+
 	// Loop goroutine only.
 	isolate          bool        // see app_rejected.go
 	commitRejects    int         // see session.commitRejected

@@ -403,3 +403,23 @@ func TestControllerSnapshotIsTheStalestThreads(t *testing.T) {
 		t.Fatalf("%d thread snapshots, want 2", n)
 	}
 }
+
+// A fenced thread counts as taken over only when it was a member itself
+// and the group's member under its instance id is none of its own: a
+// process restarted after a SIGKILL, fenced before its first join replaced
+// the dead process's member, must not stop as a duplicate (make soak saw
+// it do so once).
+func TestReplacedByNeedsAMembershipOfOurOwn(t *testing.T) {
+	th := &appThread{}
+	if th.replacedBy("dead-process-member") {
+		t.Fatal("a thread that never synced counts as taken over by the member the group still lists")
+	}
+	th.rememberMember("ours-1")
+	th.rememberMember("ours-2")
+	if th.replacedBy("ours-1") {
+		t.Fatal("a thread counts as taken over by its own earlier member")
+	}
+	if !th.replacedBy("newcomer") {
+		t.Fatal("a thread that was a member is not taken over by another process's member")
+	}
+}
