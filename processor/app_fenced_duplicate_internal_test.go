@@ -39,6 +39,7 @@ func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
 	first := join()
 	mine := memberOf(first)
 	th := a.threads[0]
+	th.rememberMember(mine) // the session's sync (onSync)
 	if err := a.takenOverAfterFence(ctx, th, mine); err != nil {
 		t.Fatalf("the group still has this session's own member: %v, want a restart (nil)", err)
 	}
@@ -46,6 +47,12 @@ func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
 	second := join() // another process with the same instance id replaces the member
 	if other := memberOf(second); other == mine {
 		t.Fatalf("the second client has the first's member id %s", mine)
+	}
+	// A process restarted after a SIGKILL, fenced before its first join
+	// replaced the dead process's member, has never been a member: the
+	// member the group lists is the dead one's, not a newcomer's.
+	if err := a.takenOverAfterFence(ctx, &appThread{app: a, index: 0}, "restarted-member"); err != nil {
+		t.Fatalf("a thread that never synced is stopped as taken over: %v", err)
 	}
 	err := a.takenOverAfterFence(ctx, th, mine)
 	if err == nil || !strings.Contains(err.Error(), "instance ids must be unique") {
