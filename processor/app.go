@@ -109,7 +109,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 		err = cfg.EnsureDefaults(topo.Application()).Validate()
 	}
 	if err == nil {
-		err = checkOffsetMetaFits(topo)
+		err = checkOffsetMetaFits(topo, cfg.OffsetMetadataMaxBytes)
 	}
 	var secOpts []kgo.Opt
 	if err == nil {

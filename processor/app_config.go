@@ -169,6 +169,13 @@ type Config struct {
 	// hold back the others' outputs and commits (app_fair.go). Default
 	// DefaultMaxRecordsPerTaskPass; UnlimitedRecordsPerTaskPass turns it off.
 	MaxRecordsPerTaskPass int
+	// OffsetMetadataMaxBytes is the brokers' offset.metadata.max.bytes:
+	// the longest offset commit metadata they accept. Every commit
+	// carries the task's clocks and changelog positions there, and NewApp
+	// refuses a topology whose worst case would not fit (a commit over it
+	// would abort every transaction). Raise it only together with the
+	// brokers' setting. Default 4096, the brokers' default.
+	OffsetMetadataMaxBytes int
 	// PublishFrontier writes the output frontier to the compacted
 	// "<application>-frontier" topic in every transaction. Default on.
 	PublishFrontier *bool
@@ -287,6 +294,10 @@ func WithFaultHook(fn func(txn.Point)) Option { return func(c *Config) { c.Fault
 
 // WithAdvertisedHTTP sets Config.AdvertisedHTTP.
 func WithAdvertisedHTTP(addr string) Option { return func(c *Config) { c.AdvertisedHTTP = addr } }
+
+// WithOffsetMetadataMaxBytes tells the App the brokers' raised
+// offset.metadata.max.bytes (Config.OffsetMetadataMaxBytes).
+func WithOffsetMetadataMaxBytes(n int) Option { return func(c *Config) { c.OffsetMetadataMaxBytes = n } }
 
 // WithConfig starts from cfg, for configs loaded from files and flags; the
 // options after it override its fields. It must be the first option: after
@@ -418,6 +429,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	if c.MaxRecordsPerTaskPass == 0 {
 		c.MaxRecordsPerTaskPass = DefaultMaxRecordsPerTaskPass
 	}
+	if c.OffsetMetadataMaxBytes == 0 {
+		c.OffsetMetadataMaxBytes = offsetMetaBrokerDefault
+	}
 	if c.PublishFrontier == nil {
 		on := true
 		c.PublishFrontier = &on
@@ -469,6 +483,9 @@ func (c *Config) Validate() error {
 	}
 	if d.OnDeserializationError == DeadLetterOnDeserializationError && d.DeadLetterTopic == "" {
 		return errors.New("config: DeadLetterTopic is required when OnDeserializationError is dead-letter")
+	}
+	if d.OffsetMetadataMaxBytes < 0 {
+		return fmt.Errorf("config: OffsetMetadataMaxBytes %d must be ≥ 0 (0: the brokers' default, %d)", d.OffsetMetadataMaxBytes, offsetMetaBrokerDefault)
 	}
 	if d.PollRecords < 1 {
 		return fmt.Errorf("config: PollRecords %d must be ≥ 1", d.PollRecords)

@@ -8,21 +8,21 @@ import (
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
-// offsetMetaBrokerMax is the broker's default offset.metadata.max.bytes.
+// offsetMetaBrokerDefault is the broker's default offset.metadata.max.bytes.
 // A commit whose metadata is longer is refused (OFFSET_METADATA_TOO_LARGE):
 // the transaction aborts, the task restarts from the same offsets and the
 // next commit is refused again, without end.
-const offsetMetaBrokerMax = 4096
+const offsetMetaBrokerDefault = 4096
 
 // checkOffsetMetaFits fails when the offset metadata a task of topo may
-// commit (app_offsetmeta.go) can be over offsetMetaBrokerMax, so that such
+// commit (app_offsetmeta.go) can be over max bytes, so that such
 // a topology is refused by NewApp, naming the sub-topology, rather than
 // aborting every transaction at run time. It encodes the worst case: every
 // clock an operator of the sub-topology may keep (a windowed or suppressing
 // operator's store name, a suppression's held clock, a stream-stream
 // join's name; every processor's name stands in for the last) and every
 // logged store's position, each at the largest value.
-func checkOffsetMetaFits(topo *topology.Topology) error {
+func checkOffsetMetaFits(topo *topology.Topology, max int) error {
 	logged := map[string]bool{}
 	for _, info := range topo.Stores() {
 		logged[info.Spec.Name] = info.Changelog != ""
@@ -48,9 +48,9 @@ func checkOffsetMetaFits(topo *topology.Topology) error {
 				}
 			}
 		}
-		if size := len(m.encode()); size > offsetMetaBrokerMax {
-			return fmt.Errorf("sub-topology %d: its offset commit metadata (every operator clock and logged store position, by name) can take %d bytes, over the broker's default offset.metadata.max.bytes (%d), which would refuse every commit: give its operators and stores shorter names (Named), or split it into fewer stateful operators per sub-topology (Repartition)",
-				st.ID, size, offsetMetaBrokerMax)
+		if size := len(m.encode()); size > max {
+			return fmt.Errorf("sub-topology %d: its offset commit metadata (every operator clock and logged store position, by name) can take %d bytes, over the brokers' offset.metadata.max.bytes (%d; Config.OffsetMetadataMaxBytes), which would refuse every commit: give its operators and stores shorter names (Named), split it into fewer stateful operators per sub-topology (Repartition), or raise the brokers' limit and OffsetMetadataMaxBytes with it",
+				st.ID, size, max)
 		}
 	}
 	return nil

@@ -50,3 +50,23 @@ func TestNewAppRefusesATopologyWhoseCommitMetadataCannotFit(t *testing.T) {
 		t.Fatalf("NewApp refused 20 windowed operators: %v", err)
 	}
 }
+
+// A cluster whose brokers raised offset.metadata.max.bytes takes a larger
+// sub-topology once the App is told the limit; a negative limit is refused.
+func TestOffsetMetadataMaxBytesFollowsTheBrokers(t *testing.T) {
+	big := windowedCounts(t, 150, "velocity-per-user-and-merchant-over-five-minutes")
+	if _, err := processor.NewApp(big, processor.WithBrokers("b:9092"), processor.WithStateDir(t.TempDir()),
+		processor.WithOffsetMetadataMaxBytes(64<<10)); err != nil {
+		t.Fatalf("NewApp refused 150 windowed operators under a 64 KiB limit: %v", err)
+	}
+	_, err := processor.NewApp(big, processor.WithBrokers("b:9092"), processor.WithStateDir(t.TempDir()),
+		processor.WithOffsetMetadataMaxBytes(2048))
+	if err == nil || !strings.Contains(err.Error(), "(2048;") {
+		t.Fatalf("NewApp under a 2048-byte limit: %v, want a refusal naming 2048", err)
+	}
+	_, err = processor.NewApp(big, processor.WithBrokers("b:9092"), processor.WithStateDir(t.TempDir()),
+		processor.WithOffsetMetadataMaxBytes(-1))
+	if err == nil || !strings.Contains(err.Error(), "OffsetMetadataMaxBytes") {
+		t.Fatalf("NewApp with a negative limit: %v, want an error naming OffsetMetadataMaxBytes", err)
+	}
+}
