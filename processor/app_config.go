@@ -297,7 +297,9 @@ func WithAdvertisedHTTP(addr string) Option { return func(c *Config) { c.Adverti
 
 // WithOffsetMetadataMaxBytes tells the App the brokers' raised
 // offset.metadata.max.bytes (Config.OffsetMetadataMaxBytes).
-func WithOffsetMetadataMaxBytes(n int) Option { return func(c *Config) { c.OffsetMetadataMaxBytes = n } }
+func WithOffsetMetadataMaxBytes(n int) Option {
+	return func(c *Config) { c.OffsetMetadataMaxBytes = n }
+}
 
 // WithConfig starts from cfg, for configs loaded from files and flags; the
 // options after it override its fields. It must be the first option: after
