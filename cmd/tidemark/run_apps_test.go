@@ -114,20 +114,7 @@ apps:
 	done := make(chan error, 1)
 	go func() { done <- s.run(ctx, &logs) }()
 
-	g, err := gen.New(gen.Config{Seed: 3, Start: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []*kgo.Record
-	for len(events) < 30 {
-		r, err := g.NextRecord()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Topic == gen.DefaultTopics.Inventory {
-			events = append(events, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
-		}
-	}
+	events := inventoryEvents(t, 30)
 	for _, prefix := range []string{"gold.", "std."} {
 		in := gen.DefaultTopics.WithPrefix(prefix).Inventory
 		out := pipelines.DefaultOutputs.WithPrefix(prefix).Availability
@@ -143,38 +130,14 @@ apps:
 			recs = append(recs, &c)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for { // the topics appear once the service created them
-			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := cl.ProduceSync(pctx, recs...).FirstErr()
-			pcancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("produce to %s: %v\nlogs:\n%s", in, err, logs.String())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		got := 0
-		for got == 0 && time.Now().Before(deadline) {
-			fctx, fcancel := context.WithTimeout(ctx, time.Second)
-			got += cl.PollFetches(fctx).NumRecords()
-			fcancel()
-		}
+		produceOnceCreated(ctx, t, cl, recs, deadline, &logs) // the topics appear once the service created them
+		got := pollUntilAny(ctx, cl, deadline)
 		cl.Close()
 		if got == 0 {
 			t.Fatalf("no %s output within 30s\nlogs:\n%s", out, logs.String())
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("service did not stop within 30s of cancel")
-	}
+	stopService(t, cancel, done, &logs)
 	for _, app := range []string{"shop-gold", "shop-std"} {
 		if m, _ := filepath.Glob(filepath.Join(dir, app, "*")); len(m) == 0 {
 			t.Errorf("no state in %s", filepath.Join(dir, app))

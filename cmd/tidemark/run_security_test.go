@@ -142,20 +142,7 @@ func TestRunOverSASL(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, &logs, "alice-secret") }()
 
-		g, err := gen.New(gen.Config{Seed: 3, Start: time.Now()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var recs []*kgo.Record
-		for len(recs) < 50 {
-			r, err := g.NextRecord()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Topic == gen.DefaultTopics.Inventory {
-				recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
-			}
-		}
+		recs := inventoryEvents(t, 50)
 		cl := b.Client(kgo.ConsumeTopics(pipelines.DefaultOutputs.Availability),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		// The topics appear once the service created them, through SASL.
@@ -179,28 +166,14 @@ func TestRunOverSASL(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-		err = cl.ProduceSync(pctx, recs...).FirstErr()
+		err := cl.ProduceSync(pctx, recs...).FirstErr()
 		pcancel()
 		if err != nil {
 			t.Fatalf("produce inventory events: %v", err)
 		}
-		got := 0
-		for got == 0 && time.Now().Before(deadline) {
-			fctx, fcancel := context.WithTimeout(ctx, time.Second)
-			got += cl.PollFetches(fctx).NumRecords()
-			fcancel()
-		}
-		if got == 0 {
+		if pollUntilAny(ctx, cl, deadline) == 0 {
 			t.Fatalf("no availability output within 60s\nlogs:\n%s", logs.String())
 		}
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run after cancel: %v\nlogs:\n%s", err, logs.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("service did not stop within 30s of cancel")
-		}
+		stopService(t, cancel, done, &logs)
 	})
 }

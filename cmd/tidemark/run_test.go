@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 )
 
@@ -126,49 +125,11 @@ func TestRunServiceProcessesAndStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	g, err := gen.New(gen.Config{Seed: 3, Start: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for len(recs) < 50 {
-		r, err := g.NextRecord()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Topic == gen.DefaultTopics.Inventory {
-			recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
-		}
-	}
+	recs := inventoryEvents(t, 50)
 	deadline := time.Now().Add(30 * time.Second)
-	for { // the topics appear once the service created them
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		err := cl.ProduceSync(pctx, recs...).FirstErr()
-		pcancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("produce inventory events: %v\nlogs:\n%s", err, logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	got := 0
-	for got == 0 && time.Now().Before(deadline) {
-		fctx, fcancel := context.WithTimeout(ctx, time.Second)
-		got += cl.PollFetches(fctx).NumRecords()
-		fcancel()
-	}
-	if got == 0 {
+	produceOnceCreated(ctx, t, cl, recs, deadline, &logs) // the topics appear once the service created them
+	if pollUntilAny(ctx, cl, deadline) == 0 {
 		t.Fatalf("no availability output within 30s\nlogs:\n%s", logs.String())
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("service did not stop within 30s of cancel")
-	}
+	stopService(t, cancel, done, &logs)
 }
