@@ -96,6 +96,23 @@ type committerCase struct {
 	withMD     bool
 }
 
+// committer builds the case's committer over two fake participants, t0
+// failing as the case says, every step and fault appended to log.
+func (tt *committerCase) committer(log *[]string) *Committer {
+	tt.sess.log = log
+	parts := []Participant{
+		fakeParticipant{name: "t0", log: log, applyErr: tt.applyErr, prepareErr: tt.prepareErr},
+		fakeParticipant{name: "t1", log: log},
+	}
+	if tt.withMD {
+		parts[0] = fakeParticipant{name: "t0", log: log, md: Metadata{"carts": {0: "t0"}}}
+		parts[1] = fakeParticipant{name: "t1", log: log, md: Metadata{"carts": {1: "t1"}}}
+	}
+	return NewCommitter(&tt.sess, func() []Participant { return parts },
+		WithFaultHook(func(p Point) { *log = append(*log, fmt.Sprintf("fault:%d", p)) }),
+		WithClock(func() time.Time { return time.Unix(0, 0) }))
+}
+
 func committerCases() []committerCase {
 	return []committerCase{
 		{name: "the participants' metadata goes with the offsets, merged",
@@ -147,18 +164,7 @@ func TestCommitterFollowsTheProtocol(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log []string
-			tt.sess.log = &log
-			parts := []Participant{
-				fakeParticipant{name: "t0", log: &log, applyErr: tt.applyErr, prepareErr: tt.prepareErr},
-				fakeParticipant{name: "t1", log: &log},
-			}
-			if tt.withMD {
-				parts[0] = fakeParticipant{name: "t0", log: &log, md: Metadata{"carts": {0: "t0"}}}
-				parts[1] = fakeParticipant{name: "t1", log: &log, md: Metadata{"carts": {1: "t1"}}}
-			}
-			c := NewCommitter(&tt.sess, func() []Participant { return parts },
-				WithFaultHook(func(p Point) { log = append(log, fmt.Sprintf("fault:%d", p)) }),
-				WithClock(func() time.Time { return time.Unix(0, 0) }))
+			c := tt.committer(&log)
 			if err := c.Begin(); err != nil {
 				t.Fatal(err)
 			}

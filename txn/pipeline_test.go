@@ -3,10 +3,8 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPipelinedCommitFollowsTheProtocol runs every case of the commit
@@ -19,18 +17,7 @@ func TestPipelinedCommitFollowsTheProtocol(t *testing.T) {
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			var log []string
-			tt.sess.log = &log
-			parts := []Participant{
-				fakeParticipant{name: "t0", log: &log, applyErr: tt.applyErr, prepareErr: tt.prepareErr},
-				fakeParticipant{name: "t1", log: &log},
-			}
-			if tt.withMD {
-				parts[0] = fakeParticipant{name: "t0", log: &log, md: Metadata{"carts": {0: "t0"}}}
-				parts[1] = fakeParticipant{name: "t1", log: &log, md: Metadata{"carts": {1: "t1"}}}
-			}
-			c := NewCommitter(&tt.sess, func() []Participant { return parts },
-				WithFaultHook(func(p Point) { log = append(log, fmt.Sprintf("fault:%d", p)) }),
-				WithClock(func() time.Time { return time.Unix(0, 0) }))
+			c := tt.committer(&log)
 			if err := c.Begin(); err != nil {
 				t.Fatal(err)
 			}
