@@ -223,7 +223,7 @@ func (s *session) acknowledge(now time.Time, t *txnState) {
 	s.app.metrics.recordsOut.Add(float64(outputs))
 	s.app.metrics.deadLettered.Add(float64(deadLettered))
 	s.app.metrics.deserializationErrors.Add(float64(undecodable))
-	s.app.publishSnapshot(s.th, s.ctrl.Snapshot())
+	s.app.publishSnapshot(s.th, s.th.commitTotals.onto(s.ctrl.Snapshot()))
 	t.reset()
 }
 

@@ -597,6 +597,7 @@ func (s *session) close(state string, attrs []any) {
 	s.app.setThreadPaused(s.th, 0) // the client and its pauses go
 	s.app.setReady(s.th, false)
 	s.th.client.Store(nil)
+	s.th.commitTotals.add(s.ctrl.Snapshot())
 	if s.gts != nil {
 		s.gts.Close()
 	} else {

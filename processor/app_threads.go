@@ -121,6 +121,7 @@ type appThread struct {
 	commitRejects    int         // see session.commitRejected
 	commitWatch      commitWatch // see app_commitwatch.go
 	lastReflectedLog time.Time   // see app_reflected.go
+	commitTotals     commitTotals
 	// fsess and fss are the frontier state of the thread's session
 	// (frontierState, app_frontier.go).
 	fsess *session
