@@ -270,6 +270,20 @@ func (tdb *taskDB) dropSnapshotPin() {
 	}
 }
 
+// endChain releases st's pin after a failed snapshot: the next snapshot
+// starts a new chain with a full backup. A pin kept across failures keeps
+// Badger from discarding any version written since the last snapshot that
+// succeeded: with the snapshot store unwritable for hours (a full disk,
+// lost permissions, an object store outage) every overwrite and delete of
+// the task's state stayed in its LSM tree, and the state directory grew
+// without bound while the task kept processing. The caller holds st.mu.
+func (st *snapState) endChain() {
+	if st.pin != nil {
+		st.pin.Discard()
+	}
+	st.pin, st.chain, st.seq, st.keys = nil, "", 0, snapKeys{}
+}
+
 // SnapshotResult is what one task's snapshot wrote.
 type SnapshotResult struct {
 	Task     string
@@ -331,6 +345,12 @@ func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (
 	defer st.mu.Unlock()
 	bdb := st.bdb
 	defer recoverRead(db.log, &tdb.closed, &err, nil)
+	// A failed snapshot ends the chain (see endChain).
+	defer func() {
+		if err != nil {
+			st.endChain()
+		}
+	}()
 
 	start := time.Now()
 	full := st.pin == nil || st.seq+1 >= s.opts.ChainLength
