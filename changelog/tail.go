@@ -9,6 +9,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/retry"
@@ -183,7 +184,7 @@ func (tl *tailer) run(ctx context.Context) error {
 	tl.measureLag(ctx, adm, topics)
 	tl.report()
 	lastRecord := time.Now()
-	var lastWarn time.Time
+	var lastWarn, lastGone time.Time
 	for {
 		pctx, cancel := context.WithTimeout(ctx, tl.opts.LagInterval)
 		fs := cl.PollFetches(pctx)
@@ -192,11 +193,13 @@ func (tl *tailer) run(ctx context.Context) error {
 			return nil // every applied fetch's positions are recorded
 		}
 		var ferr error
+		gone := false
 		fs.EachError(func(topic string, p int32, err error) {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 				// pctx's timeout: nothing arrived within LagInterval.
 			case retry.Transient(err):
+				gone = gone || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 				if time.Since(lastWarn) >= 5*time.Second {
 					lastWarn = time.Now()
 					tl.opts.Logger.Warn("tail: fetch failed, retrying", "task", tl.t.cfg.ID, "topic", topic, "partition", p, "err", err)
@@ -207,6 +210,12 @@ func (tl *tailer) run(ctx context.Context) error {
 		})
 		if ferr != nil {
 			return fmt.Errorf("changelog: tail task %s: %w", tl.t.cfg.ID, ferr)
+		}
+		if gone && time.Since(lastGone) >= tl.opts.LagInterval {
+			lastGone = time.Now()
+			if err := tl.checkRecreated(ctx, adm, topics); err != nil {
+				return fmt.Errorf("changelog: tail task %s: %w", tl.t.cfg.ID, err)
+			}
 		}
 		applied, moved, err := tl.apply(tdb, fs)
 		if err != nil {
@@ -288,6 +297,39 @@ func (tl *tailer) record(tdb *taskDB) error {
 	})
 	if err != nil {
 		return fmt.Errorf("record offsets in task DB %s: %w", tdb.id, err)
+	}
+	return nil
+}
+
+// ErrChangelogRecreated means a changelog topic was deleted and created
+// again while a tail followed it: the positions the tail holds belong to
+// the old incarnation.
+var ErrChangelogRecreated = errors.New("changelog: the changelog topic was recreated")
+
+// checkRecreated returns ErrChangelogRecreated when a tailed topic exists
+// with another topic id than the one the tail started on. The client
+// never adopts a recreated topic's new id (franz-go fails its fetches
+// with UNKNOWN_TOPIC_ID for good), so the fetch error alone looks
+// transient: the tail retried it forever, kept the old incarnation's
+// state, and measured its lag against the new topic's offsets (0 when the
+// new topic is shorter: a standby "caught up" on state that is gone).
+// Returning the error lets the caller's next Tail rebuild through the
+// restore path, which sees the new id. A topic that is missing, or that
+// cannot be described now, is left to the fetches' retries.
+func (tl *tailer) checkRecreated(ctx context.Context, adm *kadm.Client, topics []string) error {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(dctx, topics...)
+	if err != nil {
+		tl.opts.Logger.Debug("tail: describe changelog topics", "task", tl.t.cfg.ID, "err", err)
+		return nil
+	}
+	for _, s := range tl.byTP {
+		d, ok := details[s.Topic]
+		if !ok || d.Err != nil || s.topicID == ([16]byte{}) || d.ID == s.topicID {
+			continue
+		}
+		return fmt.Errorf("%w: %s has topic id %s, the tail started on %s", ErrChangelogRecreated, s.Topic, d.ID, kadm.TopicID(s.topicID))
 	}
 	return nil
 }
