@@ -345,9 +345,10 @@ func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (
 	defer st.mu.Unlock()
 	bdb := st.bdb
 	defer recoverRead(db.log, &tdb.closed, &err, nil)
-	// A failed snapshot ends the chain (see endChain).
+	// A failed snapshot ends the chain (see endChain); a cancelled one
+	// (the session closing) leaves it for the next snapshot to continue.
 	defer func() {
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			st.endChain()
 		}
 	}()
