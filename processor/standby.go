@@ -578,7 +578,14 @@ func (s *session) runStandby(ctx context.Context, st *standbyTask) {
 		if cerr := state.Close(); cerr != nil {
 			log.Warn("standby: close task state", "err", cerr)
 		}
-		if err == nil || ctx.Err() != nil || !backoff(err) {
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		// What the tail measured no longer holds: the next restore may
+		// rebuild the task from offset 0 (its changelog recreated, its
+		// position gone from the log). Unknown until that restore says.
+		a.setStandbyLag(st, -1)
+		if !backoff(err) {
 			return
 		}
 	}
@@ -598,11 +605,6 @@ func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, s
 			return fmt.Errorf("standby %s: %w", st.id, err)
 		}
 	}
-	label := st.id.String()
-	setLag := func(lag int64) {
-		st.lag.Store(lag)
-		a.ha.lagGauge.WithLabelValues(label).Set(float64(lag))
-	}
 	var counted int64
 	err := state.Tail(ctx, changelog.TailOptions{
 		RestoreOptions: changelog.RestoreOptions{
@@ -612,15 +614,11 @@ func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, s
 			// transaction is read by the tail, once it commits.
 			PendingTxnWait: -1,
 			Pace:           a.pace,
-			Progress: func(p changelog.RestoreProgress) {
-				if p.Done {
-					setLag(p.Total) // what the restore had to read: an upper bound until the tail measures
-				}
-			},
+			Progress:       a.standbyRestoreProgress(st),
 		},
 		OnTail: func(p changelog.TailProgress) {
 			if p.Lag >= 0 {
-				setLag(p.Lag)
+				a.setStandbyLag(st, p.Lag)
 			}
 			n := p.Restored + p.Applied
 			a.metrics.restoredRecords.Add(float64(n - counted))
@@ -634,6 +632,37 @@ func (s *session) tailStandby(ctx context.Context, state *changelog.TaskState, s
 		return fmt.Errorf("standby %s: %w", st.id, err)
 	}
 	return nil
+}
+
+// setStandbyLag records st's lag, -1 for unknown (haLags then reports no
+// state for its partition).
+func (a *App) setStandbyLag(st *standbyTask, lag int64) {
+	st.lag.Store(lag)
+	if a.ha.lagGauge == nil {
+		return
+	}
+	if lag < 0 {
+		a.ha.lagGauge.DeleteLabelValues(st.id.String())
+		return
+	}
+	a.ha.lagGauge.WithLabelValues(st.id.String()).Set(float64(lag))
+}
+
+// standbyRestoreProgress is the Progress of the restore a standby's tail
+// starts with: the lag is what the restore has left, as for an active
+// task's restore (haLags), and, once it is done, what it had to read (an
+// upper bound until the tail measures). Reporting only at the end left
+// the lag the tail last measured in place for the whole restore: a
+// standby whose tail failed and that was rebuilding its task from offset
+// 0 still told the leader it was caught up.
+func (a *App) standbyRestoreProgress(st *standbyTask) func(changelog.RestoreProgress) {
+	return func(p changelog.RestoreProgress) {
+		if p.Done {
+			a.setStandbyLag(st, p.Total)
+			return
+		}
+		a.setStandbyLag(st, p.Remaining)
+	}
 }
 
 // tasksView is the body of GET /tasks.

@@ -105,3 +105,51 @@ func TestHALagsReportRestoringTasks(t *testing.T) {
 		t.Fatalf("restore stopped: lags %v, want %v", got, want)
 	}
 }
+
+// TestHALagsReportRebuildingStandby: a standby that was caught up (lag 0)
+// and whose tail then failed (its changelog recreated, its position gone
+// from the log) restarts with a restore that may rebuild the task from
+// offset 0. Until that restore says what it has left, the member must not
+// report the partition (no state); while it runs, it reports what is left,
+// never the lag the failed tail measured: a caught-up report would have
+// the leader hand the active task to a member that rebuilds it.
+func TestHALagsReportRebuildingStandby(t *testing.T) {
+	b := topology.NewBuilder("ha-lags-rebuilding")
+	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{topo: topo, layout: &layout{tasks: []int32{2}}, log: slog.New(slog.DiscardHandler)}
+	id := topology.TaskID{SubTopology: 0, Partition: 1}
+	st := &standbyTask{id: id}
+	st.lag.Store(-1)
+	a.ha.standby = map[topology.TaskID]*standbyTask{id: st}
+	a.ha.setActive(0, []topology.TaskID{{SubTopology: 0, Partition: 0}})
+
+	progress := a.standbyRestoreProgress(st)
+	progress(changelog.RestoreProgress{Remaining: 300, Total: 300})
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 300}; !maps.Equal(got, want) {
+		t.Fatalf("first restore with 300 left: lags %v, want %v", got, want)
+	}
+	progress(changelog.RestoreProgress{Restored: 300, Total: 300, Done: true})
+	a.setStandbyLag(st, 0) // the tail measured: caught up
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 0}; !maps.Equal(got, want) {
+		t.Fatalf("caught up: lags %v, want %v", got, want)
+	}
+
+	// The tail fails; the standby starts over, and its restore rebuilds.
+	a.setStandbyLag(st, -1)
+	if got, want := a.haLags(), map[int32]int64{0: 0}; !maps.Equal(got, want) {
+		t.Fatalf("after the tail failed: lags %v, want %v", got, want)
+	}
+	progress = a.standbyRestoreProgress(st)
+	progress(changelog.RestoreProgress{Remaining: 1_000_000, Total: 1_000_000})
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 1_000_000}; !maps.Equal(got, want) {
+		t.Fatalf("rebuilding with 1M left: lags %v, want %v", got, want)
+	}
+	progress(changelog.RestoreProgress{Restored: 600_000, Remaining: 400_000, Total: 1_000_000})
+	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 400_000}; !maps.Equal(got, want) {
+		t.Fatalf("rebuilding with 400k left: lags %v, want %v", got, want)
+	}
+}
