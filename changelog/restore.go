@@ -571,7 +571,11 @@ func deleteRetention(configs kadm.ResourceConfigs, topic string) time.Duration {
 // stops the task DB's writes while it runs, and its only writer is the
 // restore.
 func (tdb *taskDB) wipe(id []byte, tp TopicPartition) error {
-	if err := tdb.bdb.DropPrefix(withNS(nsData, id), withNS(nsIndex, id)); err != nil {
+	// DropPrefix writes no delete markers: the snapshot chain ends here.
+	err := tdb.endChainAround(func() error {
+		return tdb.bdb.DropPrefix(withNS(nsData, id), withNS(nsIndex, id))
+	})
+	if err != nil {
 		return err
 	}
 	// The applied offset goes too: a process that dies before the rebuild

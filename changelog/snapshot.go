@@ -284,6 +284,29 @@ func (st *snapState) endChain() {
 	st.pin, st.chain, st.seq, st.keys = nil, "", 0, snapKeys{}
 }
 
+// endChainAround runs drop, which removes data of tdb without writing
+// delete markers (Badger's DropPrefix), and ends tdb's snapshot chain.
+// An incremental backup holds the versions written since the previous
+// snapshot: data dropped that way leaves nothing in it, and a load of the
+// chain brought every dropped key back from its earlier backups. The
+// chain is held while drop runs, so no snapshot reads the DB half-dropped
+// or starts a chain before the drop that an incremental would continue
+// after it.
+func (tdb *taskDB) endChainAround(drop func() error) error {
+	db := tdb.db
+	db.mu.Lock()
+	st := tdb.snap
+	if st == nil || st.bdb != tdb.bdb {
+		st = &snapState{bdb: tdb.bdb}
+		tdb.snap = st
+	}
+	db.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	defer st.endChain()
+	return drop()
+}
+
 // SnapshotResult is what one task's snapshot wrote.
 type SnapshotResult struct {
 	Task     string
