@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -691,7 +692,7 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]
 	// and a restore shorter than ProgressInterval reports it too.
 	report(true)
 	var ferr error
-	var lastFetchWarn time.Time
+	var lastFetchWarn, lastGone time.Time
 	lastMove, lastPos := time.Now(), remaining
 	for remaining > 0 {
 		if remaining != lastPos {
@@ -714,8 +715,10 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]
 			return n, fmt.Errorf("changelog: restore: %w", err)
 		}
 		pace.resume()
+		gone := false
 		fs.EachError(func(t string, p int32, err error) {
 			if retry.Transient(err) {
+				gone = gone || topicGone(err)
 				// The client retries the fetch (a broker restart, a
 				// leader election); say so, at most every 5 s.
 				if time.Since(lastFetchWarn) >= 5*time.Second {
@@ -728,6 +731,12 @@ func (db *DB) consume(ctx context.Context, tdbs []*taskDB, rebuilds map[*taskDB]
 		})
 		if ferr != nil {
 			return n, fmt.Errorf("changelog: restore: %w", ferr)
+		}
+		if gone && time.Since(lastGone) >= time.Second {
+			lastGone = time.Now()
+			if err := recreatedTopic(ctx, kadm.NewClient(cl), slices.Collect(maps.Values(byTP)), opts.Logger); err != nil {
+				return n, fmt.Errorf("changelog: restore: %w", err)
+			}
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if ferr != nil {

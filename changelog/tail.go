@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -199,7 +200,7 @@ func (tl *tailer) run(ctx context.Context) error {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 				// pctx's timeout: nothing arrived within LagInterval.
 			case retry.Transient(err):
-				gone = gone || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+				gone = gone || topicGone(err)
 				if time.Since(lastWarn) >= 5*time.Second {
 					lastWarn = time.Now()
 					tl.opts.Logger.Warn("tail: fetch failed, retrying", "task", tl.t.cfg.ID, "topic", topic, "partition", p, "err", err)
@@ -213,7 +214,7 @@ func (tl *tailer) run(ctx context.Context) error {
 		}
 		if gone && time.Since(lastGone) >= tl.opts.LagInterval {
 			lastGone = time.Now()
-			if err := tl.checkRecreated(ctx, adm, topics); err != nil {
+			if err := recreatedTopic(ctx, adm, slices.Collect(maps.Values(tl.byTP)), tl.opts.Logger); err != nil {
 				return fmt.Errorf("changelog: tail task %s: %w", tl.t.cfg.ID, err)
 			}
 		}
@@ -306,32 +307,47 @@ func (tl *tailer) record(tdb *taskDB) error {
 // the old incarnation.
 var ErrChangelogRecreated = errors.New("changelog: the changelog topic was recreated")
 
-// checkRecreated returns ErrChangelogRecreated when a tailed topic exists
-// with another topic id than the one the tail started on. The client
-// never adopts a recreated topic's new id (franz-go fails its fetches
-// with UNKNOWN_TOPIC_ID for good), so the fetch error alone looks
-// transient: the tail retried it forever, kept the old incarnation's
-// state, and measured its lag against the new topic's offsets (0 when the
-// new topic is shorter: a standby "caught up" on state that is gone).
-// Returning the error lets the caller's next Tail rebuild through the
-// restore path, which sees the new id. A topic that is missing, or that
-// cannot be described now, is left to the fetches' retries.
-func (tl *tailer) checkRecreated(ctx context.Context, adm *kadm.Client, topics []string) error {
+// recreatedTopic returns ErrChangelogRecreated when the topic of one of
+// states exists with another topic id than the one its reading started
+// on. The client never adopts a recreated topic's new id (franz-go fails
+// its fetches with UNKNOWN_TOPIC_ID for good), so the fetch error alone
+// looks transient: a tail or restore that retried it did so forever,
+// and a tail kept the old incarnation's state and measured its lag
+// against the new topic's offsets (0 when the new topic is shorter: a
+// standby "caught up" on state that is gone). Returning the error lets
+// the caller's next restore rebuild, as it sees the new id. A topic that
+// is missing, or that cannot be described now, is left to the fetches'
+// retries.
+func recreatedTopic(ctx context.Context, adm *kadm.Client, states []*restoreState, log interface {
+	Debug(string, ...any)
+}) error {
+	var topics []string
+	for _, s := range states {
+		if !slices.Contains(topics, s.Topic) {
+			topics = append(topics, s.Topic)
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	details, err := adm.ListTopics(dctx, topics...)
 	if err != nil {
-		tl.opts.Logger.Debug("tail: describe changelog topics", "task", tl.t.cfg.ID, "err", err)
+		log.Debug("describe changelog topics", "topics", topics, "err", err)
 		return nil
 	}
-	for _, s := range tl.byTP {
+	for _, s := range states {
 		d, ok := details[s.Topic]
 		if !ok || d.Err != nil || s.topicID == ([16]byte{}) || d.ID == s.topicID {
 			continue
 		}
-		return fmt.Errorf("%w: %s has topic id %s, the tail started on %s", ErrChangelogRecreated, s.Topic, d.ID, kadm.TopicID(s.topicID))
+		return fmt.Errorf("%w: %s has topic id %s, reading started on %s", ErrChangelogRecreated, s.Topic, d.ID, kadm.TopicID(s.topicID))
 	}
 	return nil
+}
+
+// topicGone reports whether a fetch error may mean that the topic was
+// deleted (and perhaps recreated).
+func topicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // measureLag lists the last stable offsets through the tail's own client.
