@@ -247,12 +247,14 @@ func newChainName(now time.Time) string { return fmt.Sprintf("c%020d", now.UnixN
 // snapState is the chain a process is writing for one task DB, and the
 // pin that keeps the versions its next incremental backup needs.
 type snapState struct {
-	mu    sync.Mutex // held for a whole snapshot of the task
-	bdb   *badger.DB // the Badger DB the pin was taken on
-	pin   *badger.Txn
-	chain string
-	seq   int
-	keys  snapKeys // the chain's offsets, positions and stores so far
+	mu  sync.Mutex // held for a whole snapshot of the task
+	bdb *badger.DB // the Badger DB the pin was taken on
+	pin *badger.Txn
+	// pinned is when pin was taken (the last snapshot that succeeded).
+	pinned time.Time
+	chain  string
+	seq    int
+	keys   snapKeys // the chain's offsets, positions and stores so far
 }
 
 // dropSnapshotPin ends tdb's snapshot chain: its pin is released before
@@ -270,6 +272,10 @@ func (tdb *taskDB) dropSnapshotPin() {
 	}
 }
 
+// snapshotPinMaxAge is how long a snapshot chain's pin is kept while its
+// snapshots fail (a variable for tests).
+var snapshotPinMaxAge = 10 * time.Minute
+
 // endChain releases st's pin after a failed snapshot: the next snapshot
 // starts a new chain with a full backup. A pin kept across failures keeps
 // Badger from discarding any version written since the last snapshot that
@@ -281,7 +287,7 @@ func (st *snapState) endChain() {
 	if st.pin != nil {
 		st.pin.Discard()
 	}
-	st.pin, st.chain, st.seq, st.keys = nil, "", 0, snapKeys{}
+	st.pin, st.chain, st.seq, st.keys, st.pinned = nil, "", 0, snapKeys{}, time.Time{}
 }
 
 // endChainAround runs drop, which removes data of tdb without writing
@@ -368,10 +374,12 @@ func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (
 	defer st.mu.Unlock()
 	bdb := st.bdb
 	defer recoverRead(db.log, &tdb.closed, &err, nil)
-	// A failed snapshot ends the chain (see endChain); a cancelled one
-	// (the session closing) leaves it for the next snapshot to continue.
+	// A snapshot that failed with the pin older than snapshotPinMaxAge
+	// ends the chain (see endChain). A younger pin is kept, so that a
+	// blip of the store costs no full backup; a cancelled snapshot (the
+	// session closing) leaves the chain for the next one to continue.
 	defer func() {
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && st.pin != nil && time.Since(st.pinned) >= snapshotPinMaxAge {
 			st.endChain()
 		}
 	}()
@@ -446,7 +454,7 @@ func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (
 	if st.pin != nil {
 		st.pin.Discard()
 	}
-	st.pin, st.chain, st.seq, st.keys = pin, m.Chain, m.Seq, keys
+	st.pin, st.chain, st.seq, st.keys, st.pinned = pin, m.Chain, m.Seq, keys, time.Now()
 	keep = true
 	res.Manifest, res.Duration = m, time.Since(start)
 	if full {

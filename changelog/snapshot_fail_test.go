@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestSnapshotFailureReleasesThePin: a snapshot that fails (here the
-// store is closed under it, as a full disk or an object store outage
-// fails every write) must not keep the task DB's read pin. The pin keeps
+// TestSnapshotFailureReleasesThePin: snapshots that keep failing (here
+// the store is closed under them, as a full disk or an object store
+// outage fails every write) must not keep the task DB's read pin past
+// snapshotPinMaxAge (a young one is kept: a blip). The pin keeps
 // Badger from discarding any version written since the last snapshot
 // that succeeded, so a pin kept while the store stays unwritable made the
 // task's state grow without bound. Once the store works again, the next
@@ -47,6 +48,18 @@ func TestSnapshotFailureReleasesThePin(t *testing.T) {
 	if err := ss.Close(); err != nil { // every write fails from now on
 		t.Fatal(err)
 	}
+	// A blip: the chain's pin is young, and kept.
+	h.commit()
+	if _, err := h.db.WriteSnapshots(ctx, ss); err == nil {
+		t.Fatal("WriteSnapshots to a closed store succeeded")
+	}
+	if !pinned() {
+		t.Fatal("a failed snapshot released a young pin: a blip of the store would cost a full backup")
+	}
+	// The store stays down past the pin's age.
+	old := snapshotPinMaxAge
+	snapshotPinMaxAge = 0
+	t.Cleanup(func() { snapshotPinMaxAge = old })
 	for range 3 {
 		h.commit()
 		if _, err := h.db.WriteSnapshots(ctx, ss); err == nil {
