@@ -38,6 +38,19 @@ type ServiceConfig struct {
 	// it sends the restores of wiped and moved tasks through the sorted
 	// rebuild (changelog/rebuild.go).
 	RestoreModeMinOffsets int64
+	// Standbys is passed to --standbys when set (standby replicas per
+	// stateful task).
+	Standbys int
+	// SnapshotStore is passed to --snapshot-store when set: one store URL
+	// every instance shares.
+	SnapshotStore string
+	// ProbingInterval is passed to --probing-rebalance-interval when set,
+	// so warm-ups finish and move their tasks within a scenario.
+	ProbingInterval time.Duration
+	// CheckpointMaxInterval is passed to --checkpoint-max-interval when
+	// set: snapshots are written at checkpoints, which tidemark's default
+	// policy spaces minutes apart, longer than a scenario.
+	CheckpointMaxInterval time.Duration
 }
 
 // Fleet runs instances of the service as child processes and supervises
@@ -130,6 +143,18 @@ func (f *Fleet) startLocked(in *Instance) error {
 	}
 	if f.cfg.RestoreModeMinOffsets > 0 {
 		args = append(args, "--restore-mode-min-offsets", strconv.FormatInt(f.cfg.RestoreModeMinOffsets, 10))
+	}
+	if f.cfg.Standbys > 0 {
+		args = append(args, "--standbys", strconv.Itoa(f.cfg.Standbys))
+	}
+	if f.cfg.SnapshotStore != "" {
+		args = append(args, "--snapshot-store", f.cfg.SnapshotStore)
+	}
+	if f.cfg.CheckpointMaxInterval > 0 {
+		args = append(args, "--checkpoint-max-interval", f.cfg.CheckpointMaxInterval.String())
+	}
+	if f.cfg.ProbingInterval > 0 {
+		args = append(args, "--probing-rebalance-interval", f.cfg.ProbingInterval.String())
 	}
 	cmd := exec.Command(f.cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -313,7 +338,11 @@ type FleetStats struct {
 	// rebuilds (their "task DB written sorted" log lines), so a campaign
 	// shows that the faults exercised that path too.
 	SortedRestores int
-	Logs           []string
+	// SnapshotLoads counts the tasks the instances loaded from a snapshot
+	// (their "task state … phase=snapshot … snapshot_duration=" lines);
+	// StandbyStarts the rounds of standbys and warm-ups they started.
+	SnapshotLoads, StandbyStarts int
+	Logs                         []string
 }
 
 func (f *Fleet) Stats() FleetStats {
@@ -336,6 +365,8 @@ func (f *Fleet) Stats() FleetStats {
 		s.Starts += in.starts
 		s.Logs = append(s.Logs, in.LogPath)
 		s.SortedRestores += countLines(in.LogPath, sortedRestoreLog)
+		s.SnapshotLoads += countLines(in.LogPath, snapshotLoadLog)
+		s.StandbyStarts += countLines(in.LogPath, standbyStartLog)
 	}
 	sort.Strings(s.Logs)
 	return s
@@ -394,6 +425,14 @@ func lastError(path string) string {
 // sortedRestoreLog is what changelog logs when it wrote a task DB as a
 // sorted rebuild (changelog/rebuild.go).
 const sortedRestoreLog = "task DB written sorted"
+
+// snapshotLoadLog is in the "task state" line a task logs after it loaded
+// a snapshot (processor/app_snapshot.go); standbyStartLog is what a
+// session logs when it started standbys or warm-ups (processor/standby.go).
+const (
+	snapshotLoadLog = "snapshot_duration="
+	standbyStartLog = "standby tasks started"
+)
 
 // countLines counts the lines of path that contain word.
 func countLines(path, word string) int {

@@ -59,6 +59,21 @@ type Options struct {
 	// the service's own default (100,000: every restore here is written
 	// record by record).
 	RestoreModeMinOffsets int64
+	// Standbys is each instance's standby replicas per stateful task
+	// (processor.WithStandbyReplicas); 0: none.
+	Standbys int
+	// Snapshots gives the fleet one file:// snapshot store
+	// (processor.WithSnapshotStore), in the scenario's directory.
+	Snapshots bool
+	// ProbingInterval is the service's probing rebalance interval
+	// (processor.WithProbingRebalanceInterval); 0: its default (10 min,
+	// longer than a scenario).
+	ProbingInterval time.Duration
+	// CheckpointMaxInterval caps the service's checkpoint interval, and so
+	// the time between its snapshots. Default with Snapshots 5s (the
+	// service's own policy checkpoints minutes apart: no snapshot would be
+	// written within a scenario); without, the service's default.
+	CheckpointMaxInterval time.Duration
 	// DeleteTopics deletes the scenario's topics (its own and the
 	// service's internal ones) after a pass: for a shared broker.
 	DeleteTopics bool
@@ -68,6 +83,10 @@ type Options struct {
 
 // DefaultRestoreModeMinOffsets is Options.RestoreModeMinOffsets' default.
 const DefaultRestoreModeMinOffsets = 1000
+
+// DefaultSnapshotCheckpointInterval is Options.CheckpointMaxInterval's
+// default with Snapshots.
+const DefaultSnapshotCheckpointInterval = 5 * time.Second
 
 func (o *Options) ensureDefaults() {
 	if o.Scale <= 0 {
@@ -90,6 +109,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.RestoreModeMinOffsets == 0 {
 		o.RestoreModeMinOffsets = DefaultRestoreModeMinOffsets
+	}
+	if o.Snapshots && o.CheckpointMaxInterval == 0 {
+		o.CheckpointMaxInterval = DefaultSnapshotCheckpointInterval
 	}
 	if o.Logf == nil {
 		o.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
@@ -293,6 +315,10 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if o.RestoreModeMinOffsets != DefaultRestoreModeMinOffsets {
 		replay += fmt.Sprintf(" --restore-mode-min-offsets %d", o.RestoreModeMinOffsets)
 	}
+	if o.Scale != 1 {
+		replay += fmt.Sprintf(" --duration %g", o.Scale)
+	}
+	replay += o.HAFlags()
 	r.Logf("scenario %s: seed %d (campaign seed %d; replay: %s)", sc.Name, seed, o.Seed, replay)
 
 	var suffix [3]byte
@@ -307,9 +333,14 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	if err := createTopics(ctx, b.Bootstrap(), map[string]int32{in: 4, out: 4, dlq: 2}); err != nil {
 		return res, err
 	}
+	var snapStore string
+	if o.Snapshots {
+		snapStore = "file://" + filepath.Join(res.Dir, "snapshots")
+	}
 
 	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee, Threads: o.Threads,
-		RestoreModeMinOffsets: max(o.RestoreModeMinOffsets, 0)}, r.Logf)
+		RestoreModeMinOffsets: max(o.RestoreModeMinOffsets, 0), Standbys: o.Standbys, SnapshotStore: snapStore, ProbingInterval: o.ProbingInterval,
+		CheckpointMaxInterval: o.CheckpointMaxInterval}, r.Logf)
 	defer r.Fleet.KillAll()
 
 	w, err := NewWatcher(b.Bootstrap(), in, out, dlq, r.start)
@@ -443,6 +474,25 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 		}
 	}
 	return res, nil
+}
+
+// HAFlags are the soak command's flags for the standby and snapshot
+// options set, for replay lines.
+func (o Options) HAFlags() string {
+	var s string
+	if o.Standbys > 0 {
+		s += fmt.Sprintf(" --standbys %d", o.Standbys)
+	}
+	if o.Snapshots {
+		s += " --snapshots"
+	}
+	if o.ProbingInterval > 0 {
+		s += " --probing-interval " + o.ProbingInterval.String()
+	}
+	if o.CheckpointMaxInterval > 0 && !(o.Snapshots && o.CheckpointMaxInterval == DefaultSnapshotCheckpointInterval) {
+		s += " --checkpoint-max-interval " + o.CheckpointMaxInterval.String()
+	}
+	return s
 }
 
 // judge turns the report into failures.
@@ -625,8 +675,8 @@ func (r Result) Details() string {
 	if r.CaughtUpAfter >= 0 {
 		catch = r.CaughtUpAfter.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d starts (%d sorted restores), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
-		r.Fleet.Kills, r.Fleet.Terms, r.Fleet.Starts, r.Fleet.SortedRestores, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
+		r.Fleet.Kills, r.Fleet.Terms, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
 	}
@@ -699,6 +749,7 @@ type Total struct {
 	Lost, Duplicated, Decreases, Repeats, Gaps int
 	Kills, BrokerKills, BrokerPauses, Crashes  int
 	SortedRestores                             int
+	SnapshotLoads, StandbyStarts               int
 }
 
 func Totals(results []Result) Total {
@@ -714,6 +765,8 @@ func Totals(results []Result) Total {
 		t.BrokerPauses += r.BrokerPauses
 		t.Crashes += len(r.Fleet.Crashes)
 		t.SortedRestores += r.Fleet.SortedRestores
+		t.SnapshotLoads += r.Fleet.SnapshotLoads
+		t.StandbyStarts += r.Fleet.StandbyStarts
 	}
 	return t
 }

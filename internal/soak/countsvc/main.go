@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -57,6 +58,10 @@ func run() int {
 		logLevel   = flag.String("log-level", env("COUNTSVC_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTSVC_LOG_LEVEL)")
 		threads    = flag.Int("threads", 0, "stream threads (processor.WithThreads); 0: tidemark's default")
 		sortedMin  = flag.Int64("restore-mode-min-offsets", 0, "changelog.Options.RestoreModeMinOffsets: the smallest restore into one task DB that is sorted (into an empty DB) or defers compaction; 0: tidemark's default")
+		standbys   = flag.Int("standbys", 0, "standby replicas per stateful task (processor.WithStandbyReplicas); 0: none")
+		snapStore  = flag.String("snapshot-store", env("COUNTSVC_SNAPSHOT_STORE", ""), "snapshot store URL shared by every instance, e.g. file:///dir (processor.WithSnapshotStore); empty: no snapshots (COUNTSVC_SNAPSHOT_STORE)")
+		probing    = flag.Duration("probing-rebalance-interval", 0, "processor.WithProbingRebalanceInterval: how often an instance warming up tasks forces a probing rebalance; 0: tidemark's default")
+		ckptMax    = flag.Duration("checkpoint-max-interval", 0, "frontier.CheckpointOptions.MaxInterval (processor.WithCheckpointPolicy): the longest time between checkpoints, and so between snapshots; 0: tidemark's default")
 		pipelined  = flag.String("pipelined", env("COUNTSVC_PIPELINED", ""), "pipelined commits: on, off, or empty for tidemark's default (COUNTSVC_PIPELINED; the soak harness passes its environment on)")
 	)
 	flag.Parse()
@@ -106,6 +111,18 @@ func run() int {
 	}
 	if *httpAddr != "" {
 		opts = append(opts, processor.WithHTTP(*httpAddr))
+	}
+	if *standbys > 0 {
+		opts = append(opts, processor.WithStandbyReplicas(*standbys))
+	}
+	if *snapStore != "" {
+		opts = append(opts, processor.WithSnapshotStore(*snapStore))
+	}
+	if *ckptMax > 0 {
+		opts = append(opts, processor.WithCheckpointPolicy(frontier.CheckpointOptions{MaxInterval: *ckptMax}))
+	}
+	if *probing > 0 {
+		opts = append(opts, processor.WithProbingRebalanceInterval(*probing))
 	}
 	switch *pipelined {
 	case "":

@@ -44,6 +44,10 @@ func run() int {
 		guarantee = flag.String("guarantee", "", "the service's guarantee; at_least_once is a negative control that must FAIL")
 		dir       = flag.String("dir", "", "work directory (default: a new temporary directory)")
 		threads   = flag.Int("threads", 0, "stream threads per service instance (processor.WithThreads); 0: tidemark's default")
+		standbys  = flag.Int("standbys", 0, "standby replicas per stateful task of each service instance (processor.WithStandbyReplicas); 0: none")
+		snapshots = flag.Bool("snapshots", false, "give the fleet one file:// snapshot store in each scenario's work directory (processor.WithSnapshotStore)")
+		probing   = flag.Duration("probing-interval", 0, "the service's probing rebalance interval (processor.WithProbingRebalanceInterval), so warm-ups move tasks within a scenario; 0: tidemark's default (10m)")
+		ckptMax   = flag.Duration("checkpoint-max-interval", 0, "cap the service's checkpoint (and snapshot) interval; 0: 5s with --snapshots, else tidemark's default")
 		sortedMin = flag.Int64("restore-mode-min-offsets", soak.DefaultRestoreModeMinOffsets, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
 	)
 	flag.Parse()
@@ -90,6 +94,8 @@ func run() int {
 	if *threads > 0 {
 		replay += fmt.Sprintf(" --threads %d", *threads)
 	}
+	ha := soak.Options{Standbys: *standbys, Snapshots: *snapshots, ProbingInterval: *probing, CheckpointMaxInterval: *ckptMax}
+	replay += ha.HAFlags()
 	logf("soak: campaign seed %d, scenarios %s, work directory %s (replay: %s)", *seed, *scenarios, work, replay)
 
 	bin, err := soak.BuildService(ctx, work)
@@ -114,7 +120,8 @@ func run() int {
 	for _, sc := range run {
 		res, err := soak.RunScenario(ctx, sc, br, soak.Options{
 			Seed: *seed, Short: *short, Scale: *scale, Rate: *rate, Keys: *keys, PoisonFraction: *poison,
-			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, RestoreModeMinOffsets: *sortedMin, Logf: logf,
+			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, RestoreModeMinOffsets: *sortedMin,
+			Standbys: *standbys, Snapshots: *snapshots, ProbingInterval: *probing, CheckpointMaxInterval: *ckptMax, Logf: logf,
 		})
 		if err != nil {
 			logf("soak: scenario %s could not run: %v", sc.Name, err)
@@ -135,8 +142,8 @@ func run() int {
 	fmt.Printf("soak campaign seed %d (replay: %s)\n", *seed, replay)
 	fmt.Print(soak.Summary(results))
 	total := soak.Totals(results)
-	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes; %d sorted restores\n",
-		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores)
+	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes; %d sorted restores, %d snapshot loads, %d standby/warm-up starts\n",
+		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores, total.SnapshotLoads, total.StandbyStarts)
 	if failed {
 		fmt.Printf("FAIL; work directory kept: %s (service logs per instance, broker log %s)\n", work, br.LogFile())
 		return 1
