@@ -22,6 +22,15 @@ func TestSoakBrokerKills(t *testing.T)    { runShort(t, soak.BrokerKills) }
 func TestSoakRebalanceStorm(t *testing.T) { runShort(t, soak.RebalanceStorm) }
 func TestSoakBrokerPause(t *testing.T)    { runShort(t, soak.BrokerPause) }
 
+// The kill campaign again with a standby per task, a shared snapshot store
+// and short probing rebalances: the failovers then go through standbys,
+// warm-ups and snapshot loads (a wiped instance loads its tasks' snapshots).
+func TestSoakKillCampaignWithStandbysAndSnapshots(t *testing.T) {
+	runShort(t, soak.KillCampaign, func(o *soak.Options) {
+		o.Standbys, o.Snapshots, o.ProbingInterval = 1, true, 15*time.Second
+	})
+}
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -53,7 +62,7 @@ func service(t *testing.T) string {
 	return bin
 }
 
-func runShort(t *testing.T, sc soak.Scenario) {
+func runShort(t *testing.T, sc soak.Scenario, opts ...func(*soak.Options)) {
 	shared := kafkatest.Brokers(t) // skips, or fails under TIDEMARK_REQUIRE_KAFKA, without a broker
 	seed := soak.RandomSeed()
 	if s := os.Getenv("SOAK_SEED"); s != "" {
@@ -79,10 +88,14 @@ func runShort(t *testing.T, sc soak.Scenario) {
 		b = privateBroker{kafkatest.PrivateBroker(t)}
 	}
 
-	res, err := soak.RunScenario(ctx, sc, b, soak.Options{
+	o := soak.Options{
 		Seed: seed, Short: true, Rate: 300, Keys: 500, Bin: exe, Dir: dir,
 		CatchUp: time.Minute, DeleteTopics: !sc.BrokerFaults, Logf: logf,
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, err := soak.RunScenario(ctx, sc, b, o)
 	if err != nil {
 		t.Fatalf("scenario %s could not run (work directory %s): %v", sc.Name, dir, err)
 	}
