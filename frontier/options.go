@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
@@ -263,11 +264,14 @@ func (o *Options) check() error {
 		if err := durIn(field+".StalenessTarget", t.StalenessTarget, time.Millisecond, time.Hour); err != nil {
 			return err
 		}
-		if t.Rate < 0 {
-			return rangeErr(field+".Rate", t.Rate, "≥ 0")
+		// Finite: NaN passes a "< 0" check, and a NaN Burst gives a
+		// bucket that never admits (the tenant's partitions held for
+		// good), a NaN Rate no limit at all.
+		if !(t.Rate >= 0 && !math.IsInf(t.Rate, 1)) {
+			return rangeErr(field+".Rate", t.Rate, "a finite number ≥ 0")
 		}
-		if t.Burst < 0 {
-			return rangeErr(field+".Burst", t.Burst, "≥ 0")
+		if !(t.Burst >= 0 && !math.IsInf(t.Burst, 1)) {
+			return rangeErr(field+".Burst", t.Burst, "a finite number ≥ 0")
 		}
 	}
 	return nil

@@ -2,6 +2,8 @@ package frontier
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +53,31 @@ func TestClassTenants(t *testing.T) {
 	}
 	if _, err := ClassTenants(TenantClass{Name: "x"}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("class without tenants: %v", err)
+	}
+}
+
+// A tenant's Rate or Burst that is not a finite number was accepted:
+// NaN < 0 is false. A NaN Burst made the tenant's bucket hold NaN tokens,
+// which never admit, so every partition carrying the tenant was held for
+// good; a NaN Rate silently meant "unlimited"; an infinite Burst admitted
+// everything whatever the Rate. Validate names the field instead.
+func TestOptionsRejectNonFiniteTenantRates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts TenantOptions
+		want string
+	}{
+		{"NaN rate", TenantOptions{Rate: math.NaN()}, `Tenants["a"].Rate`},
+		{"infinite rate", TenantOptions{Rate: math.Inf(1)}, `Tenants["a"].Rate`},
+		{"NaN burst", TenantOptions{Rate: 100, Burst: math.NaN()}, `Tenants["a"].Burst`},
+		{"infinite burst", TenantOptions{Rate: 100, Burst: math.Inf(1)}, `Tenants["a"].Burst`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Tenants: map[string]TenantOptions{"a": tc.opts}}
+			err := o.Validate()
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }
