@@ -11,9 +11,13 @@ import (
 // records of tenant t the App (all its stream threads) processes per
 // second.
 //
-// Each record a task processes is charged one token of the tenant its
-// source named for it (topology.WithTenant; the tenant its outputs carry,
-// task.TakeTenant), from the App's bucket of that tenant. A record's
+// Each input record a task processes is charged one token of the tenant
+// its source named for it (topology.WithTenant; the tenant its outputs
+// carry, task.TakeTenant), from the App's bucket of that tenant, once:
+// where it enters the App. Records read back from repartition topics
+// carry the tenant on (its outputs are still the tenant's) but are not
+// charged again, so Rate is the tenant's input records per second however
+// many repartitions the topology has. A record's
 // tenant is known only once its source has decoded it, so the charge comes
 // after the record: when the tenant's bucket is empty, the record has been
 // processed on credit and its partition is held — its queued records are
@@ -71,7 +75,10 @@ func (s *session) charge(lt *liveTask, p *partQueue) {
 		return
 	}
 	tenant := lt.task.TakeTenant()
-	if tenant == "" {
+	if tenant == "" || s.app.topo.IsRepartitionTopic(p.tp.Topic) {
+		// A record read back from a repartition topic was charged
+		// where it entered the App: charged again, an App with one
+		// GroupBy admitted half the tenant's Rate of its input.
 		return
 	}
 	now := s.now()

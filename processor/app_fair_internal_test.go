@@ -45,7 +45,7 @@ func newFairRig(t *testing.T, perPass, pollRecords int, partitions int32, commit
 		t.Fatal(err)
 	}
 	r := &fairRig{out: map[int32][]string{}, arrivals: map[int32][]time.Time{}, now: time.Unix(1_700_000_000, 0)}
-	app := &App{metrics: newAppMetrics("app"), log: slog.New(slog.DiscardHandler)}
+	app := &App{topo: topo, metrics: newAppMetrics("app"), log: slog.New(slog.DiscardHandler)}
 	app.thm = newThreadMetrics(app.metrics.reg, "app")
 	th := &appThread{app: app}
 	app.threads = []*appThread{th}
