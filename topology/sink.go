@@ -134,7 +134,7 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 	s.out.Timestamp = r.Timestamp
 	s.out.Headers = r.Headers
 	if s.op.node.internal {
-		if t := tenantOf(s.env.TaskEnv); t != "" {
+		if t := tenantOf(s.env.TaskEnv); t != "" || hasTenantHeader(r.Headers) {
 			s.hbuf = withTenantHeader(s.hbuf, r.Headers, t)
 			s.out.Headers = s.hbuf
 		}

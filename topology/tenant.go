@@ -3,9 +3,12 @@ package topology
 // TenantHeader is the header that carries a record's tenant through the
 // application's internal (repartition) topics, so that outputs downstream
 // of a repartition are still attributed to the tenant of the input that
-// caused them. Repartition sinks add it (only when the tenant is not "")
-// and repartition sources read and remove it: user topics never see it, and
-// a header of that name on a user source topic means nothing.
+// caused them. Repartition sinks add it after the record's own headers,
+// and repartition sources read and remove the last one: user topics never
+// see it, and a header of that name on a user source topic means nothing
+// (it stays one of the record's own headers). A sink adds it when the
+// tenant is not "", or with the value "" when the record has a header of
+// that name of its own, so that one is never taken for the tenant.
 const TenantHeader = "tidemark.tenant"
 
 // WithTenant names the tenant of each record read from a source: f gets the
@@ -55,8 +58,10 @@ func tenantOf(env TaskEnv) string {
 // header slice is copied before removal: the caller owns in.Headers.
 func (o *sourceOp[K, V]) sourceTenant(r *Record[K, V]) string {
 	if o.internal {
-		for i, h := range r.Headers {
-			if h.Key == TenantHeader {
+		// The last one: a repartition sink appends its header after the
+		// record's own, which may include a user header of that name.
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if h := r.Headers[i]; h.Key == TenantHeader {
 				hs := make([]Header, 0, len(r.Headers)-1)
 				hs = append(append(hs, r.Headers[:i]...), r.Headers[i+1:]...)
 				if len(hs) == 0 {
@@ -95,4 +100,15 @@ func untenanted(env TaskEnv) string {
 		setTenant(env, "")
 	}
 	return t
+}
+
+// hasTenantHeader reports whether hs has a header named TenantHeader (a
+// user's, on a record read from a user topic).
+func hasTenantHeader(hs []Header) bool {
+	for _, h := range hs {
+		if h.Key == TenantHeader {
+			return true
+		}
+	}
+	return false
 }
