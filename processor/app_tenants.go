@@ -2,8 +2,10 @@ package processor
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -82,6 +84,7 @@ type tenantAccount struct {
 
 // label is the account tenant is reported under; the caller holds a.mu.
 func (a *tenantAccounts) label(tenant string) string {
+	tenant = validLabel(tenant)
 	if _, ok := a.accounts[tenant]; ok || tenant == "" {
 		return tenant
 	}
@@ -143,4 +146,16 @@ func (a *tenantAccounts) snapshot() map[string]tenantJSON {
 		out[l] = tenantJSON{Outputs: acc.outputs, StalenessP50: quantile(s, 0.5) * 1000, StalenessP99: quantile(s, 0.99) * 1000}
 	}
 	return out
+}
+
+// validLabel is tenant as a Prometheus label value: its invalid UTF-8
+// bytes replaced by U+FFFD. A tenant is whatever a source's WithTenant
+// function returns (a name cut mid-rune, bytes of a binary key), and
+// WithLabelValues panics on invalid UTF-8: the first commit with an output
+// of such a tenant crashed the process.
+func validLabel(tenant string) string {
+	if utf8.ValidString(tenant) {
+		return tenant
+	}
+	return strings.ToValidUTF8(tenant, "\uFFFD")
 }
