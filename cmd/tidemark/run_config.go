@@ -99,6 +99,11 @@ func loadConfigFile(path string, cfg *serviceConfig) error {
 		if m == nil {
 			return nil // an empty file keeps the defaults
 		}
+		if field := nonFinite(m, ""); field != "" {
+			// JSON has no NaN or infinity: json.Marshal's error named no
+			// field ("json: unsupported value: NaN").
+			return fmt.Errorf("config file %s: %s: want a finite number, got %s", path, field, nonFiniteValue(m, field))
+		}
 		if b, err = json.Marshal(m); err != nil {
 			return fmt.Errorf("config file %s: %w", path, err)
 		}

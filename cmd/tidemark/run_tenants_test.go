@@ -56,6 +56,10 @@ func TestRunConfigTenantClassErrors(t *testing.T) {
 		{"negative rate", "tenant_classes: {gold: {rate: -1, tenants: [a]}}", "tenant_classes.gold: rate -1"},
 		// A burst without a rate limits nothing: it was taken silently.
 		{"burst without rate", "tenant_classes: {flash: {burst: 500, tenants: [a]}}", "tenant_classes.flash.burst 500 needs tenant_classes.flash.rate"},
+		// YAML's .nan and .inf: JSON has neither, and the error was
+		// "json: unsupported value: NaN", naming no field.
+		{"NaN rate", "tenant_classes: {gold: {rate: .nan, tenants: [a]}}", "tenant_classes.gold.rate: want a finite number, got .nan"},
+		{"infinite burst", "tenant_classes: {gold: {rate: 100, burst: .inf, tenants: [a]}}", "tenant_classes.gold.burst: want a finite number, got .inf"},
 		{"target out of range", "tenant_classes: {gold: {staleness_target: 2h, tenants: [a]}}", `Tenants["a"].StalenessTarget`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
