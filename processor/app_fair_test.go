@@ -387,3 +387,58 @@ func TestFairQueuesExactlyOnceAcrossRebalance(t *testing.T) {
 	checkCounts(t, out, want)
 	c.terminate(t)
 }
+
+// limitedTenants are the tenants (keys) a child with CHILD_TENANT_RATE
+// rate-limits.
+var limitedTenants = []string{"sku-00", "sku-01", "sku-02", "sku-05", "sku-07", "sku-10"}
+
+// buildTenantCount is buildCount with the key as the record's tenant.
+func buildTenantCount(app, in, out string) (*topology.Topology, error) {
+	b := topology.NewBuilder(app)
+	b.Stream(in, serde.String(), serde.String(), topology.WithTenant(func(k, _ string) string { return k })).
+		GroupByKey(topology.Named("counts")).
+		Count(topology.Named("counts")).
+		ToStream().To(out)
+	return b.Build()
+}
+
+// TestAdmissionExactlyOnceAcrossRebalance: instances rate-limit six of 24
+// tenants (keys) to 60 records/s each, so their partitions are held, with
+// records queued, at every commit, revocation and shutdown; with fair
+// scheduling off (holds pause fetching) and on (holds queue). The group
+// grows, one instance is SIGKILLed mid-stream and another stops
+// gracefully; every count is still exactly 1..n, in order.
+func TestAdmissionExactlyOnceAcrossRebalance(t *testing.T) {
+	for _, perPass := range []string{"-1", "5"} {
+		t.Run("per-pass="+perPass, func(t *testing.T) {
+			in := kafkatestNewTopic(t, 4)
+			out := kafkatestNewTopic(t, 4)
+			appID := kafkatestName(t, "admit-rebalance")
+			want := map[string]int{}
+			produced := 0
+			feed := func(n int) {
+				for k, c := range produceKeysN(t, in, produced, n, 24, 4) {
+					want[k] += c
+				}
+				produced += n
+			}
+			env := func(name string) []string {
+				return childEnv(t, appID, in, out, name, "CHILD_TOPOLOGY=tenantcount", "CHILD_PER_PASS="+perPass, "CHILD_TENANT_RATE=60")
+			}
+			a := startChild(t, env("a"))
+			feed(2400)
+			time.Sleep(time.Second)
+			b := startChild(t, env("b"))
+			feed(2400)
+			time.Sleep(time.Second)
+			a.kill()
+			feed(2400)
+			c := startChild(t, env("c"))
+			time.Sleep(time.Second)
+			b.terminate(t) // graceful, with held partitions' records queued
+			feed(2400)
+			checkCounts(t, out, want)
+			c.terminate(t)
+		})
+	}
+}

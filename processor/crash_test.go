@@ -44,6 +44,8 @@ func runChild() int {
 		build = buildCachedCount
 	case "join":
 		build = buildJoin
+	case "tenantcount":
+		build = buildTenantCount
 	}
 	topo, err := build(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
 	if err != nil {
@@ -55,11 +57,19 @@ func runChild() int {
 		processor.WithStateDir(env("CHILD_STATE")),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
+	commit := frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}
 	if env("CHILD_POLICY") == "adaptive" {
-		opts = append(opts, processor.WithCommitPolicy(frontier.Options{}))
-	} else {
-		opts = append(opts, processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}))
+		commit = frontier.Options{}
 	}
+	if rate, err := strconv.ParseFloat(env("CHILD_TENANT_RATE"), 64); err == nil {
+		// Admission control: the tenants limitedTenants names (tenant =
+		// key under buildTenantCount), each at rate records/s.
+		commit.Tenants = map[string]frontier.TenantOptions{}
+		for _, tn := range limitedTenants {
+			commit.Tenants[tn] = frontier.TenantOptions{Rate: rate, Burst: rate / 10}
+		}
+	}
+	opts = append(opts, processor.WithCommitPolicy(commit))
 	// Kill ourselves, now and then, at the most delicate step: after the
 	// transaction committed and before local state applied it, and just
 	// before EndTxn, with every record of the transaction flushed. The
