@@ -105,8 +105,21 @@ func (a *tenantAccounts) observe(now time.Time, byTenant map[string]*tenantTxn, 
 	if a.accounts == nil {
 		a.accounts = map[string]*tenantAccount{}
 	}
+	// By account first: the tenants past maxTenantLabels are one account,
+	// "other", with one sample per commit like any tenant (accounted one
+	// by one, thousands of sellers put thousands of samples in it per
+	// commit, and as many Prometheus lookups on the commit path).
+	byLabel := make(map[string]tenantTxn, min(len(byTenant), maxTenantLabels+2))
 	for tenant, tt := range byTenant {
 		l := a.label(tenant)
+		sum, ok := byLabel[l]
+		if !ok || tt.oldest.Before(sum.oldest) {
+			sum.oldest = tt.oldest
+		}
+		sum.outputs += tt.outputs
+		byLabel[l] = sum
+	}
+	for l, tt := range byLabel {
 		acc := a.accounts[l]
 		if acc == nil {
 			acc = &tenantAccount{}

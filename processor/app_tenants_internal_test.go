@@ -1,8 +1,12 @@
 package processor
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // A tenant is whatever the source's WithTenant function returns, and
@@ -42,5 +46,43 @@ func TestTenantAccountingSurvivesAnInvalidUTF8Tenant(t *testing.T) {
 	}
 	if v := metricValue(m.tenantOutputs.WithLabelValues("s\ufffdller")); v != 3 {
 		t.Fatalf("tidemark_tenant_outputs_total of the invalid tenant %v, want 3", v)
+	}
+}
+
+// The tenants past the first maxTenantLabels share the "other" account,
+// which is reported like a tenant: one staleness sample per commit (the
+// oldest input among its outputs), its p99 over its last 1024 commits.
+// Each overflow tenant of a commit was accounted separately under
+// "other": with thousands of sellers one commit put thousands of samples
+// in its histogram and overwrote its whole HTTP window, and each was a
+// Prometheus lookup on the commit path (6 ms a commit with 10,000 sellers).
+func TestOverflowTenantsAreOneAccountPerCommit(t *testing.T) {
+	m := newAppMetrics("app")
+	var a tenantAccounts
+	now := time.Unix(1_700_000_000, 0)
+	first := map[string]*tenantTxn{}
+	for i := range maxTenantLabels {
+		first[fmt.Sprint("named-", i)] = &tenantTxn{outputs: 1, oldest: now}
+	}
+	a.observe(now, first, m)
+	now = now.Add(time.Second)
+	over := map[string]*tenantTxn{}
+	for i := range 2000 {
+		over[fmt.Sprint("seller-", i)] = &tenantTxn{outputs: 2, oldest: now.Add(-time.Duration(i%500) * time.Millisecond)}
+	}
+	a.observe(now, over, m)
+	other := a.snapshot()[tenantOther]
+	if other.Outputs != 4000 {
+		t.Fatalf("other: %d outputs, want 4000", other.Outputs)
+	}
+	if other.StalenessP50 != 499 || other.StalenessP99 != 499 {
+		t.Fatalf("other: p50 %vms p99 %vms, want one sample of the commit's oldest input, 499ms", other.StalenessP50, other.StalenessP99)
+	}
+	var d dto.Metric
+	if err := m.tenantStaleness.WithLabelValues(tenantOther).(prometheus.Histogram).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.GetHistogram().GetSampleCount(); n != 1 {
+		t.Fatalf("other's staleness histogram has %d samples after one commit, want 1", n)
 	}
 }
