@@ -32,8 +32,12 @@ import (
 // processed at its Rate, after an initial Burst (+1).
 //
 // Nothing is dropped, skipped or reordered: a held partition's records
-// wait in offset order, its offsets are not committed past them, and the
-// task's other partitions (and all other tasks) keep flowing. The unit of
+// wait in offset order, its offsets are not committed past them, and all
+// other tasks keep flowing. The task's other input partitions (a join's,
+// a merge's) go on only with records older than the held partition's
+// head (taskQueue.next): the task keeps timestamp order across them, so
+// a hold cannot make a windowed operator drop the held records as late.
+// The unit of
 // throttling is the partition, because within a partition records commit
 // in offset order: a partition that mixes tenants is throttled for all of
 // them whenever one of them is over its rate. That is why hot tenants need

@@ -192,21 +192,29 @@ type taskQueue struct {
 }
 
 // next picks the partition whose head record the task processes next: the
-// lowest timestamp among the heads of the partitions that are not held, the
-// earliest-fetched partition on a tie, the way Kafka Streams picks the head
-// record with the lowest timestamp: the inputs of a join then meet in
-// event-time order instead of one partition's batch after another's. Each
-// partition's own (offset) order is kept. nil when no record may go.
+// lowest timestamp among the heads of its partitions, the earliest-fetched
+// partition on a tie, the way Kafka Streams picks the head record with the
+// lowest timestamp: the inputs of a join then meet in event-time order
+// instead of one partition's batch after another's. Each partition's own
+// (offset) order is kept. nil when no record may go, which includes that
+// partition being held by admission control: the task waits for it rather
+// than process its other partitions' later records first. (It skipped
+// over a held head: the other inputs' stream time then closed the held
+// records' windows, and a windowed operator dropped the rate-limited
+// tenant's records as late once they were released.)
 func (q *taskQueue) next() *partQueue {
 	var best *partQueue
 	for _, p := range q.parts {
 		h := p.head()
-		if h == nil || p.hold.held() {
+		if h == nil {
 			continue
 		}
 		if best == nil || h.Timestamp.Before(best.head().Timestamp) {
 			best = p
 		}
+	}
+	if best != nil && best.hold.held() {
+		return nil
 	}
 	return best
 }
