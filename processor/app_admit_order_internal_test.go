@@ -25,6 +25,35 @@ import (
 // window.
 func runMergedWindows(t *testing.T, tenants map[string]frontier.TenantOptions) (late int, hotCount string) {
 	t.Helper()
+	s, tk, counts, now := newMergedSession(t, 500, tenants)
+	feed := func(topic, key string, ts0 int64, n int) {
+		var recs []*kgo.Record
+		for o := range n {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Offset: int64(o), Key: []byte(key), Value: []byte("v"),
+				Timestamp: time.UnixMilli(ts0 + int64(o))})
+		}
+		s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: topic, Partition: 0}, recs, 0, *now)
+	}
+	feed("a", "hot", 1000, 30)
+	feed("b", "cold", 60000, 30)
+	for range 100 {
+		s.releaseHolds(*now)
+		if _, err := s.processPass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(100 * time.Millisecond)
+	}
+	for _, n := range tk.Metrics().Dropped {
+		late += int(n)
+	}
+	return late, counts["hot@0"]
+}
+
+// newMergedSession is a session running one task that merges topics a and
+// b (tenant = key) into a windowed count whose outputs land in counts; now
+// is its clock.
+func newMergedSession(t *testing.T, perPass int, tenants map[string]frontier.TenantOptions) (*session, *task.Task, map[string]string, *time.Time) {
+	t.Helper()
 	b := topology.NewBuilder("app")
 	byKey := topology.WithTenant(func(k, _ string) string { return k })
 	sa := b.Stream("a", serde.String(), serde.String(), byKey)
@@ -47,7 +76,7 @@ func runMergedWindows(t *testing.T, tenants map[string]frontier.TenantOptions) (
 	app.thm = newThreadMetrics(app.metrics.reg, "app")
 	th := &appThread{app: app}
 	app.threads = []*appThread{th}
-	s := &session{app: app, th: th, fair: newFairQueues(500, 1000),
+	s := &session{app: app, th: th, fair: newFairQueues(perPass, 1000),
 		tasks: map[topology.TaskID]*liveTask{}, byInput: map[changelog.TopicPartition]*liveTask{},
 		ctrl: ctrl, admission: rateLimited(ctrl.Options()), now: func() time.Time { return now }}
 	s.txn = &txnState{}
@@ -63,27 +92,7 @@ func runMergedWindows(t *testing.T, tenants map[string]frontier.TenantOptions) (
 	}
 	s.tasks[tk.ID()] = &liveTask{task: tk}
 	s.index()
-	feed := func(topic, key string, ts0 int64, n int) {
-		var recs []*kgo.Record
-		for o := range n {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Offset: int64(o), Key: []byte(key), Value: []byte("v"),
-				Timestamp: time.UnixMilli(ts0 + int64(o))})
-		}
-		s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: topic, Partition: 0}, recs, 0, now)
-	}
-	feed("a", "hot", 1000, 30)
-	feed("b", "cold", 60000, 30)
-	for range 100 {
-		s.releaseHolds(now)
-		if _, err := s.processPass(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(100 * time.Millisecond)
-	}
-	for _, n := range tk.Metrics().Dropped {
-		late += int(n)
-	}
-	return late, counts["hot@0"]
+	return s, tk, counts, &now
 }
 
 // Admission control holds a partition, never reorders what it holds:
@@ -103,5 +112,32 @@ func TestAdmissionHoldKeepsATasksTimestampOrder(t *testing.T) {
 	late, limited := runMergedWindows(t, map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 2}})
 	if late != 0 || limited != free {
 		t.Fatalf("hot limited to 10/s: %d of its records dropped as late, its window counted %s; unlimited: 0 and %s", late, limited, free)
+	}
+}
+
+// Without a bound (fair scheduling off) a hold pauses fetching, or the
+// queue would grow without limit; the task now waits for its held
+// partition, so its other partitions' queues would grow instead: they
+// are paused with it.
+func TestAdmissionHoldWithoutABoundPausesTheWholeTask(t *testing.T) {
+	s, tk, _, now := newMergedSession(t, UnlimitedRecordsPerTaskPass, map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s.cl = cl
+	var recs []*kgo.Record
+	for o := range 5 {
+		recs = append(recs, &kgo.Record{Topic: "a", Offset: int64(o), Key: []byte("hot"), Value: []byte("v"), Timestamp: time.UnixMilli(int64(o))})
+	}
+	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "a"}, recs, 0, *now)
+	s.releaseHolds(*now)
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.applyPauses()
+	if got := fmt.Sprint(cl.PauseFetchPartitions(nil)); got != "map[a:[0] b:[0]]" {
+		t.Fatalf("a held, no bound: paused %s, want both of the task's partitions", got)
 	}
 }

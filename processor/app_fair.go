@@ -620,11 +620,18 @@ func (s *session) applyPauses() {
 	// partition and fetches it again: a throttled tenant would keep the
 	// broker and the loop busy refetching its records. Without a bound
 	// (fair scheduling off) a hold must pause, or its queue would grow
-	// without limit.
+	// without limit; and so must the task's other partitions, since the
+	// task waits for the held one (taskQueue.next).
 	if f.bound == 0 {
 		for tp, p := range f.parts {
-			if p.hold.held() {
-				want[tp] = pauseBacklog
+			if !p.hold.held() {
+				continue
+			}
+			want[tp] = pauseBacklog
+			if lt := s.byInput[tp]; lt != nil {
+				for _, topic := range lt.task.Topics() {
+					want[changelog.TopicPartition{Topic: topic, Partition: tp.Partition}] = pauseBacklog
+				}
 			}
 		}
 	}
