@@ -141,3 +141,28 @@ func TestAdmissionHoldWithoutABoundPausesTheWholeTask(t *testing.T) {
 		t.Fatalf("a held, no bound: paused %s, want both of the task's partitions", got)
 	}
 }
+
+// The backlog of a task waiting for its held partition is the rate's,
+// all of it: its other partitions' queues wait for the hold as well, and
+// counted as the commit controller's backlog they would stretch every
+// tenant's commit interval for a wait no interval changes.
+func TestAWaitingTasksBacklogIsNotTheControllers(t *testing.T) {
+	s, tk, _, now := newMergedSession(t, 500, map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}})
+	enq := func(topic, key string, ts0 int64, n int) {
+		var recs []*kgo.Record
+		for o := range n {
+			recs = append(recs, &kgo.Record{Topic: topic, Offset: int64(o), Key: []byte(key), Value: []byte("v"), Timestamp: time.UnixMilli(ts0 + int64(o))})
+		}
+		s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: topic}, recs, 0, *now)
+	}
+	enq("a", "hot", 1000, 10)
+	enq("b", "cold", 60000, 10)
+	s.releaseHolds(*now)
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.observeQueues(*now)
+	if got := s.ctrl.Snapshot().Backlog; got != 0 {
+		t.Fatalf("controller backlog %d, want 0: a's 8 are held and b's 10 wait for them", got)
+	}
+}

@@ -572,11 +572,14 @@ func (s *session) observeQueues(now time.Time) {
 	var lag, ctrlLag int64
 	for id, q := range s.fair.tasks {
 		var tl int64
+		// A task waiting for its held partition (taskQueue.next) waits
+		// with all its partitions: their backlog is the rate's too.
+		waiting := q.queued > 0 && q.next() == nil
 		for _, p := range q.parts {
 			s.fair.settleBehind(p, now)
 			pl := p.behind + int64(len(p.recs))
 			tl += pl
-			if p.throttled.IsZero() || now.Sub(p.throttled) >= throttledFor {
+			if !waiting && (p.throttled.IsZero() || now.Sub(p.throttled) >= throttledFor) {
 				ctrlLag += pl
 			}
 		}
