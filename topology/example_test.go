@@ -47,7 +47,7 @@ func Example() {
 	for _, r := range totals {
 		fmt.Println(r.Key, r.Value, r.Timestamp)
 	}
-	velocity, _ := tidemarktest.Output(d, "payment-velocity", topology.WindowedSerde(serde.String()), serde.Int64()).ReadAll()
+	velocity, _ := tidemarktest.Output(d, "payment-velocity", topology.TimeWindowedSerde(serde.String(), time.Minute), serde.Int64()).ReadAll()
 	for _, r := range velocity {
 		fmt.Println(r.Key, r.Value)
 	}

@@ -71,7 +71,7 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 		}
 		return a, nil
 	})
-	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
+	return Table[Windowed[K], VA]{b: s.b, n: n, ks: sessionWindowedKeys(s.ks), vs: aggSerde, store: name,
 		src: &funcGetters[Windowed[K], VA]{stores: []string{name}, mk: func(env *opEnv) (getter[Windowed[K], VA], error) {
 			st, err := env.session(name)
 			if err != nil {

@@ -24,8 +24,10 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 	if s.vs == nil {
 		s.b.fail(errorf(n.name, "%w: value serde for topic %q (set it with WithSerdes)", ErrMissingSerde, n.topics[0]))
 	}
-	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: s.ks, vs: s.vs, placement: cfg.placement}
-	op.keyNull, _ = s.ks.(serde.Nuller)
+	ks := topicKeys(s.ks)
+	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: ks, vs: s.vs, placement: cfg.placement}
+	op.keyNull, _ = ks.(serde.Nuller)
+	op.baseKey, _ = ks.(baseKeyEncoder[K])
 	op.valueNull, _ = s.vs.(serde.Nuller)
 	s.b.checkPlacementOption(n, cfg)
 	if cfg.partitioner != nil {
@@ -47,6 +49,11 @@ type sinkOp[K, V any] struct {
 	partition func(string, K, V, int32) int32
 	routed    bool             // partition is internal routing (opConfig.routedPartitioner)
 	placement *TenantPlacement // WithPlacement (placement.go)
+	// baseKey: the keys are windowed (TimeWindowedSerde,
+	// SessionWindowedSerde); without a partitioner or placement they are
+	// partitioned by the key inside the window, as Kafka Streams'
+	// WindowedStreamPartitioner does.
+	baseKey baseKeyEncoder[K]
 	// keyNull and valueNull are the serdes' own nulls (serde.Nuller: JSON's
 	// null, which a nil pointer, slice or map encodes to). A key or value
 	// that encodes to it is written as a null Kafka key or a tombstone: the
@@ -70,6 +77,7 @@ type sinkInst[K, V any] struct {
 	out  OutputRecord
 	kbuf []byte
 	vbuf []byte
+	bbuf []byte   // the base key of a windowed key (sinkOp.baseKey)
 	hbuf []Header // headers with TenantHeader, for a repartition sink
 	// dropNullKeys: a repartition sink with no left or outer join
 	// downstream, where a null key could not be grouped or joined.
@@ -130,6 +138,15 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 		if s.out.Partition, err = s.op.placement.Partition(tenantOf(s.env.TaskEnv), s.out.Key, n); err != nil {
 			return errorf(s.env.node, "place record in %q: %w", s.op.topic, err)
 		}
+	} else if s.op.baseKey != nil && s.out.Key != nil {
+		n, err := s.env.PartitionCount(s.op.topic)
+		if err != nil {
+			return errorf(s.env.node, "partition count of %q: %w", s.op.topic, err)
+		}
+		if s.bbuf, err = s.op.baseKey.encodeBaseKey(s.bbuf[:0], r.Key); err != nil {
+			return errorf(s.env.node, "encode the key of a windowed key for %q: %w", s.op.topic, err)
+		}
+		s.out.Partition = DefaultPartition(s.bbuf, n)
 	}
 	s.out.Timestamp = r.Timestamp
 	s.out.Headers = r.Headers

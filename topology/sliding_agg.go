@@ -77,7 +77,7 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		return a, nil
 	})
-	return Table[Windowed[K], VA]{b: s.b, n: n, ks: windowedSerdeOf(s.ks), vs: aggSerde, store: name,
+	return Table[Windowed[K], VA]{b: s.b, n: n, ks: timeWindowedKeys(s.ks, w.diff), vs: aggSerde, store: name,
 		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
 }
 

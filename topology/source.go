@@ -11,7 +11,7 @@ import (
 // newSource adds a source node reading topics. internal marks a repartition
 // topic's source.
 func newSource[K, V any](b *Builder, topics []string, keys serde.Serde[K], values serde.Serde[V], cfg *opConfig, internal bool) *node {
-	op := &sourceOp[K, V]{ks: keys, vs: values, skipBad: cfg.skipBad, internal: internal}
+	op := &sourceOp[K, V]{ks: topicKeys(keys), vs: values, skipBad: cfg.skipBad, internal: internal}
 	explicit := cfg.name != ""
 	if !explicit {
 		cfg.name = sourceName(topics)

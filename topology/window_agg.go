@@ -75,7 +75,7 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		return a, nil
 	})
-	ks := windowedSerdeOf(s.ks)
+	ks := timeWindowedKeys(s.ks, w.size)
 	return Table[Windowed[K], VA]{b: s.b, n: n, ks: ks, vs: aggSerde, store: name,
 		src: &windowGetters[K, VA]{name: name, ks: s.ks, vs: aggSerde}}
 }

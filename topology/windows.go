@@ -135,7 +135,12 @@ func (w Windowed[K]) String() string { return fmt.Sprintf("[%v@%d/%d]", w.Key, w
 type windowedSerde[K any] struct{ ks serde.Serde[K] }
 
 // WindowedSerde encodes a Windowed key as the key's bytes followed by the
-// 8-byte big-endian start and end.
+// 8-byte big-endian start and end. It is tidemark's own layout, which its
+// stores keep; Kafka Streams cannot read it from a topic.
+//
+// Deprecated: for topics use TimeWindowedSerde or SessionWindowedSerde,
+// Kafka Streams' layouts, which windowed aggregations write since they
+// replaced this one there.
 func WindowedSerde[K any](keys serde.Serde[K]) serde.Serde[Windowed[K]] {
 	return windowedSerde[K]{ks: keys}
 }
@@ -160,11 +165,4 @@ func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 		return w, err
 	}
 	return Windowed[K]{Key: k, Start: int64(binary.BigEndian.Uint64(b[n:])), End: int64(binary.BigEndian.Uint64(b[n+8:]))}, nil
-}
-
-func windowedSerdeOf[K any](ks serde.Serde[K]) serde.Serde[Windowed[K]] {
-	if ks == nil {
-		return nil
-	}
-	return WindowedSerde(ks)
 }

@@ -59,7 +59,7 @@ func BenchmarkWindowedCount(b *testing.B) {
 		Count(topology.Named("counts")).ToStream().To("out")
 	d := newDriver(b, tb)
 	in := tidemarktest.Input(d, "in", serde.String(), serde.Int64())
-	out := tidemarktest.Output(d, "out", topology.WindowedSerde(serde.String()), serde.Int64())
+	out := tidemarktest.Output(d, "out", topology.TimeWindowedSerde(serde.String(), time.Minute), serde.Int64())
 	ks := keys(1024)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -362,7 +362,7 @@ func TestCogroupWindowedAggregateMatchesModel(t *testing.T) {
 				ToStream().To("windows")
 			d := newDriver(t, b)
 			p := newCogroupPipes(d)
-			out := tidemarktest.Output(d, "windows", topology.WindowedSerde(serde.String()), serde.JSON[orderSummary]())
+			out := tidemarktest.Output(d, "windows", topology.TimeWindowedSerde(serde.String(), sh.size), serde.JSON[orderSummary]())
 			m := &cogroupWindowModel{size: sh.size.Milliseconds(), advance: sh.advance.Milliseconds(), grace: sh.grace.Milliseconds(),
 				final: sh.final, clock: -1, windows: map[string]*winUpdate{}, emitted: map[string]bool{}}
 			for _, e := range randomCogroupEvents(rng, 600, 8, 400, 8000) {
@@ -404,7 +404,7 @@ func TestGoldenCogroupSessions(t *testing.T) {
 	topology.CogroupSessionWindowedBy(cg, topology.SessionWindowsWithGap(5*time.Second, 10*time.Second)).
 		Aggregate(func() string { return "" }, func(_, a, b string) string { return a + b }, serde.String(), topology.Named("order-sessions")).
 		ToStream().To("sessions")
-	tr := goldenRun(t, b, "sessions", topology.WindowedSerde(serde.String()), serde.String())
+	tr := goldenRun(t, b, "sessions", topology.SessionWindowedSerde(serde.String()), serde.String())
 	c := tidemarktest.Input(tr.d, "carts", serde.String(), serde.String())
 	p := tidemarktest.Input(tr.d, "payments", serde.String(), serde.Int64())
 	tr.note("two cart sessions of o1, 10s apart, gap 5s, grace 10s")

@@ -218,7 +218,7 @@ func checkSession(c sessCase, recs []sessRec) (msg string, dropped int64) {
 		}
 		m.add(r.Key, r.TS)
 	}
-	outs, err := tidemarktest.Output(d, "out", topology.WindowedSerde(serde.String()), serde.Int64()).ReadAll()
+	outs, err := tidemarktest.Output(d, "out", topology.SessionWindowedSerde(serde.String()), serde.Int64()).ReadAll()
 	if err != nil {
 		return "read: " + err.Error(), 0
 	}

@@ -66,7 +66,7 @@ func TestWindowedCountMatchesReferenceModel(t *testing.T) {
 					m.add(key, event)
 				}
 				got := map[string]int64{}
-				for _, r := range readAll(t, tidemarktest.Output(d, "out", topology.WindowedSerde(serde.String()), serde.Int64())) {
+				for _, r := range readAll(t, tidemarktest.Output(d, "out", topology.TimeWindowedSerde(serde.String(), sh.size), serde.Int64())) {
 					got[fmt.Sprintf("%s@%d", r.Key.Key, r.Key.Start)] = r.Value
 				}
 				if len(got) != len(m.counts) {

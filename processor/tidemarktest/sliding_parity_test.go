@@ -71,7 +71,7 @@ func TestSlidingWindowUpdatesMatchKafkaStreams(t *testing.T) {
 				Count(topology.Named("sliding")).ToStream().To("counts")
 			d := newDriver(t, b)
 			in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
-			out := tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64())
+			out := tidemarktest.Output(d, "counts", topology.TimeWindowedSerde(serde.String(), 10*time.Second), serde.Int64())
 			for i, ts := range tc.ts {
 				must(t, in.Pipe("alice", "x", ts))
 				var got []string
@@ -101,7 +101,7 @@ func TestSlidingWindowsOfZeroDifference(t *testing.T) {
 		Count(topology.Named("sliding")).ToStream().To("counts")
 	d := newDriver(t, b)
 	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
-	out := tidemarktest.Output(d, "counts", topology.WindowedSerde(serde.String()), serde.Int64())
+	out := tidemarktest.Output(d, "counts", topology.TimeWindowedSerde(serde.String(), 0), serde.Int64())
 	var got []string
 	for _, ts := range []int64{10, 11, 10, 12} {
 		must(t, in.Pipe("alice", "x", ts))
@@ -217,7 +217,7 @@ func TestSlidingWindowsMatchKafkaStreamsPort(t *testing.T) {
 			Count(topology.Named("sliding")).ToStream().To("counts")
 		dr := newDriver(t, b)
 		in := tidemarktest.Input(dr, "clicks", serde.String(), serde.String())
-		out := tidemarktest.Output(dr, "counts", topology.WindowedSerde(serde.String()), serde.Int64())
+		out := tidemarktest.Output(dr, "counts", topology.TimeWindowedSerde(serde.String(), time.Duration(d)*time.Millisecond), serde.Int64())
 		ref := &kafkaSliding{d: d, grace: 3_600_000, observed: -1, wins: map[int64][2]int64{}}
 		var tss []int64
 		for i := range 40 {

@@ -474,7 +474,7 @@ func TestSuppressWindowedTable(t *testing.T) {
 		ToStream().To("out")
 	d := newDriver(t, b)
 	in := tidemarktest.Input(d, "in", str, str)
-	out := tidemarktest.Output(d, "out", topology.WindowedSerde(str), serde.Int64())
+	out := tidemarktest.Output(d, "out", topology.TimeWindowedSerde(str, 10*time.Second), serde.Int64())
 	for _, ts := range []int64{1000, 2000, 6000, 12000, 20000} {
 		must(t, in.Pipe("k", "", ts))
 	}

@@ -11,16 +11,16 @@ import (
 
 // countClicks builds clicks -> count(grouped by key) -> out, the scenario
 // of every windowing golden test, and returns its transcript and input.
-func countClicks(t *testing.T, out string, count func(topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64]) (*transcript, *tidemarktest.InputTopic[string, string]) {
+func countClicks(t *testing.T, out string, keys serde.Serde[topology.Windowed[string]], count func(topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64]) (*transcript, *tidemarktest.InputTopic[string, string]) {
 	b := topology.NewBuilder("app")
 	count(b.Stream("clicks", serde.String(), serde.String()).GroupByKey()).ToStream().To(out)
-	tr := goldenRun(t, b, out, topology.WindowedSerde(serde.String()), serde.Int64())
+	tr := goldenRun(t, b, out, keys, serde.Int64())
 	return tr, tidemarktest.Input(tr.d, "clicks", serde.String(), serde.String())
 }
 
 // windowedCount builds clicks -> windowed count -> counts.
 func windowedCount(t *testing.T, w topology.TimeWindows, opts ...topology.WindowOption) (*transcript, *tidemarktest.InputTopic[string, string]) {
-	return countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	return countClicks(t, "counts", topology.TimeWindowedSerde(serde.String(), 10*time.Second), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.WindowedBy(g, w).Count(append(opts, topology.Named("clicks-per-window"))...)
 	})
 }
@@ -89,7 +89,7 @@ func TestGoldenAggregationTimestampIsMaxOfInputs(t *testing.T) {
 }
 
 func TestGoldenSessionMerges(t *testing.T) {
-	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "sessions", topology.SessionWindowedSerde(serde.String()), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 10*time.Second)).Count(topology.Named("sessions"))
 	})
 	tr.note("gap 5s: records within 5s of a session join it; a replaced session is deleted (tombstone)")
@@ -114,7 +114,7 @@ func TestGoldenSessionMerges(t *testing.T) {
 }
 
 func TestGoldenSessionAcceptsRecordsWithinGapPastGrace(t *testing.T) {
-	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "sessions", topology.SessionWindowedSerde(serde.String()), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(10*time.Second, 0)).Count(topology.Named("sessions"))
 	})
 	tr.note("gap 10s, no grace: a record is late only if its merged session ends before stream time - grace - gap (Kafka Streams since 3.0)")
@@ -136,7 +136,7 @@ func TestGoldenSessionAcceptsRecordsWithinGapPastGrace(t *testing.T) {
 }
 
 func TestGoldenSessionNeverReopensAClosedSession(t *testing.T) {
-	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "sessions", topology.SessionWindowedSerde(serde.String()), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(10*time.Second, 0)).
 			Count(topology.Named("sessions"), topology.EmitFinal(), topology.WithRetention(time.Minute))
 	})
@@ -150,7 +150,7 @@ func TestGoldenSessionNeverReopensAClosedSession(t *testing.T) {
 }
 
 func TestGoldenSlidingWindows(t *testing.T) {
-	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "counts", topology.TimeWindowedSerde(serde.String(), 10*time.Second), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 5*time.Second)).Count(topology.Named("sliding"))
 	})
 	tr.note("difference 10s, inclusive bounds: each record has a left window [t-10s, t]; a later record within 10001ms creates the earlier one's right window [t+1, t+10001]")
@@ -165,7 +165,7 @@ func TestGoldenSlidingWindows(t *testing.T) {
 }
 
 func TestGoldenSessionEmitFinal(t *testing.T) {
-	tr, in := countClicks(t, "sessions", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "sessions", topology.SessionWindowedSerde(serde.String()), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(5*time.Second, 2*time.Second)).
 			Count(topology.Named("sessions"), topology.EmitFinal())
 	})
@@ -182,7 +182,7 @@ func TestGoldenSessionEmitFinal(t *testing.T) {
 }
 
 func TestGoldenSlidingEmitFinal(t *testing.T) {
-	tr, in := countClicks(t, "counts", func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
+	tr, in := countClicks(t, "counts", topology.TimeWindowedSerde(serde.String(), 10*time.Second), func(g topology.GroupedStream[string, string]) topology.Table[topology.Windowed[string], int64] {
 		return topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(10*time.Second, 0)).
 			Count(topology.Named("sliding"), topology.EmitFinal())
 	})
