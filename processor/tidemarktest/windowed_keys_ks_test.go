@@ -1,6 +1,7 @@
 package tidemarktest_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -132,5 +133,51 @@ func TestWindowedOutputKeysDecodeWithKafkaStreamsDeserializers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWindowedKeysInStoresKeepTidemarksLayout: the stores downstream of a
+// windowed table (a table materialized from it, a Suppress buffer) keep
+// the layout their changelogs have always held, key + start + end, so
+// state written before windowed topics took Kafka Streams' layouts still
+// restores; only topics changed.
+func TestWindowedKeysInStoresKeepTidemarksLayout(t *testing.T) {
+	b := topology.NewBuilder("app")
+	counts := topology.WindowedBy(b.Stream("clicks", serde.String(), serde.String()).GroupByKey(),
+		topology.TumblingWindows(10*time.Second, time.Minute)).Count()
+	counts.ToStream().ToTable(topology.Named("latest"))
+	counts.Suppress(topology.UntilTimeLimit(time.Hour, topology.BufferConfig{}), topology.Named("held"))
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tidemarktest.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := tidemarktest.Input(d, "clicks", serde.String(), serde.String()).Pipe("alice", "x", 12000); err != nil {
+		t.Fatal(err)
+	}
+	legacy := append([]byte("alice"), 0, 0, 0, 0, 0, 0, 0x27, 0x10, 0, 0, 0, 0, 0, 0, 0x4e, 0x20) // start 10000, end 20000
+	latest, err := tidemarktest.ReadStore(d, "latest", serde.Bytes(), serde.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != 1 || !bytes.Equal(latest[0].Key, legacy) {
+		t.Fatalf("store latest holds %v, want the one key %x", latest, legacy)
+	}
+	held, err := tidemarktest.ReadStore(d, "held", serde.Bytes(), serde.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range held {
+		if bytes.Contains(e.Key, legacy) {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("the Suppress buffer holds no key in tidemark's layout %x: %v", legacy, held)
 	}
 }
