@@ -50,9 +50,10 @@ var ErrNoOwner = errors.New("processor: no instance owns the key's partition")
 
 // ErrPartitionUnknown is returned by a keyed query of a store whose input
 // topic a custom partitioner writes (topology.WithPartitioner on the sink
-// or repartition that feeds it): the key's partition is the partitioner's,
-// which the query cannot compute from the serialized key. Name it with
-// InPartition.
+// or repartition that feeds it), or which a sink writes windowed keys to
+// (partitioned by the key inside the window, as Kafka Streams does): the
+// key's partition is not the default partitioner's of the serialized key,
+// and the query cannot compute it. Name it with InPartition.
 var ErrPartitionUnknown = errors.New("processor: the key's partition is chosen by a custom partitioner")
 
 // ErrNotFresh is returned when the local state did not reach an AtLeast
@@ -385,7 +386,7 @@ func (a *App) keyPartition(sub int, key []byte, o queryOptions, n int32) (int32,
 	partitioned := a.topo.PartitionedTopics()
 	for _, topic := range topics {
 		if partitioned[topic] {
-			return 0, fmt.Errorf("%w: topic %s, which feeds the store, is written with topology.WithPartitioner; "+
+			return 0, fmt.Errorf("%w: topic %s, which feeds the store, is written with topology.WithPartitioner or holds windowed keys; "+
 				"name the key's partition with InPartition (?partition= over HTTP)", ErrPartitionUnknown, topic)
 		}
 	}

@@ -27,7 +27,15 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 	ks := topicKeys(s.ks)
 	op := &sinkOp[K, V]{topic: n.topics[0], node: n, ks: ks, vs: s.vs, placement: cfg.placement}
 	op.keyNull, _ = ks.(serde.Nuller)
-	op.baseKey, _ = ks.(baseKeyEncoder[K])
+	if b, ok := ks.(baseKeyEncoder[K]); ok && !n.internal {
+		op.partitionBy = b.encodeBaseKey
+	} else if _, windowed := s.ks.(topicLayout); windowed && n.internal {
+		// A repartition of a windowed table's keys: partitioned by
+		// tidemark's layout as before (Kafka Streams' repartitions use the
+		// default partitioner too), so a query of a store it feeds, which
+		// holds that layout, finds a key's partition from its bytes.
+		op.partitionBy = s.ks.Encode
+	}
 	op.valueNull, _ = s.vs.(serde.Nuller)
 	s.b.checkPlacementOption(n, cfg)
 	if cfg.partitioner != nil {
@@ -49,11 +57,11 @@ type sinkOp[K, V any] struct {
 	partition func(string, K, V, int32) int32
 	routed    bool             // partition is internal routing (opConfig.routedPartitioner)
 	placement *TenantPlacement // WithPlacement (placement.go)
-	// baseKey: the keys are windowed (TimeWindowedSerde,
-	// SessionWindowedSerde); without a partitioner or placement they are
-	// partitioned by the key inside the window, as Kafka Streams'
-	// WindowedStreamPartitioner does.
-	baseKey baseKeyEncoder[K]
+	// partitionBy, when set, encodes the bytes that choose a record's
+	// partition without a partitioner or placement: for windowed keys
+	// (TimeWindowedSerde, SessionWindowedSerde) written to a topic, the key
+	// inside the window, as Kafka Streams' WindowedStreamPartitioner does.
+	partitionBy func(dst []byte, k K) ([]byte, error)
 	// keyNull and valueNull are the serdes' own nulls (serde.Nuller: JSON's
 	// null, which a nil pointer, slice or map encodes to). A key or value
 	// that encodes to it is written as a null Kafka key or a tombstone: the
@@ -77,7 +85,7 @@ type sinkInst[K, V any] struct {
 	out  OutputRecord
 	kbuf []byte
 	vbuf []byte
-	bbuf []byte   // the base key of a windowed key (sinkOp.baseKey)
+	bbuf []byte   // sinkOp.partitionBy's bytes
 	hbuf []Header // headers with TenantHeader, for a repartition sink
 	// dropNullKeys: a repartition sink with no left or outer join
 	// downstream, where a null key could not be grouped or joined.
@@ -138,13 +146,13 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 		if s.out.Partition, err = s.op.placement.Partition(tenantOf(s.env.TaskEnv), s.out.Key, n); err != nil {
 			return errorf(s.env.node, "place record in %q: %w", s.op.topic, err)
 		}
-	} else if s.op.baseKey != nil && s.out.Key != nil {
+	} else if s.op.partitionBy != nil && s.out.Key != nil {
 		n, err := s.env.PartitionCount(s.op.topic)
 		if err != nil {
 			return errorf(s.env.node, "partition count of %q: %w", s.op.topic, err)
 		}
-		if s.bbuf, err = s.op.baseKey.encodeBaseKey(s.bbuf[:0], r.Key); err != nil {
-			return errorf(s.env.node, "encode the key of a windowed key for %q: %w", s.op.topic, err)
+		if s.bbuf, err = s.op.partitionBy(s.bbuf[:0], r.Key); err != nil {
+			return errorf(s.env.node, "encode the partitioning key for %q: %w", s.op.topic, err)
 		}
 		s.out.Partition = DefaultPartition(s.bbuf, n)
 	}

@@ -110,11 +110,15 @@ type windowedKeys[K any] struct {
 
 func (s windowedKeys[K]) topicSerde() any { return s.topic }
 
+// topicLayout is a key serde that writes topics in another layout than
+// stores (windowedKeys).
+type topicLayout interface{ topicSerde() any }
+
 // topicKeys is the serde keys are written to and read from Kafka topics
 // with: a windowed aggregation's keys in Kafka Streams' layout, any other
 // serde as it is.
 func topicKeys[K any](ks serde.Serde[K]) serde.Serde[K] {
-	if t, ok := ks.(interface{ topicSerde() any }); ok {
+	if t, ok := ks.(topicLayout); ok {
 		if s, ok := t.topicSerde().(serde.Serde[K]); ok {
 			return s
 		}

@@ -76,3 +76,24 @@ func TestWindowedSerdesRejectShortKeys(t *testing.T) {
 		t.Errorf("session-windowed key of 15 bytes: %v", err)
 	}
 }
+
+// A sink of windowed keys partitions by the key inside the window, which a
+// key query cannot compute from the serialized key: PartitionedTopics names
+// its topic. A repartition of them partitions by the serialized store
+// layout, which it can.
+func TestPartitionedTopicsNameWindowedSinks(t *testing.T) {
+	b := topology.NewBuilder("app")
+	w := topology.WindowedBy(b.Stream("in", serde.String(), serde.String()).GroupByKey(),
+		topology.TumblingWindows(time.Second, 0)).Count().ToStream()
+	w.To("out")
+	w.Repartition(topology.Named("through")).To("out2")
+	b.Stream("other", serde.String(), serde.String()).To("plain")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := topo.PartitionedTopics()
+	if !got["out"] || !got["out2"] || got["app-through-repartition"] || got["plain"] || len(got) != 2 {
+		t.Fatalf("PartitionedTopics() = %v, want out and out2", got)
+	}
+}
