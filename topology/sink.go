@@ -6,7 +6,10 @@ import (
 
 // To writes the stream to topic with the stream's serdes. A
 // WithPartitioner or WithPlacement option chooses partitions; otherwise the runtime's default
-// partitioner (murmur2 of the key bytes) does. A record with a null key is
+// partitioner (murmur2 of the key bytes) does, except for the windowed
+// keys of a windowed table (and TimeWindowedSerde or SessionWindowedSerde
+// keys), which go to the partition of the key inside the window, as Kafka
+// Streams' WindowedStreamPartitioner puts them. A record with a null key is
 // written with a null Kafka key, never the encoding of the zero K (the
 // default partitioner puts it in partition 0; a partitioner sees the zero
 // K).
