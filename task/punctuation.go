@@ -1,9 +1,11 @@
 package task
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/tidemark-streams/tidemark/topology"
@@ -70,19 +72,27 @@ func (e *PunctuationError) Error() string {
 
 func (e *PunctuationError) Unwrap() error { return e.Err }
 
-// runDue fires the punctuators of typ that are due at now, in the order they
-// were scheduled. Punctuators scheduled while others run wait for the next
-// call; cancelled ones are dropped. A punctuator that fails does not keep
-// the others from running; their errors come back as a *PunctuationError.
+// runDue fires the punctuators of typ that are due at now, earliest due
+// time first (those due at the same time in the order they were
+// scheduled), as Kafka Streams' PunctuationQueue, a priority queue on the
+// due time, fires them. Punctuators scheduled while others run wait for
+// the next call; cancelled ones, even by a punctuator of the same call,
+// are dropped. A punctuator that fails does not keep the others from
+// running; their errors come back as a *PunctuationError.
 func (t *Task) runDue(typ topology.PunctuationType, now int64) error {
 	if now < 0 {
 		return nil
 	}
+	due := t.due[:0]
+	for _, s := range t.schedules {
+		if !s.cancelled && s.typ == typ && now >= s.next {
+			due = append(due, s)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b *schedule) int { return cmp.Compare(a.next, b.next) })
 	var errs []error
-	n := len(t.schedules)
-	for i := 0; i < n; i++ {
-		s := t.schedules[i]
-		if s.cancelled || s.typ != typ || now < s.next {
+	for _, s := range due {
+		if s.cancelled {
 			continue
 		}
 		s.advance(now)
@@ -91,6 +101,8 @@ func (t *Task) runDue(typ topology.PunctuationType, now int64) error {
 			errs = append(errs, err)
 		}
 	}
+	clear(due)
+	t.due = due[:0]
 	kept := t.schedules[:0]
 	for _, s := range t.schedules {
 		if !s.cancelled {

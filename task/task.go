@@ -116,6 +116,7 @@ type Task struct {
 	wall        int64
 	lateness    int64
 	schedules   []*schedule
+	due         []*schedule // runDue's scratch, reused
 	metrics     Metrics
 	closed      bool
 }
