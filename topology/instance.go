@@ -27,7 +27,8 @@ type initer interface{ init() error }
 
 // Instantiate creates the processors of sub-topology sub for one task. The
 // task must be able to serve every store of the sub-topology from env.Store
-// before calling it (user processors may read stores in Init).
+// before calling it (user processors may read stores in Init). When an
+// operator's Init fails, those initialized before it are closed.
 func (t *Topology) Instantiate(sub int, env TaskEnv) (*Instance, error) {
 	if sub < 0 || sub >= len(t.subs) {
 		return nil, fmt.Errorf("%w: no sub-topology %d", ErrInvalidTopology, sub)
@@ -64,7 +65,13 @@ func (t *Topology) Instantiate(sub int, env TaskEnv) (*Instance, error) {
 		inst.nodes = append(inst.nodes, n.name)
 		if in, ok := made[n].(initer); ok {
 			if err := in.init(); err != nil {
-				return nil, fmt.Errorf("init task %s: operator %q: %w", env.TaskID(), n.name, err)
+				err = fmt.Errorf("init task %s: operator %q: %w", env.TaskID(), n.name, err)
+				// Release what the operators initialized so far hold:
+				// the caller gets no Instance to Close.
+				if cerr := inst.Close(); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("close the operators initialized before: %w", cerr))
+				}
+				return nil, err
 			}
 		}
 		if c, ok := made[n].(closer); ok {
