@@ -195,7 +195,10 @@ func (t Table[K, V]) ToStream(opts ...Option) Stream[K, V] {
 }
 
 // Filter keeps the keys whose value satisfies keep; a value that stops
-// satisfying it becomes a delete downstream.
+// satisfying it becomes a delete downstream. An update that satisfies keep
+// neither before nor after forwards nothing: Kafka Streams' filter does
+// so only when downstream asks for old values, and otherwise forwards a
+// tombstone for every rejected update, even of a key that never passed.
 func (t Table[K, V]) Filter(keep func(K, V) bool, opts ...Option) Table[K, V] {
 	n := t.b.addNode(KindProcessor, "TABLE-FILTER", []*node{t.n}, newOpConfig(opts),
 		opFunc[K, change[V], K, change[V]](func(_ *opEnv, next forwarder[K, change[V]]) (receiver[K, change[V]], error) {
