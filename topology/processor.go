@@ -10,8 +10,9 @@ import (
 
 // Processor is a user-defined operator (the Processor API). One instance
 // exists per task: the supplier given to Stream.Process is called once per
-// task, so instances need no locking and may keep per-partition state in
-// fields (but durable state belongs in stores).
+// task (and twice by Process itself, to check that it returns a new
+// instance each time), so instances need no locking and may keep
+// per-partition state in fields (but durable state belongs in stores).
 type Processor[KIn, VIn, KOut, VOut any] interface {
 	// Init is called once before the first record; keep ctx to forward,
 	// read stores and schedule punctuators.
@@ -46,12 +47,19 @@ type ProcessorContext[K, V any] interface {
 
 // Process runs a user processor on each record. The result is marked for
 // repartitioning, since the processor may change keys. WithStores connects
-// stores declared with Builder.AddStore.
+// stores declared with Builder.AddStore. supplier must return a new
+// instance on every call: Process calls it twice and fails Build when it
+// returns one instance both times, as Kafka Streams does.
 func (s Stream[K, V]) Process[K2, V2 any](supplier func() Processor[K, V, K2, V2], opts ...ProcessOption) Stream[K2, V2] {
 	cfg := newOpConfig(opts)
 	n := s.b.addNode(KindProcessor, "PROCESSOR", []*node{s.n}, cfg, nil)
 	for _, name := range cfg.stores {
 		s.b.connect(n, name)
+	}
+	if supplier == nil {
+		s.b.fail(errorf(n.name, "%w: nil processor supplier", ErrInvalidTopology))
+	} else if suppliesOneInstance(supplier) {
+		s.b.fail(errorf(n.name, "%w: the processor supplier returned the same instance twice: it must return a new one on every call (one per task)", ErrInvalidTopology))
 	}
 	n.impl = &userOp[K, V, K2, V2]{supplier: supplier, stores: slices.Clone(cfg.stores)}
 	return Stream[K2, V2]{b: s.b, n: n, ks: serdeAs[K2](s.ks), vs: serdeAs[V2](s.vs), rekeyed: true}
