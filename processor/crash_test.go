@@ -46,6 +46,8 @@ func runChild() int {
 		build = buildJoin
 	case "tenantcount":
 		build = buildTenantCount
+	case "ticks":
+		build = buildTicks
 	}
 	topo, err := build(env("CHILD_APP"), env("CHILD_IN"), env("CHILD_OUT"))
 	if err != nil {
