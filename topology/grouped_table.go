@@ -88,9 +88,15 @@ func (s tableDeltaSerde[V]) Decode(b []byte) (tableDelta[V], error) {
 // new key and value for that topic. A row f maps to a null key (a nil
 // pointer, interface, slice or map) joins no group: it is dropped and
 // counted (DropNullKey), where Kafka Streams' KTableRepartitionMap skips it.
+// A WithPartitioner partitioner takes the new key and value, as f returns
+// them: the row's old value for a subtraction, its new one otherwise; it
+// must send a key's every change to one partition, so it should read the
+// key only.
 func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde[K2], values serde.Serde[V2], opts ...RepartitionOption) GroupedTable[K2, V2] {
 	cfg := newOpConfig(opts)
 	null := keyNull[K2]()
+	partitioner := cfg.partitioner
+	cfg.partitioner = nil // adapted to the repartition topic's records below
 	n := t.b.addNode(KindProcessor, "TABLE-GROUPBY", []*node{t.n}, &opConfig{},
 		opFunc[K, change[V], K2, tableDelta[V2]](func(env *opEnv, next forwarder[K2, tableDelta[V2]]) (receiver[K, change[V]], error) {
 			send := func(r Record[K, change[V]], k2 K2, d tableDelta[V2]) error {
@@ -146,6 +152,13 @@ func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde
 	s := Stream[K2, tableDelta[V2]]{b: t.b, n: n, ks: keys, vs: ds}
 	if values == nil {
 		t.b.fail(errorf(n.name, "%w: value serde for the repartition topic", ErrMissingSerde))
+	}
+	if partitioner != nil {
+		if f, ok := partitioner.(func(string, K2, V2, int32) int32); ok {
+			cfg.partitioner = func(topic string, k K2, d tableDelta[V2], n int32) int32 { return f(topic, k, d.v, n) }
+		} else {
+			t.b.fail(errorf(n.name, "%w: partitioner %T does not take the new keys and values (%T)", ErrInvalidTopology, partitioner, KeyValue[K2, V2]{}))
+		}
 	}
 	return GroupedTable[K2, V2]{s: s.repartition("REPARTITION", cfg)}
 }
