@@ -42,7 +42,7 @@
 //   - Aggregations (Count, Reduce, Aggregate; windowed, session and sliding
 //     too), tables read from topics and ToTable drop records with a null
 //     key, before they touch the operator's clock. Table.GroupBy drops the
-//     rows it maps to a null key.
+//     rows it maps to a null key, and those it maps to a null (nil) value.
 //   - Inner joins drop records with a null key. Left joins emit a left record
 //     with a null key at once, unjoined, with its null key; outer joins do so
 //     for either input; a right record with a null key in a left join is

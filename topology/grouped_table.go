@@ -88,13 +88,16 @@ func (s tableDeltaSerde[V]) Decode(b []byte) (tableDelta[V], error) {
 // new key and value for that topic. A row f maps to a null key (a nil
 // pointer, interface, slice or map) joins no group: it is dropped and
 // counted (DropNullKey), where Kafka Streams' KTableRepartitionMap skips it.
+// So does a row f maps to a null value (a nil pointer, interface, slice or
+// map V2), counted as DropSkipped: as in Kafka Streams, add and subtract
+// never see a null and Count does not count the row.
 // A WithPartitioner partitioner takes the new key and value, as f returns
 // them: the row's old value for a subtraction, its new one otherwise; it
 // must send a key's every change to one partition, so it should read the
 // key only.
 func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde[K2], values serde.Serde[V2], opts ...RepartitionOption) GroupedTable[K2, V2] {
 	cfg := newOpConfig(opts)
-	null := keyNull[K2]()
+	null, valueNull := keyNull[K2](), keyNull[V2]()
 	partitioner := cfg.partitioner
 	cfg.partitioner = nil // adapted to the repartition topic's records below
 	n := t.b.addNode(KindProcessor, "TABLE-GROUPBY", []*node{t.n}, &opConfig{},
@@ -104,6 +107,10 @@ func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde
 					env.Dropped(env.node, DropNullKey)
 					return nil
 				}
+				if isNull(valueNull, d.v) {
+					env.Dropped(env.node, DropSkipped)
+					return nil
+				}
 				return next.forward(Record[K2, tableDelta[V2]]{Key: k2, Value: d, Timestamp: r.Timestamp, Headers: r.Headers})
 			}
 			var oldKey, newKey []byte
@@ -111,7 +118,7 @@ func (t Table[K, V]) GroupBy[K2, V2 any](f func(K, V) (K2, V2), keys serde.Serde
 				if r.Value.hasOld && r.Value.hasNew && keys != nil {
 					ok2, ov2 := f(r.Key, r.Value.oldV)
 					nk2, nv2 := f(r.Key, r.Value.newV)
-					if isNull(null, ok2) || isNull(null, nk2) {
+					if isNull(null, ok2) || isNull(null, nk2) || isNull(valueNull, ov2) || isNull(valueNull, nv2) {
 						if err := send(r, ok2, tableDelta[V2]{v: ov2, sub: true}); err != nil {
 							return err
 						}
