@@ -331,6 +331,12 @@ type SnapshotResult struct {
 // restored is left out. Call it off the record loop: it reads whole DBs.
 // A failed task does not stop the others; the errors are joined.
 func (db *DB) WriteSnapshots(ctx context.Context, s *SnapshotStore) ([]SnapshotResult, error) {
+	return db.WriteSnapshotsOf(ctx, s, nil)
+}
+
+// WriteSnapshotsOf is WriteSnapshots for the open task DBs whose task id
+// keep accepts (every one when keep is nil).
+func (db *DB) WriteSnapshotsOf(ctx context.Context, s *SnapshotStore, keep func(task string) bool) ([]SnapshotResult, error) {
 	tdbs, done, err := db.readers()
 	if err != nil {
 		return nil, fmt.Errorf("changelog: snapshot %s: %w", db.dir, err)
@@ -343,6 +349,9 @@ func (db *DB) WriteSnapshots(ctx context.Context, s *SnapshotStore) ([]SnapshotR
 	for i, tdb := range tdbs {
 		if tdb.id == "" {
 			continue // a read-only directory of the old layout
+		}
+		if keep != nil && !keep(tdb.id) {
+			continue
 		}
 		g.Go(func() error {
 			results[i], errs[i] = db.snapshotTask(ctx, s, tdb)

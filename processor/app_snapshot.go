@@ -157,10 +157,13 @@ func (s *session) snapshot() {
 	}()
 }
 
-// snapshotRound snapshots every task DB with new state.
+// snapshotRound snapshots every running active task's DB with new state.
+// Standbys' DBs are left out: the active's chain is the task's recovery
+// point, and a standby writing one of its own doubled the snapshot I/O,
+// while each writer's retention pruned the chain the other was extending.
 func (s *session) snapshotRound(ctx context.Context, db *changelog.DB) {
 	a := s.app
-	results, err := db.WriteSnapshots(ctx, a.snapStore)
+	results, err := db.WriteSnapshotsOf(ctx, a.snapStore, a.ha.isActive)
 	for _, res := range results {
 		if res.Skipped {
 			continue

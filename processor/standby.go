@@ -163,6 +163,19 @@ func (h *haRuntime) setActive(th int, ids []topology.TaskID) {
 }
 
 // setRestoring records that task id's restore has remaining offsets left.
+// isActive reports whether the task of id (topology.TaskID.String) runs
+// as an active task on one of this process's threads.
+func (h *haRuntime) isActive(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t := range h.active {
+		if t.String() == id {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *haRuntime) setRestoring(id topology.TaskID, remaining int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
