@@ -62,6 +62,11 @@
 //   - Tombstones pass through stateless operators (MapValues does not call
 //     its function), delete table rows, and are skipped by aggregations,
 //     joins, FlatMap and FlatMapValues.
+//   - A value that Map, MapValues, FlatMap or FlatMapValues returns nil (a
+//     nil pointer, interface, slice or map) makes its record a tombstone,
+//     Kafka Streams' null value: an aggregation skips it, ToTable deletes
+//     the row, as they would after a repartition or a sink, where the serde
+//     writes it as null.
 //
 // Every record an operator drops or skips this way is counted with its
 // operator and reason (TaskEnv.Dropped: DropNullKey, DropSkipped, ...),

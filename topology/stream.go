@@ -92,25 +92,32 @@ func (s Stream[K, V]) FilterNot(drop func(K, V) bool, opts ...Option) Stream[K, 
 // Map replaces key and value. The stream is marked for repartitioning
 // before the next grouping or join. f sees the zero K for a null key; the
 // key it returns is null only when it is a nil pointer, interface, slice or
-// map (see the package documentation).
+// map (see the package documentation); a value of those kinds that is nil
+// makes the record a tombstone, as a null value is in Kafka Streams.
 func (s Stream[K, V]) Map[K2, V2 any](f func(K, V) (K2, V2), opts ...Option) Stream[K2, V2] {
-	null := keyNull[K2]()
+	null, vnull := keyNull[K2](), keyNull[V2]()
 	n := s.add("MAP", opts, opFunc[K, V, K2, V2](func(_ *opEnv, next forwarder[K2, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			k, v := f(r.Key, r.Value)
-			return next.forward(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone, NullKey: isNull(null, k)})
+			return next.forward(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers,
+				Tombstone: r.Tombstone || isNull(vnull, v), NullKey: isNull(null, k)})
 		}), nil
 	}))
 	return Stream[K2, V2]{b: s.b, n: n, ks: serdeAs[K2](s.ks), vs: serdeAs[V2](s.vs), rekeyed: true}
 }
 
 // MapValues replaces the value, keeping the key (no repartition needed).
+// A tombstone stays one without a call of f; a value f returns nil (a nil
+// pointer, interface, slice or map) is a tombstone, as a null value is in
+// Kafka Streams.
 func (s Stream[K, V]) MapValues[V2 any](f func(K, V) V2, opts ...Option) Stream[K, V2] {
+	vnull := keyNull[V2]()
 	n := s.add("MAPVALUES", opts, opFunc[K, V, K, V2](func(_ *opEnv, next forwarder[K, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			out := Record[K, V2]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone, NullKey: r.NullKey}
 			if !r.Tombstone {
 				out.Value = f(r.Key, r.Value)
+				out.Tombstone = isNull(vnull, out.Value)
 			}
 			return next.forward(out)
 		}), nil
@@ -144,9 +151,10 @@ type KeyValue[K, V any] struct {
 
 // FlatMap turns each record into zero or more records with the input's
 // timestamp; the stream is marked for repartitioning. Tombstones are skipped
-// (counted as DropSkipped). Keys are null as after Map.
+// (counted as DropSkipped). Keys are null, and values tombstones, as after
+// Map.
 func (s Stream[K, V]) FlatMap[K2, V2 any](f func(K, V) []KeyValue[K2, V2], opts ...Option) Stream[K2, V2] {
-	null := keyNull[K2]()
+	null, vnull := keyNull[K2](), keyNull[V2]()
 	n := s.add("FLATMAP", opts, opFunc[K, V, K2, V2](func(env *opEnv, next forwarder[K2, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
@@ -154,7 +162,8 @@ func (s Stream[K, V]) FlatMap[K2, V2 any](f func(K, V) []KeyValue[K2, V2], opts 
 				return nil
 			}
 			for _, kv := range f(r.Key, r.Value) {
-				if err := next.forward(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers, NullKey: isNull(null, kv.Key)}); err != nil {
+				if err := next.forward(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers,
+					Tombstone: isNull(vnull, kv.Value), NullKey: isNull(null, kv.Key)}); err != nil {
 					return err
 				}
 			}
@@ -166,8 +175,9 @@ func (s Stream[K, V]) FlatMap[K2, V2 any](f func(K, V) []KeyValue[K2, V2], opts 
 
 // FlatMapValues turns each value into zero or more values under the same
 // key (a null key stays null). Tombstones are skipped (counted as
-// DropSkipped).
+// DropSkipped); a nil value it returns is a tombstone, as after MapValues.
 func (s Stream[K, V]) FlatMapValues[V2 any](f func(K, V) []V2, opts ...Option) Stream[K, V2] {
+	vnull := keyNull[V2]()
 	n := s.add("FLATMAPVALUES", opts, opFunc[K, V, K, V2](func(env *opEnv, next forwarder[K, V2]) (receiver[K, V], error) {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
@@ -175,7 +185,8 @@ func (s Stream[K, V]) FlatMapValues[V2 any](f func(K, V) []V2, opts ...Option) S
 				return nil
 			}
 			for _, v := range f(r.Key, r.Value) {
-				if err := next.forward(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, NullKey: r.NullKey}); err != nil {
+				if err := next.forward(Record[K, V2]{Key: r.Key, Value: v, Timestamp: r.Timestamp, Headers: r.Headers,
+					Tombstone: isNull(vnull, v), NullKey: r.NullKey}); err != nil {
 					return err
 				}
 			}
