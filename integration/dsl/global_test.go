@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -439,6 +440,42 @@ func produceTxn(t *testing.T, commit bool, recs ...*kgo.Record) {
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatalf("end transaction (commit %v): %v", commit, err)
+	}
+	// EndTxn returns before the coordinator has written the markers: until
+	// then the partitions' last stable offset stays below the records, and
+	// a read_committed reader that starts now (a restore) ends without
+	// them. Wait for the markers, so a test knows where its input ends.
+	topics := map[string]bool{}
+	for _, r := range recs {
+		topics[r.Topic] = true
+	}
+	adm := kadm.NewClient(cl)
+	for topic := range topics {
+		for {
+			ends, err := adm.ListEndOffsets(ctx, topic)
+			if err == nil {
+				err = ends.Error()
+			}
+			stable, serr := adm.ListCommittedOffsets(ctx, topic)
+			if serr == nil {
+				serr = stable.Error()
+			}
+			if err == nil && serr == nil {
+				settled := true
+				ends.Each(func(o kadm.ListedOffset) {
+					if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Offset < o.Offset {
+						settled = false
+					}
+				})
+				if settled {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("transaction markers of %s not written: %v %v", topic, err, serr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
