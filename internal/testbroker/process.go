@@ -109,19 +109,23 @@ func signalWait(pid int, sig syscall.Signal, timeout time.Duration) error {
 	return nil
 }
 
-// signalState sends sig (SIGSTOP, SIGCONT) to pid and waits up to 5s until
+// signalState sends sig (SIGSTOP, SIGCONT) to pid and waits up to 30s until
 // its paused state is want, so that the caller's next request meets a broker
-// that is really hung (or really back).
+// that is really hung (or really back). A stop takes effect once every
+// thread leaves the kernel: on a machine loaded 12 times over its cores, a
+// JVM thread in uninterruptible disk I/O held its broker running for more
+// than 5s.
 func signalState(pid int, sig syscall.Signal, want bool) error {
 	if err := sendSignal(pid, sig); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(5 * time.Second); paused(pid) != want; {
+	const wait = 30 * time.Second
+	for deadline := time.Now().Add(wait); paused(pid) != want; {
 		if !alive(pid) {
 			return fmt.Errorf("%w: broker pid %d exited", ErrNotRunning, pid)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("broker: pid %d: paused=%t 5s after %v", pid, paused(pid), sig)
+			return fmt.Errorf("broker: pid %d: paused=%t %s after %v", pid, paused(pid), wait, sig)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
