@@ -162,7 +162,6 @@ func (h *haRuntime) setActive(th int, ids []topology.TaskID) {
 	}
 }
 
-// setRestoring records that task id's restore has remaining offsets left.
 // isActive reports whether the task of id (topology.TaskID.String) runs
 // as an active task on one of this process's threads.
 func (h *haRuntime) isActive(id string) bool {
@@ -176,6 +175,7 @@ func (h *haRuntime) isActive(id string) bool {
 	return false
 }
 
+// setRestoring records that task id's restore has remaining offsets left.
 func (h *haRuntime) setRestoring(id topology.TaskID, remaining int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
