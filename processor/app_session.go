@@ -356,8 +356,14 @@ func (s *session) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]
 // A revocation kgo does pass on right after is counted again, which only
 // matches kgo: its session aborts the next transaction too.
 func (s *session) onSync(synced map[string][]int32) {
-	if id, _ := s.cl.GroupMetadata(); id != "" {
-		s.th.rememberMember(id)
+	// kgo's group goroutine can sync before newSession has stored the
+	// client (s.cl, unsynchronised: a nil dereference in CI); the
+	// thread's atomic copy is nil until then, and that first member id
+	// goes unremembered (a fence then restarts the session, as before).
+	if cl := s.th.client.Load(); cl != nil {
+		if id, _ := cl.GroupMetadata(); id != "" {
+			s.th.rememberMember(id)
+		}
 	}
 	s.assignMu.Lock()
 	lost := map[string][]int32{}
