@@ -34,6 +34,8 @@ type DB struct {
 	staged  atomic.Int64
 	// clients counts the Kafka clients restores and tails created.
 	clients atomic.Int64
+	// taskOpens counts Badger opens of task DBs (DBStats.TaskDBOpens).
+	taskOpens atomic.Int64
 
 	owner    Owner // as recorded; see Owner
 	hasOwner bool
@@ -377,6 +379,10 @@ type DBStats struct {
 	// per tail (tail.go). A count that climbs while nothing restores is
 	// client churn.
 	KafkaClients int64
+	// TaskDBOpens counts Badger opens of task DBs, reopens included: one
+	// per task that starts here, none for a standby that becomes the
+	// task's active on this instance (HandOver).
+	TaskDBOpens int64
 }
 
 // Stats returns the DB's counters.
@@ -385,5 +391,5 @@ func (db *DB) Stats() DBStats {
 	n := len(db.tasks)
 	db.mu.Unlock()
 	return DBStats{Applies: db.applies.Load(), StagedApplies: db.staged.Load(), UncheckpointedBytes: db.written.Load(), OpenTaskDBs: n,
-		KafkaClients: db.clients.Load()}
+		KafkaClients: db.clients.Load(), TaskDBOpens: db.taskOpens.Load()}
 }

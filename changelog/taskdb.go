@@ -39,6 +39,7 @@ type taskDB struct {
 	pinned    bool
 	readers   int
 	exclusive bool // a restore is reopening it or writes it in restore mode
+	handover  bool // one of users is a hand-over (handover.go)
 	idleClose bool // close once the last reader is done
 	opens     int  // Badger opens, for tests
 	restores  int  // restore-mode opens, for tests
@@ -113,9 +114,12 @@ func (db *DB) acquire(id string, pin bool) (*taskDB, error) {
 		if tdb.exclusive {
 			return nil, fmt.Errorf("changelog: task DB %s is being restored by another user", id)
 		}
-		if pin {
+		switch {
+		case pin:
 			tdb.pinned = true
-		} else {
+		case tdb.handover:
+			tdb.handover = false // the hand-over's user is this one now
+		default:
 			tdb.users++
 		}
 		tdb.idleClose = false
@@ -295,6 +299,7 @@ func (tdb *taskDB) open(mode dbMode, shares int) error {
 	}
 	tdb.bdb, tdb.mode = bdb, mode
 	tdb.opens++
+	db.taskOpens.Add(1)
 	if mode == restoreMode {
 		tdb.restores++
 	}

@@ -143,7 +143,16 @@ func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
 			}
 			return 0
 		})
-	reg.MustRegister(h.tasksGauge, h.lagGauge, clients)
+	opens := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidemark_state_task_db_opens_total",
+		Help: "Badger opens of task DBs (reopens for a large restore included): one per task that starts here " +
+			"without its DB open, none for a standby that becomes the task's active here.", ConstLabels: labels},
+		func() float64 {
+			if db := h.db.Load(); db != nil {
+				return float64(db.Stats().TaskDBOpens)
+			}
+			return 0
+		})
+	reg.MustRegister(h.tasksGauge, h.lagGauge, clients, opens)
 }
 
 // setActive records the running active tasks of stream thread th.
@@ -381,6 +390,11 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 	}
 	for id, st := range s.standby.tasks {
 		if !wanted[id] {
+			if want[id] {
+				// Its active task opens here next: it takes the
+				// standby's open DB over (changelog.DB.HandOver).
+				s.app.db.HandOver(id.String())
+			}
 			s.stopStandby(st)
 		} else {
 			st.warmup.Store(warm[id.Partition])

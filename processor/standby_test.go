@@ -86,7 +86,7 @@ var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.P
 // B takes both tasks over once A's session times out and restores only
 // the changelog tail its standbys had not read (under a tenth of the
 // changelogs; typically nothing but A's aborted transaction), not the
-// 100k records. The
+// 100k records, in the DBs the standbys kept open (no reopen). The
 // outputs are exactly once: every key's counts are 1..n.
 func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
@@ -117,6 +117,8 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	})
 	t.Logf("B's standbys caught up in %v: %+v", time.Since(start).Round(time.Millisecond), v)
 
+	opens := metric(t, b, "tidemark_state_task_db_opens_total")
+
 	// More input, and A dies in the middle of processing it.
 	more := produceKeysN(t, in, keys, 20_000, keys, 2)
 	all := addCounts(want, more)
@@ -127,6 +129,12 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 		return slices.Equal(v.Active, []string{"0_0", "0_1"}) && len(v.Standby) == 0
 	})
 	t.Logf("B runs %v %v after the kill", v.Active, time.Since(killed).Round(time.Millisecond))
+	// The active tasks took the standbys' open DBs over: reopening them
+	// flushed the memtables and often started a level-0 compaction that
+	// stalled every task right at the takeover.
+	if n := metric(t, b, "tidemark_state_task_db_opens_total"); n != opens {
+		t.Errorf("B opened task DBs %v times at the takeover; want 0 (the standbys' DBs handed over)", n-opens)
+	}
 	checkCounts(t, out, all)
 	// The tail is what A committed after the standbys' last round, plus
 	// the offsets of the transaction A left open (read_committed: the
