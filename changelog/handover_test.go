@@ -12,13 +12,7 @@ func TestHandOverKeepsTheTaskDBOpenForItsNextUser(t *testing.T) {
 	cfg := TaskStateConfig{ID: "0_1", AppID: "app", Partition: 1}
 
 	t.Run("taken over", func(t *testing.T) {
-		db := openTestDB(t, opts)
-		standby := db.NewTaskState(cfg)
-		openKV(t, standby, "x", false)
-		db.HandOver("0_1")
-		if err := standby.Close(); err != nil {
-			t.Fatal(err)
-		}
+		db := handedOver(t, opts, cfg)
 		if st := db.Stats(); st.OpenTaskDBs != 1 || st.TaskDBOpens != 1 {
 			t.Fatalf("after the standby closed: %d task DBs open, %d opens; want 1, 1", st.OpenTaskDBs, st.TaskDBOpens)
 		}
@@ -39,13 +33,7 @@ func TestHandOverKeepsTheTaskDBOpenForItsNextUser(t *testing.T) {
 		}
 	})
 	t.Run("not taken", func(t *testing.T) {
-		db := openTestDB(t, opts)
-		standby := db.NewTaskState(cfg)
-		openKV(t, standby, "x", false)
-		db.HandOver("0_1")
-		if err := standby.Close(); err != nil {
-			t.Fatal(err)
-		}
+		db := handedOver(t, opts, cfg)
 		db.EndHandOver("0_1")
 		if st := db.Stats(); st.OpenTaskDBs != 0 {
 			t.Fatalf("%d task DBs open after EndHandOver with no taker; want 0", st.OpenTaskDBs)
@@ -61,4 +49,18 @@ func TestHandOverKeepsTheTaskDBOpenForItsNextUser(t *testing.T) {
 			t.Fatalf("HandOver opened a task DB (%d open)", st.OpenTaskDBs)
 		}
 	})
+}
+
+// handedOver opens a DB whose task cfg.ID had a standby that handed its
+// task DB over and closed.
+func handedOver(t *testing.T, opts Options, cfg TaskStateConfig) *DB {
+	t.Helper()
+	db := openTestDB(t, opts)
+	standby := db.NewTaskState(cfg)
+	openKV(t, standby, "x", false)
+	db.HandOver(cfg.ID)
+	if err := standby.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

@@ -134,25 +134,25 @@ func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
 		Help: "Standby tasks (warm-ups included) this instance keeps up to date from their changelogs.", ConstLabels: labels})
 	h.lagGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_standby_lag_records",
 		Help: "Changelog offsets a standby task is behind the last stable offsets, measured about every second.", ConstLabels: labels}, []string{"task"})
-	clients := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidemark_changelog_clients_created_total",
-		Help: "Kafka clients created to restore and tail changelogs: per restore one or two, per standby tail one. " +
-			"A steady climb while no task moves is client churn.", ConstLabels: labels},
-		func() float64 {
-			if db := h.db.Load(); db != nil {
-				return float64(db.Stats().KafkaClients)
-			}
-			return 0
-		})
-	opens := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tidemark_state_task_db_opens_total",
-		Help: "Badger opens of task DBs (reopens for a large restore included): one per task that starts here " +
-			"without its DB open, none for a standby that becomes the task's active here.", ConstLabels: labels},
-		func() float64 {
-			if db := h.db.Load(); db != nil {
-				return float64(db.Stats().TaskDBOpens)
-			}
-			return 0
-		})
+	clients := h.dbCounter(labels, "tidemark_changelog_clients_created_total",
+		"Kafka clients created to restore and tail changelogs: per restore one or two, per standby tail one. "+
+			"A steady climb while no task moves is client churn.",
+		func(st changelog.DBStats) int64 { return st.KafkaClients })
+	opens := h.dbCounter(labels, "tidemark_state_task_db_opens_total",
+		"Badger opens of task DBs (reopens for a large restore included): one per task that starts here "+
+			"without its DB open, none for a standby that becomes the task's active here.",
+		func(st changelog.DBStats) int64 { return st.TaskDBOpens })
 	reg.MustRegister(h.tasksGauge, h.lagGauge, clients, opens)
+}
+
+// dbCounter is a counter read from the App's current state's DBStats.
+func (h *haRuntime) dbCounter(labels prometheus.Labels, name, help string, of func(changelog.DBStats) int64) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 {
+		if db := h.db.Load(); db != nil {
+			return float64(of(db.Stats()))
+		}
+		return 0
+	})
 }
 
 // setActive records the running active tasks of stream thread th.
