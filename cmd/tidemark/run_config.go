@@ -271,24 +271,7 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	if s.guarantee, err = processor.ParseGuarantee(c.Guarantee); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	switch frontier.Policy(c.CommitPolicy) {
-	case frontier.PolicyAdaptive, frontier.PolicyFixed:
-		s.commit.Policy = frontier.Policy(c.CommitPolicy)
-	default:
-		return nil, fmt.Errorf("config: commit_policy %q: want adaptive or fixed", c.CommitPolicy)
-	}
-	interval, err := parseDuration("commit_interval", c.CommitInterval)
-	if err != nil {
-		return nil, err
-	}
-	// Under fixed the interval is the period; under adaptive it caps the
-	// interval the controller may choose.
-	if s.commit.Policy == frontier.PolicyFixed {
-		s.commit.FixedInterval = interval
-	} else {
-		s.commit.MaxInterval = interval
-	}
-	if s.commit.StalenessTarget, err = parseDuration("staleness_target", c.StalenessTarget); err != nil {
+	if s.commit, err = c.commitOptions(); err != nil {
 		return nil, err
 	}
 	if s.commit.Tenants, err = c.tenantOptions(); err != nil {
@@ -316,7 +299,7 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	}
 	p := pipelines.Config{FraudThreshold: c.FraudThreshold, SkipUndecodable: c.SkipUndecodable,
 		Inputs: gen.DefaultTopics.WithPrefix(c.TopicPrefix), Outputs: pipelines.DefaultOutputs.WithPrefix(c.TopicPrefix)}
-	if p.ShipWithin, err = parseDuration("ship_within", c.ShipWithin); err != nil {
+	if p.ShipWithin, err = positiveDuration("ship_within", c.ShipWithin); err != nil {
 		return nil, err
 	}
 	if p.Grace, err = parseDuration("grace", c.Grace); err != nil {
@@ -327,13 +310,13 @@ func (c serviceConfig) validateOffline() (*service, error) {
 		// as given, "grace: 0s" silently ran with 5s of lateness.
 		return nil, fmt.Errorf("config: grace %q: the pipelines need a positive grace, such as 1ms (leave it unset for 5s)", c.Grace)
 	}
-	if p.PriceHistory, err = parseDuration("price_history", c.PriceHistory); err != nil {
+	if p.PriceHistory, err = positiveDuration("price_history", c.PriceHistory); err != nil {
 		return nil, err
 	}
-	if p.CartTTL, err = parseDuration("cart_ttl", c.CartTTL); err != nil {
+	if p.CartTTL, err = positiveDuration("cart_ttl", c.CartTTL); err != nil {
 		return nil, err
 	}
-	if p.CartTotalsEvery, err = parseDuration("cart_totals_every", c.CartTotalsEvery); err != nil {
+	if p.CartTotalsEvery, err = positiveDuration("cart_totals_every", c.CartTotalsEvery); err != nil {
 		return nil, err
 	}
 	if c.FraudThreshold < 0 {

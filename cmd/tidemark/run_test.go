@@ -32,7 +32,20 @@ func TestRunConfigErrorsNameTheField(t *testing.T) {
 		{"brokers are required", "", "brokers is required", nil},
 		{"unknown commit policy", "brokers: [k:9092]\ncommit_policy: sometimes\n", `commit_policy "sometimes"`, nil},
 		{"commit interval must be a duration", "brokers: [k:9092]\ncommit_interval: soon\n", `commit_interval "soon"`, nil},
-		{"fixed interval out of range", "brokers: [k:9092]\ncommit_policy: fixed\ncommit_interval: 2h\n", "FixedInterval", nil},
+		// The commit settings' range errors named frontier's Go fields
+		// (FixedInterval, MaxInterval, StalenessTarget).
+		{"fixed interval out of range", "brokers: [k:9092]\ncommit_policy: fixed\ncommit_interval: 2h\n", "commit_interval 2h0m0s: the fixed policy's period, accepted range 1ms..1h0m0s", nil},
+		{"adaptive interval out of range", "brokers: [k:9092]\ncommit_interval: 2ms\n", "commit_interval 2ms: the adaptive policy's longest interval", nil},
+		{"staleness target out of range", "brokers: [k:9092]\nstaleness_target: 2h\n", "staleness_target 2h0m0s: accepted range 1ms..1h0m0s", nil},
+		// A zero that the library reads as "the default" ran with the
+		// default: ship_within: 0s alerted after 1m, while 500ms was
+		// refused as below 1s.
+		{"a zero commit interval is not taken for the default", "brokers: [k:9092]\ncommit_policy: fixed\ncommit_interval: 0s\n", `commit_interval "0s": want a positive duration`, nil},
+		{"a zero staleness target is not taken for the default", "brokers: [k:9092]\nstaleness_target: 0s\n", `staleness_target "0s": want a positive duration`, nil},
+		{"a zero ship_within is not taken for the default", "brokers: [k:9092]\nship_within: 0s\n", `ship_within "0s": want a positive duration`, nil},
+		{"a zero price_history is not taken for the default", "brokers: [k:9092]\nprice_history: 0s\n", `price_history "0s": want a positive duration`, nil},
+		{"a zero cart_ttl is not taken for the default", "brokers: [k:9092]\ncart_ttl: 0s\n", `cart_ttl "0s": want a positive duration`, nil},
+		{"a zero cart_totals_every is not taken for the default", "brokers: [k:9092]\ncart_totals_every: 0s\n", `cart_totals_every "0s": want a positive duration`, nil},
 		{"unknown guarantee", "brokers: [k:9092]\nguarantee: maybe_once\n", `guarantee "maybe_once"`, nil},
 		{"unknown pipeline", "brokers: [k:9092]\npipelines: [inventory, shipping]\n", `pipelines: pipeline "shipping"`, nil},
 		{"misspelt field in the file", "brokers: [k:9092]\nstaleness_targt: 1s\n", "staleness_targt", nil},
