@@ -1,0 +1,187 @@
+package pipelines_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/marketplace/gen"
+	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
+	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/schemas"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// startApp runs topo with its state in dir until the returned stop is
+// called; stop waits for Run to return and fails the test on its error.
+func startApp(t *testing.T, topo *topology.Topology, dir string) (stop func()) {
+	t.Helper()
+	app, err := processor.NewApp(topo, processor.WithBrokers(kafkatest.Brokers(t)...), processor.WithStateDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("app did not stop within 60s")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// The pipelines stopped and started again midway, once on the same state
+// directory and once on a fresh one (restoring from the changelogs), write
+// every output exactly once: each sku's availability records count its
+// events 1, 2, …, n with none repeated or skipped, each order gets one
+// order-state record per update, each fraud window and late capture one
+// alert, and the final values are the reference's.
+func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+	const parts = 2
+	cfg := testConfig()
+	cfg.Grace = 30 * time.Minute
+	cfg.Inputs = gen.Topics{Clicks: "unused-clicks", Carts: kafkatest.NewTopic(t, parts, nil), Inventory: kafkatest.NewTopic(t, parts, nil),
+		Payments: kafkatest.NewTopic(t, parts, nil), Fulfillment: kafkatest.NewTopic(t, parts, nil)}
+	cfg.Outputs = pipelines.Outputs{Availability: kafkatest.NewTopic(t, parts, nil), FraudAlerts: kafkatest.NewTopic(t, parts, nil),
+		OrderState: kafkatest.NewTopic(t, parts, nil), LateAlerts: kafkatest.NewTopic(t, parts, nil)}
+	evs := testStream(3000)
+	ref := computeReference(evs, cfg)
+	cfg.EnsureDefaults()
+
+	// Updates per order, counted from the events: every payment and
+	// fulfillment event, and the cart lines of its checkout join.
+	updates := map[string]int{}
+	invEvents := map[string]int{}
+	for _, ev := range evs {
+		switch v := ev.Value.(type) {
+		case schemas.PaymentEvent:
+			updates[v.OrderID]++
+		case schemas.FulfillmentEvent:
+			updates[v.OrderID]++
+		case schemas.InventoryEvent:
+			invEvents[v.SKU]++
+		}
+	}
+	for id, o := range ref.orders {
+		updates[id] += int(o.CartEvents)
+	}
+
+	g, err := gen.New(gen.Config{Topics: cfg.Inputs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for _, ev := range evs {
+		switch ev.Stream {
+		case gen.Carts, gen.Inventory, gen.Payments, gen.Fulfillment:
+			recs = append(recs, kafkaRecord(t, g, ev, parts))
+		}
+	}
+	topo, err := pipelines.Build(kafkatest.UniqueName(t, "mktr"), []string{pipelines.Inventory, pipelines.Fraud, pipelines.Orders}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
+	dir := t.TempDir()
+	third := len(recs) / 3
+	steps := []struct {
+		name string
+		dir  string
+		recs []*kgo.Record
+	}{
+		{"first run", dir, recs[:third]},
+		{"restart on the same state dir", dir, recs[third : 2*third]},
+		{"restart on a fresh state dir", t.TempDir(), recs[2*third:]},
+	}
+	var stop func()
+	for _, s := range steps {
+		t.Logf("%s: %d input records", s.name, len(s.recs))
+		kafkatest.Produce(t, s.recs...)
+		stop = startApp(t, topo, s.dir)
+		waitConsumed(t, topo.Application(), topo.SourceTopics())
+		if s.name != steps[len(steps)-1].name {
+			stop()
+		}
+	}
+	var markers []*kgo.Record
+	for _, m := range flushMarkers(ref, cfg, parts) {
+		markers = append(markers, kafkaRecord(t, g, gen.Event{Stream: gen.Payments, Value: m}, parts))
+	}
+	kafkatest.Produce(t, markers...)
+
+	t.Run("inventory", func(t *testing.T) {
+		want := 0
+		for _, n := range invEvents {
+			want += n
+		}
+		rs := readUntil(t, cfg.Outputs.Availability, func(rs []*kgo.Record) bool { return len(rs) >= want })
+		seen := map[string]int64{}
+		for _, r := range rs {
+			a := decodeJSON[pipelines.Availability](t, r)
+			if a.Events != seen[a.SKU]+1 {
+				t.Errorf("sku %s: record with events=%d after %d: an update repeated or lost", a.SKU, a.Events, seen[a.SKU])
+			}
+			seen[a.SKU] = a.Events
+		}
+		if len(rs) != want {
+			t.Errorf("%d availability records, want %d (one per inventory event)", len(rs), want)
+		}
+		assertMaps(t, "availability", lastByKey[pipelines.Availability](t, rs), ref.availability)
+	})
+	t.Run("fraud", func(t *testing.T) {
+		rs := readUntil(t, cfg.Outputs.FraudAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.alerts) })
+		time.Sleep(2 * time.Second)
+		rs = readUntil(t, cfg.Outputs.FraudAlerts, func(got []*kgo.Record) bool { return len(got) >= len(rs) })
+		got := map[string]pipelines.FraudAlert{}
+		for _, r := range rs {
+			a := decodeJSON[pipelines.FraudAlert](t, r)
+			if _, dup := got[alertKey(a)]; dup {
+				t.Errorf("fraud alert %s emitted twice", alertKey(a))
+			}
+			got[alertKey(a)] = a
+		}
+		assertMaps(t, "fraud alerts", got, ref.alerts)
+	})
+	t.Run("orders", func(t *testing.T) {
+		want := 0
+		for _, n := range updates {
+			want += n
+		}
+		rs := readUntil(t, cfg.Outputs.OrderState, func(rs []*kgo.Record) bool { return len(rs) >= want+2*parts })
+		count := map[string]int{}
+		for _, r := range rs {
+			count[string(r.Key)]++
+		}
+		for id, n := range updates {
+			if count[id] != n {
+				t.Errorf("order %s: %d order-state records, want %d (one per update)", id, count[id], n)
+			}
+		}
+		assertMaps(t, "order state", lastByKey[pipelines.OrderState](t, rs), ref.orders)
+		rs = readUntil(t, cfg.Outputs.LateAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.late) })
+		late := lastByKey[pipelines.LateFulfillment](t, rs)
+		if len(rs) != len(late) {
+			t.Errorf("%d late alerts for %d orders: each must be alerted once", len(rs), len(late))
+		}
+		assertMaps(t, "late alerts", late, ref.late)
+	})
+	_ = fmt.Sprint
+}
