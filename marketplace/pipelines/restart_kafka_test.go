@@ -2,7 +2,8 @@ package pipelines_test
 
 import (
 	"context"
-	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,5 +184,128 @@ func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 		}
 		assertMaps(t, "late alerts", late, ref.late)
 	})
-	_ = fmt.Sprint
+}
+
+// The pricing pipeline stopped and started twice midway, the second time
+// on a fresh state directory (the versioned prices, TTL'd lines, the
+// foreign-key join's stores and the suppress buffer restore from their
+// changelogs, the tenants global table from its topic): alerts are
+// emitted once, with a tier, and the lines, settled totals and activity
+// windows are the reference's.
+func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+	const parts = 2
+	cfg := testConfig()
+	cfg.Grace = 30 * time.Minute
+	cfg.CartTTL = 2 * time.Hour
+	cfg.Inputs = gen.Topics{Clicks: "unused-clicks", Carts: kafkatest.NewTopic(t, parts, nil), Inventory: "unused-inventory",
+		Payments: kafkatest.NewTopic(t, parts, nil), Fulfillment: "unused-fulfillment",
+		Products: kafkatest.NewTopic(t, parts, nil), Tenants: kafkatest.NewTopic(t, 3, nil)}
+	cfg.Outputs = pipelines.Outputs{PriceAlerts: kafkatest.NewTopic(t, parts, nil), CartLines: kafkatest.NewTopic(t, parts, nil),
+		CartTotals: kafkatest.NewTopic(t, parts, nil), TenantActivity: kafkatest.NewTopic(t, parts, nil)}
+	cfg.EnsureDefaults()
+	evs := testStream(4000)
+	flush, end := pricingFlush(evs, cfg, parts)
+	ref := computePricing(append(evs, flush...), cfg, end)
+
+	g, err := gen.New(gen.Config{Topics: cfg.Inputs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(evs []gen.Event) []*kgo.Record {
+		var recs []*kgo.Record
+		for _, ev := range evs {
+			n := int32(parts)
+			switch ev.Stream {
+			case gen.Tenants:
+				n = 3
+			case gen.Carts, gen.Payments, gen.Products:
+			default:
+				continue
+			}
+			recs = append(recs, kafkaRecord(t, g, ev, n))
+		}
+		return recs
+	}
+	recs := encode(evs)
+	topo, err := pipelines.Build(kafkatest.UniqueName(t, "mktr"), []string{pipelines.Pricing}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
+	dir := t.TempDir()
+	third := len(recs) / 3
+	for i, s := range []struct {
+		dir  string
+		recs []*kgo.Record
+	}{{dir, recs[:third]}, {dir, recs[third : 2*third]}, {t.TempDir(), recs[2*third:]}} {
+		kafkatest.Produce(t, s.recs...)
+		stop := startApp(t, topo, s.dir)
+		waitConsumed(t, topo.Application(), topo.SourceTopics())
+		if i < 2 {
+			stop()
+		}
+	}
+	kafkatest.Produce(t, encode(flush)...)
+
+	t.Run("price alerts", func(t *testing.T) {
+		rs := readUntil(t, cfg.Outputs.PriceAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.alerts) })
+		want := map[string]pipelines.PriceAlert{}
+		for k, a := range ref.alerts {
+			a.TenantTier = ""
+			want[k] = a
+		}
+		got := map[string]pipelines.PriceAlert{}
+		for _, r := range rs {
+			a := decodeJSON[pipelines.PriceAlert](t, r)
+			if a.TenantTier == "" {
+				t.Errorf("alert %s without a tier", priceAlertKey(a))
+			}
+			a.TenantTier = ""
+			if _, dup := got[priceAlertKey(a)]; dup {
+				t.Errorf("price alert %s emitted twice", priceAlertKey(a))
+			}
+			got[priceAlertKey(a)] = a
+		}
+		assertMaps(t, "price alerts", got, want)
+	})
+	t.Run("cart lines", func(t *testing.T) {
+		rs := readUntil(t, cfg.Outputs.CartLines, func(rs []*kgo.Record) bool {
+			return maps.Equal(tableOf[pipelines.PricedLine](t, rs), ref.lines)
+		})
+		assertMaps(t, "cart lines", tableOf[pipelines.PricedLine](t, rs), ref.lines)
+	})
+	t.Run("cart totals", func(t *testing.T) {
+		want := map[string]pipelines.CartTotal{}
+		for cart := range ref.settled {
+			if tot, ok := ref.totals[cart]; ok {
+				want[cart] = tot
+			}
+		}
+		settled := func(rs []*kgo.Record) map[string]pipelines.CartTotal {
+			got := tableOf[pipelines.CartTotal](t, rs)
+			for cart, tot := range got {
+				if !ref.settled[cart] || tot == (pipelines.CartTotal{}) {
+					delete(got, cart)
+				}
+			}
+			return got
+		}
+		rs := readUntil(t, cfg.Outputs.CartTotals, func(rs []*kgo.Record) bool { return maps.Equal(settled(rs), want) })
+		assertMaps(t, "cart totals", settled(rs), want)
+	})
+	t.Run("tenant activity", func(t *testing.T) {
+		rs := readUntil(t, cfg.Outputs.TenantActivity, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.activity) })
+		got := map[string]pipelines.TenantActivity{}
+		for _, r := range rs {
+			if strings.HasPrefix(string(r.Key), markerPrefix) {
+				continue
+			}
+			a := decodeJSON[pipelines.TenantActivity](t, r)
+			if _, dup := got[activityKey(a)]; dup {
+				t.Errorf("window %s emitted twice", activityKey(a))
+			}
+			got[activityKey(a)] = a
+		}
+		assertMaps(t, "tenant activity", got, ref.activity)
+	})
 }
