@@ -38,6 +38,12 @@ func (c serviceConfig) tenantOptions() (map[string]frontier.TenantOptions, error
 		if err != nil {
 			return nil, err
 		}
+		// 0 inherits staleness_target; frontier's own range error named
+		// the Go field of the first tenant (Tenants["a"].StalenessTarget).
+		if target != 0 && (target < minCommitSetting || target > maxCommitSetting) {
+			return nil, fmt.Errorf("config: tenant_classes.%s.staleness_target %s: accepted range %v..%v (unset: staleness_target)",
+				name, target, minCommitSetting, maxCommitSetting)
+		}
 		if tc.Rate < 0 || tc.Burst < 0 {
 			return nil, fmt.Errorf("config: tenant_classes.%s: rate %v and burst %v must not be negative", name, tc.Rate, tc.Burst)
 		}

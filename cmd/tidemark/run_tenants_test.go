@@ -60,7 +60,7 @@ func TestRunConfigTenantClassErrors(t *testing.T) {
 		// "json: unsupported value: NaN", naming no field.
 		{"NaN rate", "tenant_classes: {gold: {rate: .nan, tenants: [a]}}", "tenant_classes.gold.rate: want a finite number, got .nan"},
 		{"infinite burst", "tenant_classes: {gold: {rate: 100, burst: .inf, tenants: [a]}}", "tenant_classes.gold.burst: want a finite number, got .inf"},
-		{"target out of range", "tenant_classes: {gold: {staleness_target: 2h, tenants: [a]}}", `Tenants["a"].StalenessTarget`},
+		{"target out of range", "tenant_classes: {gold: {staleness_target: 2h, tenants: [a]}}", "tenant_classes.gold.staleness_target 2h0m0s: accepted range 1ms..1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\n"+tc.file+"\n")
