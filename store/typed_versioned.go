@@ -49,7 +49,8 @@ func (s *TypedVersioned[K, V]) Get(k K) (v V, ts int64, found bool, err error) {
 }
 
 // GetAsOf returns the value of k valid at asOf and when it became valid
-// (see Versioned.GetAsOf: not found before the store's cutoff).
+// (see Versioned.GetAsOf: before the store's cutoff only the latest
+// version is found).
 func (s *TypedVersioned[K, V]) GetAsOf(k K, asOf int64) (v V, validFrom int64, found bool, err error) {
 	kb, err := s.encodeKey(k)
 	if err != nil {

@@ -23,9 +23,12 @@ import (
 // timestamp ever put (kept in the store, so it survives a restore from the
 // changelog). With history h the cutoff is st − h:
 //
-//   - GetAsOf(key, asOf) with asOf < cutoff answers not found, whatever the
-//     store still holds: history older than the window is not kept, and an
-//     answer must not depend on when cleanup ran.
+//   - GetAsOf(key, asOf) with asOf < cutoff answers the key's latest
+//     version when that is a value valid at asOf (validFrom ≤ asOf: the
+//     latest never expires), and not found otherwise, whatever the store
+//     still holds: history older than the window is not kept, and an
+//     answer must not depend on when cleanup ran. Kafka Streams'
+//     RocksDBVersionedStore answers the same.
 //   - Put with ts < cutoff is dropped (not stored, no error): it could only
 //     answer lookups that are no longer answered. Use Cutoff to tell.
 //   - Versions that stopped being valid at or before the cutoff are deleted
@@ -46,7 +49,8 @@ type Versioned interface {
 	Get(key []byte) (value []byte, ts int64, found bool, err error)
 	// GetAsOf returns the version of key valid at asOf: the newest with
 	// validFrom ≤ asOf. found is false when there is none, when it is a
-	// delete, or when asOf is older than the cutoff.
+	// delete, or when asOf is older than the cutoff and the version is not
+	// the key's latest.
 	GetAsOf(key []byte, asOf int64) (value []byte, validFrom int64, found bool, err error)
 	// LatestTimestamp returns the timestamp of key's latest version, a
 	// delete included (found is false when the store has no version of
@@ -58,7 +62,7 @@ type Versioned interface {
 	Range(from, to []byte, fn func(key, value []byte, ts int64) bool) error
 	// Cutoff is observed stream time − history (math.MinInt64 before the
 	// first put): puts older than it are dropped, lookups as of earlier
-	// times answer not found.
+	// times find only a key's latest version.
 	Cutoff() (int64, error)
 }
 
@@ -309,7 +313,17 @@ func (s *VersionedKeyValue) GetAsOf(key []byte, asOf int64) ([]byte, int64, bool
 		return nil, 0, false, err
 	}
 	if asOf < s.cutoff() {
-		return nil, 0, false, nil
+		// History older than the cutoff is not answered, but the latest
+		// version never expires: when it is valid at asOf it is the
+		// answer, as in Kafka Streams' RocksDBVersionedStore.
+		vs, err := s.versions(key, math.MaxInt64, 1)
+		if err != nil {
+			return nil, 0, false, s.errorf("get as of %d: %w", asOf, err)
+		}
+		if len(vs) == 0 || vs[0].tombstone || vs[0].ts > asOf {
+			return nil, 0, false, nil
+		}
+		return vs[0].value, vs[0].ts, true, nil
 	}
 	vs, err := s.versions(key, asOf, 1)
 	if err != nil {

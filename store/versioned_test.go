@@ -132,8 +132,11 @@ func TestVersionedRetentionBoundary(t *testing.T) {
 	if got := asOf(9_950); got != "v1000" {
 		t.Errorf("GetAsOf(9950) = %s, want v1000", got)
 	}
-	if got := asOf(9_899); got != "-" {
-		t.Errorf("GetAsOf(9899) = %s, want not found (before the cutoff 9900)", got)
+	if got := asOf(9_899); got != "v1000" {
+		t.Errorf("GetAsOf(9899) = %s, want v1000 (before the cutoff 9900, but the latest version, valid since 1000)", got)
+	}
+	if got := asOf(999); got != "-" {
+		t.Errorf("GetAsOf(999) = %s, want not found (before the cutoff, before the latest version)", got)
 	}
 	if n := countVersions(t, kv); n != 2 {
 		t.Errorf("%d versions stored, want 2 (k's and other's latest)", n)
@@ -201,6 +204,11 @@ func TestVersionedMatchesModel(t *testing.T) {
 		}
 		asOf := func(k string, at int64) (modelVersion, bool) {
 			if at < cutoff() {
+				// Only the latest version is answered before the cutoff
+				// (Kafka Streams' RocksDBVersionedStore.get).
+				if vers := model[k]; len(vers) > 0 && vers[0].ts <= at {
+					return vers[0], !vers[0].del
+				}
 				return modelVersion{}, false
 			}
 			for _, v := range model[k] {
@@ -323,4 +331,70 @@ func TestTypedVersioned(t *testing.T) {
 	if vs.Store().Name() != "prices" {
 		t.Errorf("Store().Name() = %q", vs.Store().Name())
 	}
+}
+
+// TestVersionedGetAsOfBeforeCutoff checks lookups older than the history
+// against Kafka Streams' RocksDBVersionedStore.get(key, asOf): before the
+// cutoff the latest version is still answered when it was valid at asOf
+// (the latest never expires), nothing else is.
+func TestVersionedGetAsOfBeforeCutoff(t *testing.T) {
+	type put struct {
+		key string
+		ts  int64
+		val string // "" is a delete
+	}
+	// History 100; "clock" moves stream time to 10000: cutoff 9900.
+	puts := []put{
+		{"old", 1000, "o1000"},                           // latest since 1000
+		{"hist", 1000, "h1000"}, {"hist", 9950, "h9950"}, // latest after the cutoff
+		{"gone", 1000, "g1000"}, {"gone", 2000, ""}, // latest is a delete
+		{"clock", 10_000, "x"},
+	}
+	cases := []struct {
+		key   string
+		asOf  int64
+		want  string // "-": not found
+		valid int64
+	}{
+		{"old", 5000, "o1000", 1000}, // before the cutoff, the latest valid since 1000
+		{"old", 1000, "o1000", 1000},
+		{"old", 999, "-", 0}, // before the latest version
+		{"old", 9900, "o1000", 1000},
+		{"hist", 5000, "-", 0}, // h1000 was valid then, but is history older than the cutoff
+		{"hist", 9899, "-", 0},
+		{"hist", 9900, "h1000", 1000}, // at the cutoff: history answered
+		{"hist", 9950, "h9950", 9950},
+		{"gone", 1500, "-", 0}, // the latest is a delete
+		{"gone", 5000, "-", 0},
+		{"none", 5000, "-", 0},
+	}
+	kv := memstore.NewKeyValue("v")
+	vs := newVersioned(t, kv, 100*time.Millisecond)
+	for _, p := range puts {
+		var b []byte
+		if p.val != "" {
+			b = []byte(p.val)
+		}
+		if err := vs.Put([]byte(p.key), p.ts, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(vs *store.VersionedKeyValue, what string) {
+		t.Helper()
+		for _, c := range cases {
+			v, from, ok, err := vs.GetAsOf([]byte(c.key), c.asOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, gotFrom := "-", int64(0)
+			if ok {
+				got, gotFrom = string(v), from
+			}
+			if got != c.want || gotFrom != c.valid {
+				t.Errorf("%s: GetAsOf(%s, %d) = %s@%d, want %s@%d", what, c.key, c.asOf, got, gotFrom, c.want, c.valid)
+			}
+		}
+	}
+	check(vs, "live")
+	check(newVersioned(t, kv, 100*time.Millisecond), "reopened")
 }

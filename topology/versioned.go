@@ -28,9 +28,12 @@ import (
 //     before the cutoff is deleted, a tombstone in the changelog. The
 //     newest version at or before the cutoff is kept while it is the
 //     latest: the table never forgets a key's current value.
-//   - Lookups as of a time before the cutoff find nothing: a stream record
-//     older than the cutoff joins no table value (LeftJoinTable emits it
-//     with found=false).
+//   - Lookups as of a time before the cutoff find only a key's latest
+//     version, when it is a value valid then (its timestamp at or before
+//     the lookup's): a stream record older than the cutoff joins the
+//     latest value if that was already valid at the record's time, and
+//     no table value otherwise (LeftJoinTable emits it with found=false),
+//     as Kafka Streams' versioned store answers.
 //   - An update older than the cutoff is dropped (counted as DropLate).
 //   - An update older than its key's latest version (out of order, within
 //     history) is stored as history, so as-of lookups see it, but is not

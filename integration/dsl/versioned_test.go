@@ -61,10 +61,15 @@ func (m *asOfModel) update(r record) (fwd record, ok bool) {
 }
 
 func (m *asOfModel) asOf(key string, ts int64) (string, bool) {
+	vers := m.versions[key]
 	if ts < m.cutoff(key) {
+		// Before the cutoff only the latest version is answered (Kafka
+		// Streams' RocksDBVersionedStore.get).
+		if n := len(vers); n > 0 && vers[n-1].ts <= ts {
+			return vers[n-1].value, !vers[n-1].tombstone
+		}
 		return "", false
 	}
-	vers := m.versions[key]
 	for i := len(vers) - 1; i >= 0; i-- {
 		if vers[i].ts <= ts {
 			return vers[i].value, !vers[i].tombstone

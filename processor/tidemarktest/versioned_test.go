@@ -126,10 +126,15 @@ func (m *versionedModel) update(sku string, v priceVersion) (late, forwarded boo
 }
 
 func (m *versionedModel) asOf(sku string, ts int64) (int64, bool) {
+	vers := m.prices[sku]
 	if ts < m.cutoff() {
+		// Before the cutoff only the latest version is answered (Kafka
+		// Streams' RocksDBVersionedStore.get).
+		if n := len(vers); n > 0 && vers[n-1].ts <= ts {
+			return vers[n-1].price, !vers[n-1].del
+		}
 		return 0, false
 	}
-	vers := m.prices[sku]
 	for i := len(vers) - 1; i >= 0; i-- {
 		if vers[i].ts <= ts {
 			return vers[i].price, !vers[i].del
