@@ -39,8 +39,11 @@ import (
 //     history) is stored as history, so as-of lookups see it, but is not
 //     forwarded downstream: what ToStream, table-table joins, GroupBy and
 //     the other table operators see of a versioned table is its sequence
-//     of latest values, as in Kafka Streams. An update with the same
-//     timestamp as the latest replaces it and is forwarded.
+//     of latest values. Kafka Streams' table-table joins and groupBy skip
+//     such updates too, but its toStream() writes them (KTableSource
+//     forwards them marked not latest): tidemark's ToStream does not. An
+//     update with the same timestamp as the latest replaces it and is
+//     forwarded.
 //   - A delete (a tombstone) is a version: lookups as of its time or later
 //     find nothing, earlier ones still find the value before it.
 //
