@@ -102,6 +102,12 @@ func tableConfig(cfg *opConfig) *opConfig {
 // not honour it: the option type (StoreOption) is shared with windowed
 // stores, so the compiler cannot refuse it.
 func (b *Builder) checkTTL(n *node, cfg *opConfig) {
+	if cfg.hasTTL && cfg.versioned {
+		// A table, but a versioned one: saying WithTTL does not apply to
+		// tables would mislead.
+		b.fail(errorf(n.name, "%w: WithTTL does not apply beside Versioned: a versioned table bounds its history by its own (Versioned's history) and keeps each key's latest value", ErrInvalidTopology))
+		return
+	}
 	if cfg.hasTTL && !cfg.ttlAllowed {
 		b.fail(errorf(n.name, "%w: WithTTL applies to the key-value stores of tables and non-windowed aggregations only, not to %s", ErrInvalidTopology, n.op))
 	}

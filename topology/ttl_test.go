@@ -71,6 +71,12 @@ func TestWithTTLBuildErrors(t *testing.T) {
 			b.Stream("in", str, str).Join(b.Stream("in2", str, str), func(_, l, r string) string { return l + r },
 				topology.JoinWindowsOf(time.Minute, 0), topology.Named("j"), topology.WithTTL(time.Hour)).To("out")
 		}},
+		{"versioned table", "vt", func(b *topology.Builder) {
+			b.Table("in", str, str, topology.Named("vt"), topology.Versioned(time.Hour), topology.WithTTL(time.Hour))
+		}},
+		{"versioned ToTable", "vtt", func(b *topology.Builder) {
+			b.Stream("in", str, str).ToTable(topology.Named("vtt"), topology.WithTTL(time.Hour), topology.Versioned(time.Hour))
+		}},
 		{"deduplicate", "d", func(b *topology.Builder) {
 			b.Stream("in", str, str).Deduplicate(func(_, v string) string { return v }, time.Minute,
 				topology.Named("d"), topology.WithTTL(time.Hour)).To("out")
@@ -83,6 +89,11 @@ func TestWithTTLBuildErrors(t *testing.T) {
 			_, err := b.Build()
 			if !errors.Is(err, topology.ErrInvalidTopology) || !strings.Contains(err.Error(), `"`+c.operator) || !strings.Contains(err.Error(), "WithTTL") {
 				t.Errorf("Build = %v, want ErrInvalidTopology naming WithTTL and operator %q", err, c.operator)
+			}
+			// A versioned table is a table: the error must name the
+			// conflict, not claim WithTTL does not apply to tables.
+			if strings.HasPrefix(c.name, "versioned") && !strings.Contains(err.Error(), "beside Versioned") {
+				t.Errorf("Build = %v, want it to name Versioned as the conflict", err)
 			}
 		})
 	}
