@@ -61,8 +61,8 @@ import (
 // processing and restore hold as for any table. Only Builder.Table and
 // Stream.ToTable accept Versioned; Build fails for other operators and for
 // a negative history. History 0 keeps only the latest versions: as-of
-// lookups older than the table's stream time find nothing, and updates
-// older than it are dropped.
+// lookups older than the table's stream time find only a latest version
+// already valid then, and updates older than it are dropped.
 func Versioned(history time.Duration) StoreOption {
 	return storeOpt{slidingOpt{windowOpt{func(c *opConfig) { c.versioned, c.history = true, history }}}}
 }
