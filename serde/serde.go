@@ -80,9 +80,18 @@ func (int64Serde) Decode(b []byte) (int64, error) {
 type float64Serde struct{}
 
 // Float64 encodes as 8 big-endian IEEE 754 bytes, like Kafka's DoubleSerializer.
+// Every NaN is written as the canonical 0x7ff8000000000000, as Java's
+// Double.doubleToLongBits does (Go's math.NaN() has another payload), so a
+// NaN key has the same bytes, partition and store row as in Kafka Streams.
 func Float64() Serde[float64] { return float64Serde{} }
 
+// canonicalNaN is Double.doubleToLongBits(Double.NaN).
+const canonicalNaN = 0x7ff8000000000000
+
 func (float64Serde) Encode(dst []byte, v float64) ([]byte, error) {
+	if math.IsNaN(v) {
+		return binary.BigEndian.AppendUint64(dst, canonicalNaN), nil
+	}
 	return binary.BigEndian.AppendUint64(dst, math.Float64bits(v)), nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,7 +283,10 @@ func stateCodecFor(name, flag string) (stateCodec, error) {
 			},
 			parse: func(s string) ([]byte, error) {
 				v, err := strconv.ParseFloat(s, 64)
-				return binary.BigEndian.AppendUint64(nil, math.Float64bits(v)), err
+				if err != nil {
+					return nil, err
+				}
+				return serde.Float64().Encode(nil, v) // NaN as the serde writes it
 			},
 		}, nil
 	case "json":
