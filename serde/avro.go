@@ -64,8 +64,9 @@ type avroConfig struct {
 }
 
 // WithRegistry makes the serde read and write the Confluent wire format:
-// magic byte 0, the 4-byte big-endian schema id, then the Avro payload.
-// Encode registers the schema under subject (by Confluent convention
+// magic byte 0, the 4-byte big-endian schema id, then the Avro payload
+// (for the primitive schema "bytes", the bytes alone, without Avro's length
+// prefix, as Confluent's serializers write and read them). Encode registers the schema under subject (by Confluent convention
 // "<topic>-value" or "<topic>-key") on first use, or looks its id up with
 // WithAutoRegister(false), and caches the id once that succeeds. Decode
 // looks each record's writer schema up by id and resolves it to the serde's
@@ -149,6 +150,7 @@ func Avro[T any](schema string, opts ...AvroOption) (Serde[T], error) {
 	if !cfg.useRegistry {
 		return plainAvro[T]{s}, nil
 	}
+	self.raw = rawBytesSchema(tree)
 	s.writers = map[int]*avroWriter{}
 	return s, nil
 }
@@ -168,6 +170,9 @@ type avroWriter struct {
 	codec *goavro.Codec // the writer's
 	dec   avroDecoder   // resolves the writer's native form into T
 	err   error         // the writer schema does not resolve; kept, ids are immutable
+	// raw: the writer schema is "bytes", whose value Confluent's serdes
+	// frame as the bytes themselves, without Avro's length (rawBytesSchema).
+	raw bool
 }
 
 type avroSerde[T any] struct {
@@ -210,6 +215,13 @@ func (s *avroSerde[T]) decodeWith(w *avroWriter, b []byte) (T, error) {
 	if w.err != nil {
 		return v, w.err
 	}
+	if w.raw {
+		if err := w.dec(append([]byte{}, b...), reflect.ValueOf(&v).Elem()); err != nil {
+			var zero T
+			return zero, fmt.Errorf("%w: avro %T: %w", ErrDecode, v, err)
+		}
+		return v, nil
+	}
 	if err := checkAvroBinary(w.tree, b); err != nil {
 		return v, fmt.Errorf("%w: avro %T: %w", ErrDecode, v, err)
 	}
@@ -240,11 +252,36 @@ func (s *avroSerde[T]) Encode(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("%w: avro %T: header: %w", ErrEncode, v, err)
 	}
-	out, err = s.appendAvro(out, v)
+	if s.self.raw {
+		out, err = s.appendRaw(out, v)
+	} else {
+		out, err = s.appendAvro(out, v)
+	}
 	if err != nil {
 		return dst, err
 	}
 	return out, nil
+}
+
+// rawBytesSchema reports whether t is the primitive "bytes" schema, whose
+// values Confluent's KafkaAvroSerializer writes after the wire-format header
+// as they are, without Avro's length prefix, and its deserializer reads
+// back as everything after the header (AbstractKafkaAvroSerializer,
+// AbstractKafkaAvroDeserializer): Avro[[]byte] with a registry does the
+// same, so either side reads the other's values.
+func rawBytesSchema(t *avroType) bool { return t.kind == "bytes" }
+
+// appendRaw appends v, bound to the "bytes" schema, as its bytes alone.
+func (s *avroSerde[T]) appendRaw(dst []byte, v T) ([]byte, error) {
+	n, err := s.enc(reflect.ValueOf(&v).Elem())
+	if err != nil {
+		return dst, fmt.Errorf("%w: avro %T: %w", ErrEncode, v, err)
+	}
+	b, ok := n.([]byte)
+	if !ok {
+		return dst, fmt.Errorf("%w: avro %T: bytes schema encoded as %T", ErrEncode, v, n)
+	}
+	return append(dst, b...), nil
 }
 
 func (s *avroSerde[T]) schemaID() (int, error) {
@@ -428,5 +465,5 @@ func (s *avroSerde[T]) resolve(id int, schema sr.Schema) *avroWriter {
 	if err != nil {
 		return fail("%v", err)
 	}
-	return &avroWriter{tree: tree, codec: codec, dec: dec}
+	return &avroWriter{tree: tree, codec: codec, dec: dec, raw: rawBytesSchema(tree)}
 }
