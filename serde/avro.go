@@ -304,9 +304,11 @@ func (s *avroSerde[T]) schemaID() (int, error) {
 		var ss sr.SubjectSchema
 		ss, err = s.cfg.registry.LookupSchema(ctx, s.cfg.subject, schema)
 		id = ss.ID
-		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == 404 {
-			return 0, fmt.Errorf("%w: %w: %w: subject %q: %s", ErrEncode, ErrRegistry, ErrSchemaNotRegistered, s.cfg.subject, re.Message)
+		if registryNotFound(err) {
+			// The registry's own answer, a refusal: the error keeps
+			// its response, so RegistryUnavailable says no retry
+			// helps. A bare 404 (a proxy) is an outage, below.
+			return 0, fmt.Errorf("%w: %w: %w: subject %q: %w", ErrEncode, ErrRegistry, ErrSchemaNotRegistered, s.cfg.subject, err)
 		}
 	}
 	if err != nil {
@@ -330,12 +332,20 @@ func SchemaNotFound(err error) bool {
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode == sr.ErrSchemaNotFound.Code
 }
 
+// registryNotFound reports whether err is the registry's own "not found"
+// answer: a 404 carrying one of its 404xx error codes (40401 subject,
+// 40402 version, 40403 schema not found), not a 404 from something else.
+func registryNotFound(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode/100 == http.StatusNotFound
+}
+
 // RegistryUnavailable reports whether err is a registry call that failed
 // for want of an answer, which a retry may get: the registry unreachable or
 // timed out, a 5xx, 408 or 429, or a 404 that is not the registry's own
-// schema-not-found (a proxy in front of a registry being redeployed). A
-// refusal (401, 403, 409, 422: credentials, an incompatible schema) is not:
-// retrying it changes nothing.
+// not-found (a proxy in front of a registry being redeployed). A refusal
+// (401, 403, 409, 422: credentials, an incompatible schema; the registry's
+// own 404, ErrSchemaNotRegistered) is not: retrying it changes nothing.
 func RegistryUnavailable(err error) bool {
 	if !errors.Is(err, ErrRegistry) {
 		return false
@@ -348,7 +358,7 @@ func RegistryUnavailable(err error) bool {
 	case http.StatusRequestTimeout, http.StatusTooManyRequests:
 		return true
 	case http.StatusNotFound:
-		return !SchemaNotFound(err)
+		return !registryNotFound(err)
 	}
 	return re.StatusCode >= 500
 }
