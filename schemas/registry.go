@@ -183,6 +183,9 @@ func (r *RegistrySerde[T]) resolution(ctx context.Context, id int) (*resolution,
 	}
 	if s.Type != sr.TypeAvro {
 		got.err = fmt.Errorf("%w: %w", serde.ErrDecode, &WrongEventTypeError{Want: r.spec.name, Got: fmt.Sprintf("a %v schema (id %d)", s.Type, id)})
+	} else if len(s.References) > 0 {
+		// Not judged: refused, never skipped or dead-lettered.
+		got.err = fmt.Errorf("%w: decode %s: schema id %d: %w (%d references)", ErrRegistry, zero.Type(), id, serde.ErrSchemaReferences, len(s.References))
 	} else if got.res, err = r.spec.resolve(s.Schema); err != nil {
 		got.err = fmt.Errorf("%w: schema id %d: %w", serde.ErrDecode, id, err)
 	}

@@ -41,6 +41,12 @@ var (
 	// writer lacks, a field whose type changed, another record type).
 	// Decode wraps it with ErrDecode.
 	ErrIncompatibleSchema = errors.New("incompatible writer schema")
+	// ErrSchemaReferences: a record's writer schema names types from other
+	// subjects (Confluent schema references), which the serde does not
+	// resolve. The record was not judged, so Decode wraps it with
+	// ErrRegistry, not ErrDecode: it is never skipped or dead-lettered,
+	// and RegistryUnavailable says no retry helps.
+	ErrSchemaReferences = errors.New("writer schema has schema references, which are not supported")
 	// ErrSchemaNotRegistered: WithAutoRegister(false) and the subject has
 	// no version with the serde's schema. Encode wraps it with ErrEncode.
 	ErrSchemaNotRegistered = errors.New("schema not registered under subject")
@@ -347,7 +353,7 @@ func registryNotFound(err error) bool {
 // (401, 403, 409, 422: credentials, an incompatible schema; the registry's
 // own 404, ErrSchemaNotRegistered) is not: retrying it changes nothing.
 func RegistryUnavailable(err error) bool {
-	if !errors.Is(err, ErrRegistry) {
+	if !errors.Is(err, ErrRegistry) || errors.Is(err, ErrSchemaReferences) {
 		return false
 	}
 	var re *sr.ResponseError
@@ -454,6 +460,9 @@ func (s *avroSerde[T]) resolve(id int, schema sr.Schema) *avroWriter {
 	}
 	if schema.Type != sr.TypeAvro {
 		return fail("a %v schema, not Avro", schema.Type)
+	}
+	if len(schema.References) > 0 {
+		return &avroWriter{err: fmt.Errorf("%w: avro %T: schema id %d: %w (%d references)", ErrRegistry, zero, id, ErrSchemaReferences, len(schema.References))}
 	}
 	codec, err := goavro.NewCodec(schema.Schema)
 	if err != nil {
