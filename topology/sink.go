@@ -40,6 +40,7 @@ func (s Stream[K, V]) sinkOp(n *node, cfg *opConfig) *sinkOp[K, V] {
 		op.partitionBy = s.ks.Encode
 	}
 	op.valueNull, _ = s.vs.(serde.Nuller)
+	op.keyNil, op.valueNil = keyNull[K](), keyNull[V]()
 	s.b.checkPlacementOption(n, cfg)
 	if cfg.partitioner != nil {
 		f, ok := cfg.partitioner.(func(string, K, V, int32) int32)
@@ -70,6 +71,12 @@ type sinkOp[K, V any] struct {
 	// that encodes to it is written as a null Kafka key or a tombstone: the
 	// sources read it back so, and log compaction deletes only a null value.
 	keyNull, valueNull serde.Nuller
+	// keyNil and valueNil test for a nil key or value (a pointer, slice,
+	// map or interface; nil for other types): written as a null Kafka key
+	// or a tombstone without calling the serde, as Kafka's serializers
+	// (Confluent's Avro serializer among them) map null to null.
+	keyNil   func(K) bool
+	valueNil func(V) bool
 }
 
 func (o *sinkOp[K, V]) instantiate(env *opEnv, _ []any) (any, error) {
@@ -96,9 +103,10 @@ type sinkInst[K, V any] struct {
 }
 
 // process writes r. A null key is written as a null Kafka key and an empty
-// encoding as an empty one: the two never meet.
+// encoding as an empty one: the two never meet. A nil key or value is
+// null too (sinkOp.keyNil, valueNil).
 func (s *sinkInst[K, V]) process(r Record[K, V]) error {
-	nullKey := r.NullKey
+	nullKey := r.NullKey || isNull(s.op.keyNil, r.Key)
 	if !nullKey {
 		var err error
 		if s.kbuf, err = s.op.ks.Encode(s.kbuf[:0], r.Key); err != nil {
@@ -118,7 +126,7 @@ func (s *sinkInst[K, V]) process(r Record[K, V]) error {
 		s.out.Key = nil
 	}
 	s.out.Value = nil
-	if !r.Tombstone {
+	if !r.Tombstone && !isNull(s.op.valueNil, r.Value) {
 		var err error
 		if s.vbuf, err = s.op.vs.Encode(s.vbuf[:0], r.Value); err != nil {
 			return errorf(s.env.node, "encode value for %q: %w", s.op.topic, err)
