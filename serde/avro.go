@@ -371,13 +371,15 @@ func RegistryUnavailable(err error) bool {
 
 // registryErr wraps a failed registry call in ErrRegistry, saying whether
 // the registry refused (4xx: an invalid or incompatible schema, no
-// authorisation) or could not answer (network, timeout, 5xx).
+// authorisation) or could not answer (network, timeout, 5xx, and the 4xx
+// that RegistryUnavailable retries: 408, 429, a bare 404).
 func registryErr(err error) error {
+	wrapped := fmt.Errorf("%w: %w", ErrRegistry, err)
 	var re *sr.ResponseError
-	if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 {
+	if errors.As(err, &re) && re.StatusCode >= 400 && re.StatusCode < 500 && !RegistryUnavailable(wrapped) {
 		return fmt.Errorf("%w: refused: %w", ErrRegistry, err)
 	}
-	return fmt.Errorf("%w: %w", ErrRegistry, err)
+	return wrapped
 }
 
 // Decode reads the Confluent header, fetches the writer schema by id unless

@@ -2,8 +2,10 @@ package serde_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -42,5 +44,30 @@ func TestAvroUnregisteredSchemaIsARefusalNotAnOutage(t *testing.T) {
 	_, err = p.Encode(nil, userV1T{ID: "a", Tier: "FREE"})
 	if errors.Is(err, serde.ErrSchemaNotRegistered) || !serde.RegistryUnavailable(err) || !errors.Is(err, serde.ErrEncode) {
 		t.Fatalf("lookup through a plain 404: %v (RegistryUnavailable %v); want an outage, not ErrSchemaNotRegistered", err, serde.RegistryUnavailable(err))
+	}
+}
+
+// A 429 or 408 is waited out (RegistryUnavailable), so its error must not
+// say the registry refused: the app logs it while it retries.
+func TestRegistryRetriedStatusesAreNotCalledRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		status  int
+		refused bool
+	}{{http.StatusTooManyRequests, false}, {http.StatusRequestTimeout, false}, {http.StatusConflict, true}, {http.StatusForbidden, true}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			fmt.Fprintf(w, `{"error_code":%d,"message":"no"}`, tc.status)
+		}))
+		cl, err := sr.NewClient(sr.URLs(srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := mustAvro[userV1T](t, userV1, serde.WithRegistry(cl, "users-value"))
+		_, err = s.Encode(nil, userV1T{ID: "a", Tier: "FREE"})
+		srv.Close()
+		if got := strings.Contains(err.Error(), "refused"); got != tc.refused || serde.RegistryUnavailable(err) == tc.refused {
+			t.Errorf("%d: %v (RegistryUnavailable %v); want refused=%v", tc.status, err, serde.RegistryUnavailable(err), tc.refused)
+		}
 	}
 }
