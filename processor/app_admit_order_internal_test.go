@@ -132,6 +132,7 @@ func TestAdmissionHoldWithoutABoundPausesTheWholeTask(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: "a", Offset: int64(o), Key: []byte("hot"), Value: []byte("v"), Timestamp: time.UnixMilli(int64(o))})
 	}
 	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "a"}, recs, 0, *now)
+	s.fair.enqueue(tk.ID(), changelog.TopicPartition{Topic: "b"}, nil, 0, *now) // fetched: nothing there
 	s.releaseHolds(*now)
 	if _, err := s.processPass(context.Background()); err != nil {
 		t.Fatal(err)

@@ -119,8 +119,15 @@ type partQueue struct {
 	tp   changelog.TopicPartition
 	recs []*kgo.Record
 	// behind is the partition's records after its last fetched one, as of
-	// that fetch (its high watermark minus the next offset).
+	// that fetch (its last stable offset minus the next offset; control
+	// records count as fetched, see enqueueFetches).
 	behind int64
+	// known: a fetch of the partition reached the loop since its task
+	// started or its queue was discarded, so behind is its lag; until
+	// then its lag is unknown (since when: unknownSince) and its task
+	// waits for it (taskQueue.next).
+	known        bool
+	unknownSince time.Time
 	// fetched is when the loop polled the partition's last records
 	// (app_lag.go).
 	fetched time.Time
@@ -202,7 +209,18 @@ type taskQueue struct {
 // over a held head: the other inputs' stream time then closed the held
 // records' windows, and a windowed operator dropped the rate-limited
 // tenant's records as late once they were released.)
-func (q *taskQueue) next() *partQueue {
+//
+// The task also waits, as Kafka Streams does (KIP-695, max.task.idle.ms 0),
+// while one of its partitions has nothing queued but has records on the
+// broker it has not fetched yet, or has not been fetched at all since the
+// task started (for at most unknownLagWait): its next records may be older
+// than every queued head. Taking the other partitions' records meanwhile
+// ran one input ahead of the other whenever the inputs had a backlog (a
+// start after downtime): a partition's fetch brings at most
+// FetchMaxPartitionBytes, so a small input was done while a large one was
+// still fetched batch by batch, and windows downstream closed on the small
+// one's stream time and dropped the large one's records as late.
+func (q *taskQueue) next(now time.Time) *partQueue {
 	var best *partQueue
 	for _, p := range q.parts {
 		h := p.head()
@@ -213,10 +231,38 @@ func (q *taskQueue) next() *partQueue {
 			best = p
 		}
 	}
-	if best != nil && best.hold.held() {
+	if best == nil || best.hold.held() {
 		return nil
 	}
+	for _, p := range q.parts {
+		if len(p.recs) == 0 && p.lagging(now) {
+			return nil
+		}
+	}
 	return best
+}
+
+// unknownLagWait bounds how long a task waits for a partition whose lag is
+// unknown: the fetches of a partition with nothing to read seldom reach
+// the loop (franz-go passes on an empty partition only beside another
+// partition's records), so an idle input would otherwise hold its task
+// back for good. Kafka Streams' consumer learns the lag from the first
+// fetch response, empty or not, which takes up to its fetch.max.wait.ms:
+// 500 ms by default.
+const unknownLagWait = 500 * time.Millisecond
+
+// lagging reports whether p, with nothing queued, may still have records
+// the broker holds and the loop has not fetched: its last fetch left
+// some behind (until settleBehind gives up on them), or no fetch of it
+// has reached the loop yet, for up to unknownLagWait.
+func (p *partQueue) lagging(now time.Time) bool {
+	if p.known {
+		return p.behind > 0
+	}
+	if p.unknownSince.IsZero() {
+		p.unknownSince = now
+	}
+	return now.Sub(p.unknownSince) < unknownLagWait
 }
 
 // pop removes p's head record and returns it.
@@ -290,12 +336,30 @@ func (f *fairQueues) enqueue(id topology.TaskID, tp changelog.TopicPartition, re
 	p.recs = append(p.recs, recs...)
 	if len(recs) > 0 {
 		p.polls = append(p.polls, pollMark{last: recs[len(recs)-1].Offset, at: polled})
-		p.fetched = polled
 	}
-	p.behind = behind
+	p.fetched = polled
+	p.behind, p.known = behind, true
 	q.queued += len(recs)
 	for _, r := range recs {
 		q.bytes += recordBytes(r)
+	}
+}
+
+// expect registers the input partitions of a running task id whose lag is
+// not known yet: the task waits for their first fetch (taskQueue.next).
+func (f *fairQueues) expect(id topology.TaskID, tps []changelog.TopicPartition) {
+	q := f.tasks[id]
+	if q == nil {
+		q = &taskQueue{id: id}
+		f.tasks[id] = q
+	}
+	for _, tp := range tps {
+		if f.parts[tp] != nil {
+			continue
+		}
+		p := &partQueue{tp: tp}
+		f.parts[tp] = p
+		q.parts = append(q.parts, p)
 	}
 }
 
@@ -328,7 +392,7 @@ func (f *fairQueues) busy() bool {
 // been closed waits for dropRevoked.)
 func (s *session) runnable() bool {
 	for id, q := range s.fair.tasks {
-		if _, ok := s.tasks[id]; ok && q.queued > 0 && q.next() != nil {
+		if _, ok := s.tasks[id]; ok && q.queued > 0 && q.next(s.now()) != nil {
 			return true
 		}
 	}
@@ -343,6 +407,9 @@ func (f *fairQueues) discard() {
 		for _, p := range q.parts {
 			clear(p.recs)
 			p.recs, p.polls = nil, nil
+			// Fetched again from the committed offsets: the lag the
+			// last fetch left is no longer the partition's.
+			p.known, p.unknownSince = false, time.Time{}
 		}
 		q.queued, q.bytes, q.full = 0, 0, false
 	}
@@ -478,33 +545,67 @@ func (q queuedOffsets) Pending() txn.Offsets {
 // enqueueFetches queues the records of a poll by task. Records of a
 // partition no task owns are an error: skipping them would commit offsets
 // past them.
-func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) error {
+//
+// The consumer keeps control records (kgo.KeepControlRecords): the commit
+// and abort markers of transactional writers are not processed, but they
+// are fetched, and only counting them tells a partition at the end of its
+// log from one with a record left: on a transactionally written topic
+// (every repartition topic) a marker follows the last record. An empty
+// partition passed on beside others' records was fetched up to its end.
+// It returns the data records queued.
+func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) (int, error) {
 	var unowned error
+	queued := 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		n := len(p.Records)
-		if n == 0 {
-			return // an error-only or empty partition (e.g. after a broker restart)
+		if p.Err != nil {
+			return // error-only (e.g. after a broker restart): pollError's
 		}
 		tp := changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		lt := s.byInput[tp]
+		n := len(p.Records)
 		if lt == nil {
-			unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
+			if n > 0 {
+				unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
+			}
 			return
 		}
-		s.fair.enqueue(lt.task.ID(), tp, p.Records, max(0, p.HighWatermark-p.Records[n-1].Offset-1), polled)
+		var behind int64
+		recs := p.Records
+		if n > 0 {
+			stable := p.LastStableOffset
+			if stable < 0 {
+				stable = p.HighWatermark
+			}
+			behind = max(0, stable-p.Records[n-1].Offset-1)
+			recs = dataRecords(recs)
+		}
+		queued += len(recs)
+		s.fair.enqueue(lt.task.ID(), tp, recs, behind, polled)
 	})
 	if unowned != nil {
 		// The consumer and the task table disagree (a revocation racing
 		// the poll): start over from the committed offsets instead.
-		return fmt.Errorf("%w: %v", errRestartSession, unowned)
+		return 0, fmt.Errorf("%w: %v", errRestartSession, unowned)
 	}
-	return nil
+	return queued, nil
 }
+
+// dataRecords is recs without control records, recs itself when it has
+// none.
+func dataRecords(recs []*kgo.Record) []*kgo.Record {
+	if !slices.ContainsFunc(recs, isControl) {
+		return recs
+	}
+	return slices.DeleteFunc(slices.Clone(recs), isControl)
+}
+
+func isControl(r *kgo.Record) bool { return r.Attrs.IsControl() }
 
 // processPass runs one pass: up to the per-pass limit of each task's queued
 // records, tasks in ID order. It returns the records processed.
 func (s *session) processPass(ctx context.Context) (int, error) {
 	total := 0
+	now := s.now()
 	finals := false // a record closed windows: end the pass for their commit
 	for _, id := range s.sortedTaskIDs() {
 		if finals {
@@ -519,7 +620,7 @@ func (s *session) processPass(ctx context.Context) (int, error) {
 			if s.yieldPass() {
 				break // app_pipeline.go: the transaction in flight first
 			}
-			p := q.next()
+			p := q.next(now)
 			if p == nil {
 				break
 			}
@@ -574,7 +675,7 @@ func (s *session) observeQueues(now time.Time) {
 		var tl int64
 		// A task waiting for its held partition (taskQueue.next) waits
 		// with all its partitions: their backlog is the rate's too.
-		waiting := q.queued > 0 && q.next() == nil
+		waiting := q.queued > 0 && q.next(now) == nil
 		for _, p := range q.parts {
 			s.fair.settleBehind(p, now)
 			pl := p.behind + int64(len(p.recs))

@@ -17,6 +17,9 @@ import "time"
 // 10 s, and the TidemarkNoProgress alert (lag > 0, nothing processed)
 // would have paged.
 //
+// The consumer now keeps control records (enqueueFetches), so a marker
+// after the last record no longer counts; aborted records at a log's end
+// still do, as do records its last fetch left when fetching then stopped.
 // So what a partition's last fetch left behind stops counting once the
 // loop has gone on polling for lagSettle without being given any of it,
 // while the partition was neither queued nor paused: a record the consumer

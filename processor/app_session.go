@@ -190,6 +190,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 		kgo.ConsumeTopics(a.topo.SourceTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // lag at the end of a transactional log (enqueueFetches)
 		kgo.Balancers(&copartitionBalancer{info: memberInfo{Instance: a.cfg.InstanceID, HTTP: a.cfg.AdvertisedHTTP, Thread: th.index},
 			ha: a.haConfig(), lags: a.haLags, ends: a.changelogEnds, onStandby: s.onStandby, onSync: s.onSync, rejoin: &s.rejoin}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
@@ -542,9 +543,13 @@ func (s *session) inputsOf(ids map[topology.TaskID]bool) txn.Partitions {
 func (s *session) index() {
 	clear(s.byInput)
 	for id, lt := range s.tasks {
+		tps := make([]changelog.TopicPartition, 0, len(lt.task.Topics()))
 		for _, topic := range lt.task.Topics() {
-			s.byInput[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = lt
+			tp := changelog.TopicPartition{Topic: topic, Partition: id.Partition}
+			s.byInput[tp] = lt
+			tps = append(tps, tp)
 		}
+		s.fair.expect(id, tps)
 	}
 }
 
@@ -808,9 +813,12 @@ func (s *session) begin() error {
 func (s *session) processBatch(ctx context.Context, fs kgo.Fetches, n int) error {
 	start := s.now()
 	if n > 0 {
-		s.ctrl.ObserveArrivals(start, n)
-		if err := s.enqueueFetches(fs, start); err != nil {
+		queued, err := s.enqueueFetches(fs, start)
+		if err != nil {
 			return err
+		}
+		if queued > 0 {
+			s.ctrl.ObserveArrivals(start, queued)
 		}
 	}
 	s.releaseHolds(start)

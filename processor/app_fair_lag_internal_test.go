@@ -1,0 +1,114 @@
+package processor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/changelog"
+)
+
+// feedMerged is a fetch of n records of key on topic (one partition) with
+// event times from ts0 ms, offsets from off, and the broker's last stable
+// offset lso.
+func feedMerged(topic, key string, off, ts0 int64, n int, lso int64) kgo.FetchTopic {
+	var recs []*kgo.Record
+	for i := range int64(n) {
+		recs = append(recs, &kgo.Record{Topic: topic, Offset: off + i, Key: []byte(key), Value: []byte("v"),
+			Timestamp: time.UnixMilli(ts0 + i)})
+	}
+	return kgo.FetchTopic{Topic: topic, Partitions: []kgo.FetchPartition{{Partition: 0, HighWatermark: lso, LastStableOffset: lso, Records: recs}}}
+}
+
+// A task whose inputs both have a backlog (a start after downtime) reads
+// the large one batch by batch, and the small one's records, later in
+// event time, are all queued after the first fetch. It processed them as
+// soon as the large input's first batch was done: their stream time closed
+// the windows of the large input's next batches, and 100 of its 130
+// records here were dropped as late. As in Kafka Streams (KIP-695), the
+// task waits for the partition with records still on the broker.
+func TestATaskWaitsForItsPartitionWithRecordsOnTheBroker(t *testing.T) {
+	s, tk, counts, now := newMergedSession(t, 500, nil)
+	pass := func(fetches ...kgo.FetchTopic) {
+		t.Helper()
+		if len(fetches) > 0 {
+			if _, err := s.enqueueFetches(kgo.Fetches{{Topics: fetches}}, *now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.processPass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(10 * time.Millisecond)
+	}
+	// a: 30 records of 130 fetched; b: all of its records, 60 s later.
+	pass(feedMerged("a", "hot", 0, 1000, 30, 130), feedMerged("b", "cold", 0, 60000, 30, 30))
+	if got := counts["cold@60000"]; got != "" {
+		t.Fatalf("b's records were processed while a had 100 records on the broker (cold's window counted %s)", got)
+	}
+	pass(feedMerged("a", "hot", 30, 1030, 100, 130))
+	pass()
+	late := 0
+	for _, n := range tk.Metrics().Dropped {
+		late += int(n)
+	}
+	if late != 0 || counts["hot@0"] != "130" || counts["cold@60000"] != "30" {
+		t.Fatalf("%d records dropped as late; hot's window counted %q, cold's %q; want 0, 130, 30", late, counts["hot@0"], counts["cold@60000"])
+	}
+}
+
+// A commit marker after a partition's last record is fetched but not a
+// record to process: counted as one left on the broker, every partition
+// of a transactionally written topic (every repartition topic) would look
+// behind after each fetch and hold its task back.
+func TestAMarkerIsNotARecordLeftOnTheBroker(t *testing.T) {
+	s, _, counts, now := newMergedSession(t, 500, nil)
+	a := feedMerged("a", "hot", 0, 1000, 3, 4)
+	a.Partitions[0].Records = append(a.Partitions[0].Records, &kgo.Record{Topic: "a", Offset: 3,
+		Attrs: kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Control: true, Transactional: true}), Timestamp: time.UnixMilli(1003)})
+	queued, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{a, feedMerged("b", "cold", 0, 60000, 2, 2)}}}, *now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queued != 5 {
+		t.Fatalf("queued %d records, want 5 (the marker is not one)", queued)
+	}
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if counts["hot@0"] != "3" || counts["cold@60000"] != "2" {
+		t.Fatalf("hot's window counted %q, cold's %q; want 3 and 2 in one pass", counts["hot@0"], counts["cold@60000"])
+	}
+}
+
+// A partition of the task that no fetch has reached yet may hold older
+// records: the task waits for it, but only unknownLagWait, since the
+// fetches of an empty partition seldom reach the loop.
+func TestATaskWaitsBoundedForAPartitionNeverFetched(t *testing.T) {
+	s, _, counts, now := newMergedSession(t, 500, nil)
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{feedMerged("b", "cold", 0, 60000, 2, 2)}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	for elapsed := time.Duration(0); elapsed < unknownLagWait; elapsed += 100 * time.Millisecond {
+		if _, err := s.processPass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := counts["cold@60000"]; got != "" {
+			t.Fatalf("b processed %v after the task started, a never fetched (cold's window %s)", elapsed, got)
+		}
+		*now = now.Add(100 * time.Millisecond)
+	}
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts["cold@60000"]; got != "2" {
+		t.Fatalf("after %v without a fetch of a, cold's window counted %q, want 2", unknownLagWait, got)
+	}
+	// After an abort the consumer rewinds: the lag is unknown again.
+	s.fair.discard()
+	if p := s.fair.parts[changelog.TopicPartition{Topic: "a"}]; p == nil || p.known {
+		t.Fatal("a's lag is known after the queues were discarded")
+	}
+}
