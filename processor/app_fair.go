@@ -710,9 +710,17 @@ func (s *session) applyPauses() {
 		if !q.full {
 			continue
 		}
-		if lt := s.tasks[id]; lt != nil {
-			for _, topic := range lt.task.Topics() {
-				want[changelog.TopicPartition{Topic: topic, Partition: id.Partition}] = pauseBacklog
+		if s.tasks[id] == nil {
+			continue
+		}
+		// Only the partitions with queued records: one the task waits
+		// for (nothing queued, records on the broker: taskQueue.next)
+		// must go on fetching, or the task would wait for good. An
+		// empty one fetches at most one more batch before it is paused
+		// in turn, so memory stays bounded.
+		for _, p := range q.parts {
+			if len(p.recs) > 0 {
+				want[p.tp] = pauseBacklog
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -110,5 +111,35 @@ func TestATaskWaitsBoundedForAPartitionNeverFetched(t *testing.T) {
 	s.fair.discard()
 	if p := s.fair.parts[changelog.TopicPartition{Topic: "a"}]; p == nil || p.known {
 		t.Fatal("a's lag is known after the queues were discarded")
+	}
+}
+
+// A task whose queue passed its bound while it waits for a partition with
+// records on the broker pauses only its partitions with queued records:
+// pausing the one it waits for (every partition of the task, as before)
+// stopped its fetches, and the task waited for good.
+func TestAFullTaskKeepsFetchingThePartitionItWaitsFor(t *testing.T) {
+	s, _, _, now := newMergedSession(t, 500, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s.cl = cl
+	bound := s.fair.bound
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{
+		feedMerged("a", "hot", 0, 1000, 0, 100), // fetched up to offset 0, 100 on the broker
+		feedMerged("b", "cold", 0, 60000, bound+1, int64(bound+1)),
+	}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	s.fair.parts[changelog.TopicPartition{Topic: "a"}].known = true
+	s.fair.parts[changelog.TopicPartition{Topic: "a"}].behind = 100
+	if n, err := s.processPass(context.Background()); err != nil || n != 0 {
+		t.Fatalf("processed %d (%v) while a has 100 records on the broker, want 0", n, err)
+	}
+	s.applyPauses()
+	if got := fmt.Sprint(cl.PauseFetchPartitions(nil)); got != "map[b:[0]]" {
+		t.Fatalf("full task waiting for a: paused %s, want only b", got)
 	}
 }
