@@ -517,3 +517,51 @@ func (r *faultRig) waitAssigned(id string, within time.Duration) {
 	}
 	r.t.Fatalf("%s was assigned no partition within %s\nlogs:\n%s", id, within, r.logs.String())
 }
+
+// Stale committed offsets (app_reflected.go) and then an abort: the app
+// restarts on its state while the group's offsets were rewound to 0, skips
+// the inputs its state reflects, and its first commit is turned away. The
+// consumer rewinds to the stale offsets again, and the skip must hold again:
+// the floor was forgotten once passed, and the redo counted every skipped
+// input a second time (make soak's broker-kill scenario: 6,746 counts over
+// on 446 keys after a broker restart served offset 0).
+func TestStaleOffsetsAndAnAbortDoNotCountInputsTwice(t *testing.T) {
+	dir := t.TempDir()
+	r := newFaultCluster(t, 2, buildCount)
+	var stop func()
+	r.app, r.done, stop = r.start(processor.WithStateDir(dir))
+	r.warmUp()
+	stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rewind := kadm.Offsets{}
+	for p := range r.parts {
+		rewind.Add(kadm.Offset{Topic: r.in, Partition: p, At: 0})
+	}
+	adm := kadm.NewClient(r.client())
+	for {
+		resp, err := adm.CommitOffsets(ctx, r.appID, rewind)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("rewind the group's offsets: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // the stopped member may still be in the group
+	}
+
+	h := r.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.ConcurrentTransactions, Count: 1})
+	r.feed(40)
+	r.app, r.done, _ = r.start(processor.WithStateDir(dir))
+	if err := h.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.check(20 * time.Second)
+	if n := r.metric("tidemark_reflected_records_skipped_total"); n <= 40 {
+		t.Fatalf("tidemark_reflected_records_skipped_total = %v, want the 40 reflected inputs, and those the redo after the abort met again", n)
+	}
+}
