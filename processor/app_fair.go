@@ -557,12 +557,16 @@ func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) (int, error) 
 	var unowned error
 	queued := 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if p.Err != nil {
+		n := len(p.Records)
+		if p.Err != nil && n == 0 {
 			return // error-only (e.g. after a broker restart): pollError's
 		}
+		// Records with an error are the ones franz-go decoded before a
+		// batch it could not read: the consumer's position is past
+		// them, so they are queued like any others (skipped, the next
+		// commit would take the offsets past them unprocessed).
 		tp := changelog.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		lt := s.byInput[tp]
-		n := len(p.Records)
 		if lt == nil {
 			if n > 0 {
 				unowned = fmt.Errorf("records of %s/%d, which no task owns", p.Topic, p.Partition)
