@@ -111,6 +111,11 @@ func (s *session) startRestore(ctx context.Context, id topology.TaskID, prep *ta
 	s.restoring[id] = rt
 	go func() {
 		defer close(rt.done)
+		// A standby's DB handed over to this task (syncStandbys) and not
+		// taken closes now: the open failed before the stores opened, or
+		// never ran (the preparation failed, or stopRestore cancelled it
+		// while waiting), which left the DB open for good.
+		defer s.app.db.EndHandOver(id.String())
 		if rt.err = prep.wait(rctx); rt.err != nil {
 			return
 		}

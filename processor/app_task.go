@@ -85,9 +85,6 @@ func (lt *liveTask) close() error {
 // out is the task's Output (heldOutput: Init may emit).
 func (s *session) openTask(ctx context.Context, id topology.TaskID, resume resumePoint, out task.Collector) (*liveTask, changelog.RestoreResult, error) {
 	a := s.app
-	// A standby's DB handed over to this task and not taken (the open
-	// failed before the stores opened) closes now.
-	defer a.db.EndHandOver(id.String())
 	// One user of the task's local state at a time: a sibling stream
 	// thread that ran the task may still be closing it (app_threads.go).
 	release, err := a.leases.acquire(ctx, id, fmt.Sprintf("thread %d task", s.th.index))
