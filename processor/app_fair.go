@@ -221,6 +221,21 @@ type taskQueue struct {
 // still fetched batch by batch, and windows downstream closed on the small
 // one's stream time and dropped the large one's records as late.
 func (q *taskQueue) next(now time.Time) *partQueue {
+	best := q.lowest()
+	if best == nil || best.hold.held() {
+		return nil
+	}
+	for _, p := range q.parts {
+		if len(p.recs) == 0 && p.lagging(now) {
+			return nil
+		}
+	}
+	return best
+}
+
+// lowest is the partition whose head record has the lowest timestamp, the
+// earliest-fetched one on a tie; nil when nothing is queued.
+func (q *taskQueue) lowest() *partQueue {
 	var best *partQueue
 	for _, p := range q.parts {
 		h := p.head()
@@ -231,15 +246,15 @@ func (q *taskQueue) next(now time.Time) *partQueue {
 			best = p
 		}
 	}
-	if best == nil || best.hold.held() {
-		return nil
-	}
-	for _, p := range q.parts {
-		if len(p.recs) == 0 && p.lagging(now) {
-			return nil
-		}
-	}
 	return best
+}
+
+// heldBack reports whether the task waits for a partition admission
+// control holds (taskQueue.next): it waits by the user's choice, not for
+// a fetch.
+func (q *taskQueue) heldBack() bool {
+	best := q.lowest()
+	return best != nil && best.hold.held()
 }
 
 // unknownLagWait bounds how long a task waits for a partition whose lag is
@@ -678,8 +693,13 @@ func (s *session) observeQueues(now time.Time) {
 	for id, q := range s.fair.tasks {
 		var tl int64
 		// A task waiting for its held partition (taskQueue.next) waits
-		// with all its partitions: their backlog is the rate's too.
-		waiting := q.queued > 0 && q.next(now) == nil
+		// with all its partitions: their backlog is the rate's too. One
+		// waiting for a partition's fetch (records on the broker) is
+		// not held: its backlog is the controller's. (Counted out too,
+		// a backlogged task's lag vanished from the controller each
+		// time it waited between fetches, and the cycle's least
+		// backlog, from which it judges an overload, was about 0.)
+		waiting := q.heldBack()
 		for _, p := range q.parts {
 			s.fair.settleBehind(p, now)
 			pl := p.behind + int64(len(p.recs))

@@ -143,3 +143,26 @@ func TestAFullTaskKeepsFetchingThePartitionItWaitsFor(t *testing.T) {
 		t.Fatalf("full task waiting for a: paused %s, want only b", got)
 	}
 }
+
+// A task that waits for its partition with records on the broker waits for
+// a fetch, not by the user's choice: its backlog is the controller's too.
+// observeQueues left out a waiting task's whole lag, as it does for a
+// task held by admission control, so on a backlog (a start after
+// downtime, the case the wait is for) the controller saw no backlog each
+// time the task waited between fetches, and the least backlog of the
+// commit cycle, from which it judges an overload, was about zero.
+func TestATaskWaitingForAFetchReportsItsBacklogToTheController(t *testing.T) {
+	s, _, _, now := newMergedSession(t, 500, nil)
+	// a: fetched, nothing queued, 100,000 records left on the broker.
+	s.fair.enqueue(s.byInput[changelog.TopicPartition{Topic: "a"}].task.ID(), changelog.TopicPartition{Topic: "a"}, nil, 100_000, *now)
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{feedMerged("b", "cold", 0, 60000, 30, 30)}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	if s.runnable() {
+		t.Fatal("the task is runnable while a has 100,000 records on the broker")
+	}
+	s.observeQueues(*now)
+	if got := s.ctrl.Snapshot().Backlog; got != 100_030 {
+		t.Fatalf("the controller's backlog is %d while the task waits for a's fetch; want 100030", got)
+	}
+}
