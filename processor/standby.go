@@ -140,7 +140,7 @@ func (h *haRuntime) registerMetrics(reg *prometheus.Registry, app string) {
 		func(st changelog.DBStats) int64 { return st.KafkaClients })
 	opens := h.dbCounter(labels, "tidemark_state_task_db_opens_total",
 		"Badger opens of task DBs (reopens for a large restore included): one per task that starts here "+
-			"without its DB open, none for a standby that becomes the task's active here.",
+			"without its DB open, none for a standby that becomes the task's active on its stream thread.",
 		func(st changelog.DBStats) int64 { return st.TaskDBOpens })
 	reg.MustRegister(h.tasksGauge, h.lagGauge, clients, opens)
 }

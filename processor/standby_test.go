@@ -117,7 +117,17 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	})
 	t.Logf("B's standbys caught up in %v: %+v", time.Since(start).Round(time.Millisecond), v)
 
+	// The standbys' rebuilds end with a reopen of their DBs (restore
+	// mode): the baseline is taken once the count stopped moving.
 	opens := metric(t, b, "tidemark_state_task_db_opens_total")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		n := metric(t, b, "tidemark_state_task_db_opens_total")
+		if n == opens {
+			break
+		}
+		opens = n
+	}
 
 	// More input, and A dies in the middle of processing it.
 	more := produceKeysN(t, in, keys, 20_000, keys, 2)
