@@ -106,6 +106,13 @@ func TestPricingMatchesReferenceOnKafka(t *testing.T) {
 		}
 		assertMaps(t, "price alerts", got, want)
 	})
+	checkPricingTables(t, cfg, ref)
+}
+
+// checkPricingTables checks the pricing pipeline's cart lines, settled cart
+// totals and tenant activity windows (each once) against ref.
+func checkPricingTables(t *testing.T, cfg pipelines.Config, ref pricingReference) {
+	t.Helper()
 	t.Run("cart lines", func(t *testing.T) {
 		rs := readUntil(t, cfg.Outputs.CartLines, func(rs []*kgo.Record) bool {
 			return maps.Equal(tableOf[pipelines.PricedLine](t, rs), ref.lines)

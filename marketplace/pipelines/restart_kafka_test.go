@@ -2,8 +2,6 @@ package pipelines_test
 
 import (
 	"context"
-	"maps"
-	"strings"
 	"testing"
 	"time"
 
@@ -268,44 +266,5 @@ func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 		}
 		assertMaps(t, "price alerts", got, want)
 	})
-	t.Run("cart lines", func(t *testing.T) {
-		rs := readUntil(t, cfg.Outputs.CartLines, func(rs []*kgo.Record) bool {
-			return maps.Equal(tableOf[pipelines.PricedLine](t, rs), ref.lines)
-		})
-		assertMaps(t, "cart lines", tableOf[pipelines.PricedLine](t, rs), ref.lines)
-	})
-	t.Run("cart totals", func(t *testing.T) {
-		want := map[string]pipelines.CartTotal{}
-		for cart := range ref.settled {
-			if tot, ok := ref.totals[cart]; ok {
-				want[cart] = tot
-			}
-		}
-		settled := func(rs []*kgo.Record) map[string]pipelines.CartTotal {
-			got := tableOf[pipelines.CartTotal](t, rs)
-			for cart, tot := range got {
-				if !ref.settled[cart] || tot == (pipelines.CartTotal{}) {
-					delete(got, cart)
-				}
-			}
-			return got
-		}
-		rs := readUntil(t, cfg.Outputs.CartTotals, func(rs []*kgo.Record) bool { return maps.Equal(settled(rs), want) })
-		assertMaps(t, "cart totals", settled(rs), want)
-	})
-	t.Run("tenant activity", func(t *testing.T) {
-		rs := readUntil(t, cfg.Outputs.TenantActivity, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.activity) })
-		got := map[string]pipelines.TenantActivity{}
-		for _, r := range rs {
-			if strings.HasPrefix(string(r.Key), markerPrefix) {
-				continue
-			}
-			a := decodeJSON[pipelines.TenantActivity](t, r)
-			if _, dup := got[activityKey(a)]; dup {
-				t.Errorf("window %s emitted twice", activityKey(a))
-			}
-			got[activityKey(a)] = a
-		}
-		assertMaps(t, "tenant activity", got, ref.activity)
-	})
+	checkPricingTables(t, cfg, ref)
 }
