@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -173,6 +174,27 @@ func suffixTime(kind store.Kind, suffix []byte) (int64, error) {
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
+// rangePrefix is the longest prefix of lo that every key in [lo, hi) has,
+// at least base (the store's prefix, which lo starts with; hi nil: no
+// bound). It is the Prefix of a range scan's Badger iterator because the
+// iterator reads ahead past the last key the scan takes (two live keys,
+// stepping over every deleted one on the way) until its Prefix ends: a
+// store used as a queue (a suppress buffer's time index, an outer join's
+// unjoined records) keeps its deletes as tombstones until compaction, and a
+// read-ahead into the store's other regions stepped over all of them at
+// every scan.
+func rangePrefix(base, lo, hi []byte) []byte {
+	p := base
+	for n := len(base) + 1; hi != nil && n <= len(lo); n++ {
+		e := prefixEnd(lo[:n])
+		if e == nil || bytes.Compare(hi, e) > 0 {
+			break
+		}
+		p = lo[:n]
+	}
+	return p
+}
+
 func prefixEnd(p []byte) []byte {
 	e := append([]byte(nil), p...)
 	for i := len(e) - 1; i >= 0; i-- {

@@ -384,7 +384,7 @@ func (t *TaskState) scan(st *storeState, lo, hi []byte, fn func(key, value []byt
 	if txn == nil {
 		return nil // a snapshot's empty view: no overlay either
 	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: st.dprefix})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: rangePrefix(st.dprefix, lo, hi)})
 	defer it.Close()
 	it.Seek(lo)
 	var ierr error

@@ -101,6 +101,18 @@ func dedupTimeKey[ID string | []byte](buf []byte, ts int64, id ID) []byte {
 	return append(buf, id...)
 }
 
+// timeIndexFloor is where a scan of a dedup or TTL time index starts when
+// every entry is at or after lowest (math.MinInt64: unknown, the whole
+// index). Starting at the first possible entry matters: entries deleted
+// before it stay in Badger as tombstones until compaction, and a scan
+// from the index's start would step over every one of them again.
+func timeIndexFloor(lowest int64) []byte {
+	if lowest == math.MinInt64 {
+		return []byte{dedupTimePrefix}
+	}
+	return dedupTimeKey(nil, lowest, "")
+}
+
 // dedupKeyTime decodes the time of a time index key of at least 9 bytes.
 func dedupKeyTime(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63)) }
 
@@ -175,7 +187,7 @@ func (d *dedup[K, V]) forget(cut int64) error {
 	if cut <= d.lowest {
 		return nil
 	}
-	from, to := []byte{dedupTimePrefix}, dedupTimeKey(nil, cut, "")
+	from, to := timeIndexFloor(d.lowest), dedupTimeKey(nil, cut, "")
 	d.due = d.due[:0]
 	if err := d.kv.Range(from, to, func(k, _ []byte) bool {
 		d.due = append(d.due, append([]byte(nil), k...))

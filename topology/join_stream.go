@@ -3,6 +3,7 @@ package topology
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
@@ -145,7 +146,7 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 	}
 	var mkErr error
 	inst := env.sharedValue("ssjoin/"+j.op.name, func() any {
-		c := &ssJoin[K, V, V2, VR]{op: j.op, next: next}
+		c := &ssJoin[K, V, V2, VR]{op: j.op, next: next, outerFloor: math.MinInt64}
 		c.observed = operatorClock(env, j.op.name, func() int64 { return c.observed })
 		if c.this, mkErr = env.window(j.op.thisStore); mkErr != nil {
 			return c
@@ -179,9 +180,14 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 }
 
 type ssJoin[K, V, V2, VR any] struct {
-	op               *ssJoinOp[K, V, V2, VR]
-	this, other      store.Window
-	outer            store.KeyValue
+	op          *ssJoinOp[K, V, V2, VR]
+	this, other store.Window
+	outer       store.KeyValue
+	// outerFloor is at most the smallest timestamp in outer (math.MinInt64:
+	// unknown, as after a restart): emitDue scans from it, not over the
+	// tombstones of the records emitted before it, which Badger keeps until
+	// compaction.
+	outerFloor       int64
 	next             forwarder[K, VR]
 	observed         int64
 	kbuf, vbuf, obuf []byte
@@ -339,6 +345,7 @@ func (j *ssJoin[K, V, V2, VR]) settle(env *opEnv, kb []byte, otherSide byte, fou
 	old, _, err := j.outer.Get(j.obuf)
 	if err == nil {
 		err = j.outer.Put(j.obuf, appendListItem(bytes.Clone(old), enc))
+		j.outerFloor = min(j.outerFloor, ts)
 	}
 	if err != nil {
 		return errorf(env.node, "outer store: %w", err)
@@ -365,8 +372,14 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 	}
 	w := j.op.w
 	var due []pendingOuter
-	upper := binary.BigEndian.AppendUint64(nil, uint64(max(0, j.observed-min(w.before, w.after)-w.grace)))
-	err := j.outer.Range(nil, upper, func(k, v []byte) bool {
+	upperTS := max(0, j.observed-min(w.before, w.after)-w.grace)
+	upper := binary.BigEndian.AppendUint64(nil, uint64(upperTS))
+	var from []byte
+	if j.outerFloor != math.MinInt64 {
+		from = binary.BigEndian.AppendUint64(nil, uint64(max(0, j.outerFloor)))
+	}
+	floor := upperTS // the smallest timestamp left once the due are emitted
+	err := j.outer.Range(from, upper, func(k, v []byte) bool {
 		ts := int64(binary.BigEndian.Uint64(k))
 		look := w.after
 		if k[8] == sideRight {
@@ -374,6 +387,8 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 		}
 		if ts+look+w.grace < j.observed {
 			due = append(due, pendingOuter{key: bytes.Clone(k), list: bytes.Clone(v)})
+		} else {
+			floor = min(floor, ts)
 		}
 		return true
 	})
@@ -388,6 +403,7 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 			return errorf(env.node, "outer store: %w", err)
 		}
 	}
+	j.outerFloor = floor
 	return nil
 }
 

@@ -3,6 +3,7 @@ package topology
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store"
@@ -62,7 +63,7 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 			return nil, err
 		}
 		a := &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge}
+			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, indexFloor: math.MinInt64}
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		if indexStore != "" {
 			if a.index, err = env.keyValue(indexStore); err != nil {
@@ -111,12 +112,17 @@ type sessionAgg[K, V, VA any] struct {
 	merge     func(K, VA, VA) VA
 	// index, for emit final, lists open sessions by end: sessions have no
 	// cross-key scan by end in store.Session.
-	index    store.KeyValue
-	observed int64
-	kbuf     []byte
-	vbuf     []byte
-	ibuf     []byte
-	found    []foundSession
+	index store.KeyValue
+	// indexFloor is at most the smallest end in index (math.MinInt64:
+	// unknown, as after a restart): emitClosed scans from it, not over the
+	// tombstones of the sessions emitted before it, which Badger keeps until
+	// compaction.
+	indexFloor int64
+	observed   int64
+	kbuf       []byte
+	vbuf       []byte
+	ibuf       []byte
+	found      []foundSession
 }
 
 func sessionIndexKey(dst []byte, end, start int64, kb []byte) []byte {
@@ -229,6 +235,7 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		if err := a.index.Put(a.ibuf, []byte{}); err != nil {
 			return errorf(a.env.node, "session index: %w", err)
 		}
+		a.indexFloor = min(a.indexFloor, end)
 		if err := a.emitClosed(); err != nil {
 			return err
 		}
@@ -254,7 +261,11 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 		return nil
 	}
 	var due [][]byte
-	err := a.index.Range(nil, binary.BigEndian.AppendUint64(nil, uint64(bound)), func(k, _ []byte) bool {
+	var from []byte
+	if a.indexFloor != math.MinInt64 {
+		from = binary.BigEndian.AppendUint64(nil, uint64(max(0, a.indexFloor)))
+	}
+	err := a.index.Range(from, binary.BigEndian.AppendUint64(nil, uint64(bound)), func(k, _ []byte) bool {
 		due = append(due, bytes.Clone(k))
 		return true
 	})
@@ -293,5 +304,6 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 			return errorf(a.env.node, "session index: %w", err)
 		}
 	}
+	a.indexFloor = bound // every session ending before bound was emitted
 	return nil
 }

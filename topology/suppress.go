@@ -430,10 +430,28 @@ func (s *suppress[K, V]) process(r Record[K, change[V]]) error {
 	return nil
 }
 
-// readHeld sets held from the held index.
+// timeFloor is where a scan of the time index starts: at lowest, before
+// which there are no entries, only the tombstones of those emitted (Badger
+// keeps them until compaction; scanning from the index's start would step
+// over each of them again at every emission).
+func (s *suppress[K, V]) timeFloor() []byte {
+	if s.lowest == math.MinInt64 {
+		return []byte{suppressTimePrefix}
+	}
+	return suppressTimeKey(nil, s.lowest, nil)
+}
+
+// readHeld sets held from the held index. A stale held is still at most
+// every timestamp buffered (it only ever decreases between reads), so once
+// the buffer was loaded the scan starts there, past the tombstones of
+// the held entries replaced before it.
 func (s *suppress[K, V]) readHeld() error {
+	from := []byte{suppressHeldPrefix}
+	if s.loaded && s.held != math.MaxInt64 {
+		from = suppressIndexKey(nil, suppressHeldPrefix, s.held, nil)
+	}
 	held := int64(math.MaxInt64)
-	if err := s.kv.Range([]byte{suppressHeldPrefix}, []byte{suppressHeldPrefix + 1}, func(k, _ []byte) bool {
+	if err := s.kv.Range(from, []byte{suppressHeldPrefix + 1}, func(k, _ []byte) bool {
 		if len(k) >= 9 {
 			held = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
 		}
@@ -550,7 +568,7 @@ func (s *suppress[K, V]) emitDue(cut int64) error {
 	}
 	var due [][]byte
 	to := suppressTimeKey(nil, cut+1, nil)
-	if err := s.kv.Range([]byte{suppressTimePrefix}, to, func(k, _ []byte) bool {
+	if err := s.kv.Range(s.timeFloor(), to, func(k, _ []byte) bool {
 		due = append(due, bytes.Clone(k))
 		return true
 	}); err != nil {
@@ -577,7 +595,7 @@ func (s *suppress[K, V]) emitDue(cut int64) error {
 // emitOldest emits the key that entered the buffer first.
 func (s *suppress[K, V]) emitOldest() error {
 	var oldest []byte
-	if err := s.kv.Range([]byte{suppressTimePrefix}, []byte{suppressTimePrefix + 1}, func(k, _ []byte) bool {
+	if err := s.kv.Range(s.timeFloor(), []byte{suppressTimePrefix + 1}, func(k, _ []byte) bool {
 		oldest = bytes.Clone(k)
 		return false
 	}); err != nil {

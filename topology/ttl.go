@@ -201,7 +201,7 @@ func (e *expiry[K, V]) advance(ts int64) (int64, error) {
 	}
 	to := dedupTimeKey(nil, cut, "")
 	e.due = e.due[:0]
-	if err := e.index.Range([]byte{dedupTimePrefix}, to, func(k, _ []byte) bool {
+	if err := e.index.Range(timeIndexFloor(e.lowest), to, func(k, _ []byte) bool {
 		e.due = append(e.due, append([]byte(nil), k...))
 		return true
 	}); err != nil {
