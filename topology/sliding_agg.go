@@ -20,9 +20,9 @@ type SlidingWindowedStream[K, V any] struct {
 // The windows are those of Kafka Streams' SlidingWindows: each record at t
 // has a left window [t−d, t] and, once a later record falls within d+1 of it,
 // a right window [t+1, t+1+d]; both bounds inclusive. Every window a record
-// enters is emitted with its new aggregate. Unlike Kafka Streams, a record
-// earlier than d gets the window [t−d, t] with a negative start rather than
-// [0, d].
+// enters is emitted with its new aggregate. As in Kafka Streams
+// (processEarly), a record earlier than d has the left window [0, d], which
+// holds every record in [0, d], rather than one with a negative start.
 func SlidingWindowedBy[K, V any](g GroupedStream[K, V], w SlidingWindows) SlidingWindowedStream[K, V] {
 	return SlidingWindowedStream[K, V]{g: g, w: w}
 }
@@ -147,10 +147,11 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		}
 		wins = append(wins, win{s, e})
 	}
-	addWin(t-d, t)
+	addWin(a.leftStart(t), a.leftStart(t)+d)
 	for _, o := range near {
-		if o.ts > t && o.ts <= t+d {
-			addWin(o.ts-d, o.ts) // a later record's left window now holds t
+		if o.ts > t && a.leftStart(o.ts) <= t {
+			// a later record's left window now holds t
+			addWin(a.leftStart(o.ts), a.leftStart(o.ts)+d)
 		}
 		if o.ts < t && o.ts+1+d >= t {
 			addWin(o.ts+1, o.ts+1+d) // an earlier record's right window now holds t
@@ -224,6 +225,13 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		return errorf(a.env.node, "expire windows: %w", err)
 	}
 	return nil
+}
+
+// leftStart is the start of the left window of a record at ts: ts−d, or 0
+// for a record earlier than d (Kafka Streams' processEarly puts such records
+// in the window [0, d], as windows do not start before 0).
+func (a *slidingAgg[K, V, VA]) leftStart(ts int64) int64 {
+	return max(ts-a.w.diff, 0)
 }
 
 // previous reads the aggregate window start of key kb holds, if any.

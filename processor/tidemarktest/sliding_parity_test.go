@@ -118,9 +118,8 @@ func TestSlidingWindowsOfZeroDifference(t *testing.T) {
 // kafkaSliding is a port of Kafka Streams' KStreamSlidingWindowAggregate
 // (processInOrder, createWindows, updateWindowAndForward) for a count of
 // one key, without expiry: the reference of
-// TestSlidingWindowsMatchKafkaStreamsPort. Records must be at ≥ d (Kafka
-// Streams' early records, which tidemark documents as a divergence, are
-// left out).
+// TestSlidingWindowsMatchKafkaStreamsPort. Records earlier than d take
+// processEarly (processEarlyRecord).
 type kafkaSliding struct {
 	d, grace, observed int64
 	wins               map[int64][2]int64 // start → {count, max timestamp}
@@ -132,6 +131,9 @@ func (k *kafkaSliding) process(ts int64) []string {
 	closeTime := k.observed - k.grace
 	if ts+k.d < closeTime {
 		return nil
+	}
+	if ts < k.d {
+		return k.processEarlyRecord(ts, closeTime)
 	}
 	update := func(start int64, agg [2]int64, fresh bool) {
 		if start+k.d < closeTime {
@@ -200,6 +202,70 @@ func (k *kafkaSliding) process(ts int64) []string {
 	return slices.Compact(out)
 }
 
+// processEarlyRecord ports processEarly: a record at ts < d goes into the
+// combined window [0, d], into the windows starting in (0, ts], and into its
+// own right window and the previous record's if they are missing.
+func (k *kafkaSliding) processEarlyRecord(ts, closeTime int64) []string {
+	var out []string
+	update := func(start int64, agg [2]int64, fresh bool) {
+		if start+k.d < closeTime {
+			return
+		}
+		newTS := ts
+		if !fresh {
+			newTS = max(ts, agg[1])
+		}
+		agg = [2]int64{agg[0] + 1, newTS}
+		k.wins[start] = agg
+		out = append(out, fmt.Sprintf("[%d,%d]=%d@%d", start, start+k.d, agg[0], agg[1]))
+	}
+	var starts []int64
+	for s := range k.wins {
+		if s >= 0 && s <= ts+1 {
+			starts = append(starts, s)
+		}
+	}
+	slices.Sort(starts)
+	seen := map[int64]bool{}
+	var combined, rightAgg *[2]int64
+	rightDone := false
+	var prev *int64
+	for _, s := range starts {
+		w := k.wins[s]
+		seen[s] = true
+		switch {
+		case s == 0:
+			combined = &w
+			if w[1] < ts {
+				p := w[1]
+				prev = &p
+			}
+		case s <= ts:
+			rightAgg = &w
+			update(s, w, false)
+		case s == ts+1:
+			rightDone = true
+		}
+	}
+	if rightAgg == nil && combined != nil && combined[1] > ts {
+		rightAgg = combined
+	}
+	if !rightDone && rightAgg != nil && rightAgg[1] > ts {
+		k.wins[ts+1] = *rightAgg
+		out = append(out, fmt.Sprintf("[%d,%d]=%d@%d", ts+1, ts+1+k.d, rightAgg[0], rightAgg[1]))
+	}
+	if prev != nil && !seen[*prev+1] {
+		update(*prev+1, [2]int64{0, ts}, true)
+	}
+	if combined == nil {
+		update(0, [2]int64{0, ts}, true)
+	} else {
+		update(0, *combined, false)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestSlidingWindowsMatchKafkaStreamsPort compares a sliding count with
 // the port of Kafka Streams' algorithm on random out-of-order input with
 // repeated timestamps, update by update (as sets per input record). The
@@ -221,7 +287,7 @@ func TestSlidingWindowsMatchKafkaStreamsPort(t *testing.T) {
 		ref := &kafkaSliding{d: d, grace: 3_600_000, observed: -1, wins: map[int64][2]int64{}}
 		var tss []int64
 		for i := range 40 {
-			ts := d + rng.Int64N(60)
+			ts := rng.Int64N(d + 60) // a sixth earlier than d: processEarly
 			tss = append(tss, ts)
 			must(t, in.Pipe("alice", "x", ts))
 			var got []string
