@@ -131,8 +131,8 @@ func (c CogroupedStream[K, VA]) Aggregate(init func() VA, aggSerde serde.Serde[V
 	if !ok {
 		return Table[K, VA]{b: c.b}
 	}
-	t := aggregateByKey(steps, "COGROUP-AGGREGATE", aggSerde, opts, func(k K, step cogroupStep[K, VA], old VA, found bool) VA {
-		return fold(zeroInit(init), applyStep[K, VA], k, step, old, found)
+	t := aggregateByKey(steps, "COGROUP-AGGREGATE", aggSerde, opts, func(k K, step cogroupStep[K, VA], old VA, found bool) (VA, bool) {
+		return fold(zeroInit(init), applyStep[K, VA], k, step, old, found), true
 	})
 	c.check(t.n.name)
 	return t

@@ -60,8 +60,8 @@ func (g GroupedStream[K, V]) Aggregate[VA any](init func() VA, add func(key K, v
 // aggregateKV adds a key-value aggregation. A nil init means reduce: the
 // first value is the aggregate.
 func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA, add func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []StoreOption) Table[K, VA] {
-	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, v V, old VA, found bool) VA {
-		return fold(init, add, k, v, old, found)
+	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, v V, old VA, found bool) (VA, bool) {
+		return fold(init, add, k, v, old, found), true
 	})
 }
 
@@ -69,16 +69,20 @@ func aggregateKV[K, V, VA any](g GroupedStream[K, V], op string, init func() VA,
 // grouped streams and grouped tables alike: step computes a record's new
 // aggregate from its key's old one (found=false: none yet), which is stored
 // and forwarded with the later of the record's and the old aggregate's
-// timestamps, as in Kafka Streams. Records with a null key are dropped
+// timestamps, as in Kafka Streams. A null aggregate (a nil pointer,
+// interface, slice or map), or none (step's ok false), deletes the key's row
+// and forwards a delete, as Kafka Streams' put of a null does; the next
+// record of that key finds no aggregate and starts anew. Records with a null key are dropped
 // (DropNullKey) and tombstones skipped (DropSkipped), as Kafka Streams'
 // KStreamAggregate and KStreamReduce do; a grouped table's deltas are never
 // tombstones (their encoding is never empty) and never have null keys.
-func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []StoreOption, step func(k K, v V, old VA, found bool) VA) Table[K, VA] {
+func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serde[VA], opts []StoreOption, step func(k K, v V, old VA, found bool) (agg VA, ok bool)) Table[K, VA] {
 	cfg := tableConfig(newOpConfig(opts))
 	cfg.cacheAllowed = true
 	n := s.b.addNode(KindProcessor, op, []*node{s.n}, cfg, nil)
 	name, ttl := s.b.addTableStore(n, cfg)
 	requireAggSerdes(s.b, n.name, name, s.ks, aggSerde)
+	null := keyNull[VA]()
 	n.impl = opFunc[K, V, K, change[VA]](func(env *opEnv, next forwarder[K, change[VA]]) (receiver[K, V], error) {
 		kv, err := tsKV(env, name, s.ks, aggSerde)
 		if err != nil {
@@ -105,11 +109,15 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 				env.Dropped(env.node, DropSkipped)
 				return nil
 			}
-			old, oldTS, found, err := kv.get(r.Key)
+			old, oldTS, stored, err := kv.get(r.Key)
 			if err != nil {
 				return err
 			}
-			agg := step(r.Key, r.Value, old, found)
+			// A null row (written before null aggregates were deleted)
+			// is no aggregate.
+			found := stored && !isNull(null, old)
+			agg, ok := step(r.Key, r.Value, old, found)
+			ok = ok && !isNull(null, agg)
 			ts := r.Timestamp
 			if found && oldTS > ts {
 				ts = oldTS
@@ -117,16 +125,22 @@ func aggregateByKey[K, V, VA any](s Stream[K, V], op string, aggSerde serde.Serd
 			if exp != nil && exp.late(ts, cut) {
 				return nil
 			}
-			if err := kv.put(r.Key, ts, agg); err != nil {
+			switch {
+			case ok:
+				err = kv.put(r.Key, ts, agg)
+			case stored:
+				err = kv.del(r.Key)
+			}
+			if err != nil {
 				return err
 			}
 			if exp != nil {
-				if err := exp.moved(r.Key, oldTS, found, ts, true); err != nil {
+				if err := exp.moved(r.Key, oldTS, stored, ts, ok); err != nil {
 					return err
 				}
 			}
 			return next.forward(Record[K, change[VA]]{Key: r.Key, Timestamp: ts, Headers: r.Headers,
-				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}})
+				Value: change[VA]{newV: agg, hasNew: ok, oldV: old, hasOld: found}})
 		})
 		if cache != nil {
 			return cachedReceiver[K, V]{rf, cache}, nil

@@ -182,18 +182,31 @@ func (g GroupedTable[K, V]) Aggregate[VA any](init func() VA, add, subtract func
 	return aggregateTable(g, "TABLE-AGGREGATE", zeroInit(init), add, subtract, aggSerde, opts)
 }
 
+// aggregateTable applies a delta as Kafka Streams' KTableAggregate does: the
+// old value is subtracted only from an aggregate the group has (a group
+// without one, its row expired or deleted by a null aggregate, subtracts
+// nothing); the new value is added to what remains, or to init() where
+// nothing does. A delta that only subtracts from a group without an
+// aggregate leaves none: the group's row stays absent and a delete goes
+// downstream (Kafka Streams forwards Change(null, null)).
 func aggregateTable[K, V, VA any](g GroupedTable[K, V], op string, init func() VA, add, subtract func(K, V, VA) VA, aggSerde serde.Serde[VA], opts []StoreOption) Table[K, VA] {
-	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, d tableDelta[V], old VA, found bool) VA {
-		if !found {
-			old = init()
+	null := keyNull[VA]()
+	return aggregateByKey(g.s, op, aggSerde, opts, func(k K, d tableDelta[V], old VA, found bool) (VA, bool) {
+		agg, ok := old, found
+		if ok && (d.sub || d.replace) {
+			oldV := d.v
+			if d.replace {
+				oldV = d.old
+			}
+			agg = subtract(k, oldV, agg)
+			ok = !isNull(null, agg)
 		}
-		switch {
-		case d.replace:
-			return add(k, d.v, subtract(k, d.old, old))
-		case d.sub:
-			return subtract(k, d.v, old)
-		default:
-			return add(k, d.v, old)
+		if d.sub {
+			return agg, ok
 		}
+		if !ok {
+			agg = init()
+		}
+		return add(k, d.v, agg), true
 	})
 }

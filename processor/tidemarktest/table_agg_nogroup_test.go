@@ -1,0 +1,138 @@
+package tidemarktest_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tidemark-streams/tidemark/processor/tidemarktest"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
+)
+
+// Kafka Streams' KTableAggregate: the subtractor runs only when the group
+// has an aggregate; where it has none, the intermediate aggregate is null,
+// the adder starts from initializer(), and a null result deletes the group's
+// row and forwards a tombstone (Change(null, old)).
+
+// byWarehouse groups items (key item, value warehouse) by warehouse.
+func byWarehouse(item, warehouse string) (string, string) { return warehouse, item }
+
+// changes renders a table's change stream: "key=value@ts", "key=∅@ts" for a
+// tombstone.
+func changes[V any](t *testing.T, out *tidemarktest.OutputTopic[string, V]) []string {
+	t.Helper()
+	var got []string
+	for _, r := range readAll(t, out) {
+		if r.Tombstone {
+			got = append(got, fmt.Sprintf("%s=∅@%d", r.Key, r.Timestamp))
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s=%v@%d", r.Key, r.Value, r.Timestamp))
+	}
+	return got
+}
+
+// TestTableCountSubtractsNothingFromAMissingGroup: a row leaves a group
+// whose count expired (WithTTL). Kafka Streams' KTableAggregate finds no
+// aggregate, runs no subtractor and forwards a tombstone for the group;
+// tidemark counted -1 from init() and kept a row of -1.
+func TestTableCountSubtractsNothingFromAMissingGroup(t *testing.T) {
+	b := topology.NewBuilder("app")
+	b.Table("items", serde.String(), serde.String(), topology.Named("items")).
+		GroupBy(byWarehouse, serde.String(), serde.String()).
+		Count(topology.Named("per-warehouse"), topology.WithTTL(100*time.Millisecond)).
+		ToStream().To("counts")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "items", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "counts", serde.String(), serde.Int64())
+
+	must(t, in.Pipe("i1", "A", 0))
+	must(t, in.Pipe("i2", "B", 200)) // A's count (last updated at 0) expires
+	if got, want := changes(t, out), []string{"A=1@0", "A=∅@200", "B=1@200"}; !slices.Equal(got, want) {
+		t.Fatalf("before the move: changes %v, want %v", got, want)
+	}
+	must(t, in.Pipe("i1", "C", 210)) // i1 leaves A, which has no count
+	if got, want := changes(t, out), []string{"A=∅@210", "C=1@210"}; !slices.Equal(got, want) {
+		t.Errorf("moving i1 out of the expired group: changes %v, Kafka Streams %v", got, want)
+	}
+	if v, found, err := tidemarktest.Get(d, "per-warehouse", "A", serde.String(), serde.Int64()); err != nil || found {
+		t.Errorf("group A after the move: %d, %v (err %v), want no row", v, found, err)
+	}
+}
+
+type tally struct{ N int }
+
+func (t *tally) String() string { return fmt.Sprintf("{%d}", t.N) }
+
+// TestTableAggregateNullResultDeletesTheGroup: a subtractor returning nil
+// (the group is empty) deletes the group's row and forwards a tombstone; the
+// next row of that group is added to initializer(), as in Kafka Streams'
+// KTableAggregate (getValueOrNull of a deleted row is null). tidemark kept a
+// null row and passed it to the adder.
+func TestTableAggregateNullResultDeletesTheGroup(t *testing.T) {
+	b := topology.NewBuilder("app")
+	add := func(_, _ string, a *tally) *tally {
+		if a == nil {
+			t.Errorf("adder called with a null aggregate, where Kafka Streams passes initializer()")
+			return &tally{N: 1}
+		}
+		return &tally{N: a.N + 1}
+	}
+	sub := func(_, _ string, a *tally) *tally {
+		if a.N == 1 {
+			return nil
+		}
+		return &tally{N: a.N - 1}
+	}
+	b.Table("items", serde.String(), serde.String(), topology.Named("items")).
+		GroupBy(byWarehouse, serde.String(), serde.String()).
+		Aggregate(func() *tally { return &tally{} }, add, sub, serde.JSON[*tally](), topology.Named("per-warehouse")).
+		ToStream().To("tallies")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "items", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "tallies", serde.String(), serde.JSON[*tally]())
+
+	must(t, in.Pipe("i1", "A", 1))
+	must(t, in.PipeTombstone("i1", 2)) // A's tally becomes null: deleted
+	if v, found, err := tidemarktest.Get(d, "per-warehouse", "A", serde.String(), serde.JSON[*tally]()); err != nil || found {
+		t.Errorf("group A after its null aggregate: %v, %v (err %v), want no row", v, found, err)
+	}
+	must(t, in.Pipe("i2", "A", 3))
+	if got, want := changes(t, out), []string{"A={1}@1", "A=∅@2", "A={1}@3"}; !slices.Equal(got, want) {
+		t.Errorf("changes %v, Kafka Streams %v", got, want)
+	}
+}
+
+// TestStreamAggregateNullResultDeletesTheKey: the same for a grouped
+// stream (Kafka Streams' KStreamAggregate puts the null, which deletes the
+// row; the next record starts from initializer()).
+func TestStreamAggregateNullResultDeletesTheKey(t *testing.T) {
+	b := topology.NewBuilder("app")
+	add := func(_, v string, a *tally) *tally {
+		if a == nil {
+			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
+			a = &tally{}
+		}
+		if v == "reset" {
+			return nil
+		}
+		return &tally{N: a.N + 1}
+	}
+	b.Stream("clicks", serde.String(), serde.String()).GroupByKey().
+		Aggregate(func() *tally { return &tally{} }, add, serde.JSON[*tally](), topology.Named("tallies")).
+		ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "out", serde.String(), serde.JSON[*tally]())
+	must(t, in.Pipe("a", "x", 1))
+	must(t, in.Pipe("a", "reset", 2))
+	if v, found, err := tidemarktest.Get(d, "tallies", "a", serde.String(), serde.JSON[*tally]()); err != nil || found {
+		t.Errorf("key a after its null aggregate: %v, %v (err %v), want no row", v, found, err)
+	}
+	must(t, in.Pipe("a", "x", 3))
+	if got, want := changes(t, out), []string{"a={1}@1", "a=∅@2", "a={1}@3"}; !slices.Equal(got, want) {
+		t.Errorf("changes %v, Kafka Streams %v", got, want)
+	}
+}
