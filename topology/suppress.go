@@ -69,7 +69,8 @@ func UntilTimeLimit(limit time.Duration, buf BufferConfig) Suppression {
 // st ≥ t + limit, with the timestamp and headers of k's latest update and,
 // as the old value, k's value before its first buffered update (what
 // downstream saw last), so that aggregations downstream subtract the right
-// value. Due updates go out in order of t, then of the encoded key.
+// value. (Kafka Streams 4.1 emits the old value of k's latest update
+// instead, BufferValue.oldValue: a deliberate difference, in README.) Due updates go out in order of t, then of the encoded key.
 //
 // Emission is driven by records only, as in Kafka Streams: the check runs
 // whenever an update reaches the operator, after buffering it, so an
