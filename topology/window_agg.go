@@ -71,7 +71,7 @@ func aggregateWindowed[K, V, VA any](ws WindowedStream[K, V], op string, init fu
 			return nil, err
 		}
 		a := &winAgg[K, V, VA]{env: env, next: next, st: st, final: final, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add}
+			ks: s.ks, vs: aggSerde, init: init, add: add, null: keyNull[VA]()}
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		return a, nil
 	})
@@ -92,6 +92,9 @@ type winAgg[K, V, VA any] struct {
 	vs        serde.Serde[VA]
 	init      func() VA
 	add       func(K, V, VA) VA
+	// null tests for a null aggregate (nil: VA is never null), which
+	// deletes its window as Kafka Streams' put of a null does.
+	null func(VA) bool
 	// observed is the operator's stream time, as in Kafka Streams: the
 	// largest timestamp this operator has seen.
 	observed   int64
@@ -136,18 +139,29 @@ func (a *winAgg[K, V, VA]) process(r Record[K, V]) error {
 			if err != nil {
 				return errorf(a.env.node, "decode window %d: %w", start, err)
 			}
-			ts = max(ts, oldTS)
+			// A null window (stored before null aggregates were
+			// deleted) is no aggregate.
+			if found = !isNull(a.null, old); found {
+				ts = max(ts, oldTS)
+			}
 		}
 		agg := fold(a.init, a.add, r.Key, r.Value, old, found)
-		if a.vbuf, err = appendValueTS(a.vbuf, a.vs, ts, agg); err != nil {
-			return errorf(a.env.node, "encode aggregate: %w", err)
+		kept := !isNull(a.null, agg)
+		if kept {
+			if a.vbuf, err = appendValueTS(a.vbuf, a.vs, ts, agg); err != nil {
+				return errorf(a.env.node, "encode aggregate: %w", err)
+			}
 		}
-		if err := a.st.Put(kb, start, a.vbuf); err != nil {
+		stored := a.vbuf
+		if !kept {
+			stored = nil // deletes the window
+		}
+		if err := a.st.Put(kb, start, stored); err != nil {
 			return errorf(a.env.node, "put window %d: %w", start, err)
 		}
 		if a.final == nil {
 			out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: ts, Headers: r.Headers,
-				Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
+				Value: change[VA]{newV: agg, hasNew: kept, oldV: old, hasOld: found}}
 			if err := a.next.forward(out); err != nil {
 				return err
 			}

@@ -136,3 +136,45 @@ func TestStreamAggregateNullResultDeletesTheKey(t *testing.T) {
 		t.Errorf("changes %v, Kafka Streams %v", got, want)
 	}
 }
+
+// TestWindowAggregateNullResultDeletesTheWindow: the same for a time
+// window (Kafka Streams' KStreamWindowAggregate puts ValueAndTimestamp.make
+// of the null, which is null: the window is deleted, Change(null, old) goes
+// downstream, and the window's next record starts from initializer()).
+func TestWindowAggregateNullResultDeletesTheWindow(t *testing.T) {
+	b := topology.NewBuilder("app")
+	add := func(_, v string, a *tally) *tally {
+		if a == nil {
+			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
+			a = &tally{}
+		}
+		if v == "reset" {
+			return nil
+		}
+		return &tally{N: a.N + 1}
+	}
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.WindowedBy(g, topology.TumblingWindows(10*time.Millisecond, time.Minute)).
+		Aggregate(func() *tally { return &tally{} }, add, serde.JSON[*tally](), topology.Named("tallies")).
+		ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "out", topology.TimeWindowedSerde(serde.String(), 10*time.Millisecond), serde.JSON[*tally]())
+	for _, r := range []struct {
+		v  string
+		ts int64
+	}{{"x", 1}, {"reset", 2}, {"x", 3}} {
+		must(t, in.Pipe("a", r.v, r.ts))
+	}
+	var got []string
+	for _, r := range readAll(t, out) {
+		v := "∅"
+		if !r.Tombstone {
+			v = r.Value.String()
+		}
+		got = append(got, fmt.Sprintf("%s[%d,%d)=%s@%d", r.Key.Key, r.Key.Start, r.Key.End, v, r.Timestamp))
+	}
+	if want := []string{"a[0,10)={1}@1", "a[0,10)=∅@2", "a[0,10)={1}@3"}; !slices.Equal(got, want) {
+		t.Errorf("changes %v, Kafka Streams %v", got, want)
+	}
+}
