@@ -131,7 +131,15 @@ type partQueue struct {
 	// fetched is when the loop polled the partition's last records
 	// (app_lag.go).
 	fetched time.Time
-	hold    admitHold // app_admit.go
+	// next is the offset after the last record (control records too)
+	// fetched of the partition, when nextKnown: how far a fetch that
+	// passes the partition on with no records got (emptyFetchBehind).
+	next      int64
+	nextKnown bool
+	// stable is the partition's stable offset as of its last fetch
+	// (stableOffset).
+	stable int64
+	hold   admitHold // app_admit.go
 	// throttled is when admission control last held the partition,
 	// released when it last let it go (app_admit.go).
 	throttled, released time.Time
@@ -425,6 +433,7 @@ func (f *fairQueues) discard() {
 			// Fetched again from the committed offsets: the lag the
 			// last fetch left is no longer the partition's.
 			p.known, p.unknownSince = false, time.Time{}
+			p.next, p.nextKnown, p.stable = 0, false, 0
 		}
 		q.queued, q.bytes, q.full = 0, 0, false
 	}
@@ -588,18 +597,17 @@ func (s *session) enqueueFetches(fs kgo.Fetches, polled time.Time) (int, error) 
 			}
 			return
 		}
-		var behind int64
-		recs := p.Records
-		if n > 0 {
-			stable := p.LastStableOffset
-			if stable < 0 {
-				stable = p.HighWatermark
-			}
-			behind = max(0, stable-p.Records[n-1].Offset-1)
-			recs = dataRecords(recs)
+		stable := stableOffset(p.FetchPartition)
+		if n == 0 {
+			s.enqueueEmpty(lt.task.ID(), tp, p.FetchPartition, polled)
+			return
 		}
+		next := p.Records[n-1].Offset + 1
+		recs := dataRecords(p.Records)
 		queued += len(recs)
-		s.fair.enqueue(lt.task.ID(), tp, recs, behind, polled)
+		s.fair.enqueue(lt.task.ID(), tp, recs, max(0, stable-next), polled)
+		q := s.fair.parts[tp]
+		q.next, q.nextKnown, q.stable = next, true, stable
 	})
 	if unowned != nil {
 		// The consumer and the task table disagree (a revocation racing

@@ -42,6 +42,11 @@ func (f *fairQueues) settleBehind(p *partQueue, now time.Time) {
 		return
 	}
 	p.behind = 0
+	// Given up on up to the stable offset: the partition's next empty
+	// fetches count only records after it (emptyFetchBehind).
+	if p.stable > 0 {
+		p.next, p.nextKnown = max(p.next, p.stable), true
+	}
 }
 
 // settling reports whether some partition's lag is only what its last
