@@ -120,7 +120,7 @@ func (s *session) releaseHolds(now time.Time) {
 			h.retry = now.Add(wait)
 			continue
 		}
-		s.app.metrics.fair.throttled.WithLabelValues(validLabel(h.owed)).Add(now.Sub(h.since).Seconds())
+		s.app.metrics.fair.throttled.WithLabelValues(tenantLabel(h.owed)).Add(now.Sub(h.since).Seconds())
 		*h = admitHold{}
 		p.released = now
 	}

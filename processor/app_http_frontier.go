@@ -158,7 +158,8 @@ func finite(x float64) float64 {
 //	  "controller": {…}, // the commit controller's last decision and measurements
 //	  "tenants": {"acme": {"outputs": 120, "staleness_p50_ms": 80, "staleness_p99_ms": 210}, …}
 //	                        // per tenant (topology.WithTenant; "" untenanted, "other" past
-//	                        // the first 100): this instance's committed outputs to user
+//	                        // the first 100, "other\uFFFD" a tenant named "other"): this
+//	                        // instance's committed outputs to user
 //	                        // sinks, staleness quantiles over its last 1024 commits
 //	  "availability": {"hazard_per_hour": 0.08, "mtbf_seconds": 43200, "failures_total": 1,
 //	                   "last_cause": "unclean_start", "unclean_start": true, …,

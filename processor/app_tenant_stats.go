@@ -17,7 +17,8 @@ type TenantStats struct {
 
 // TenantStats returns the per-tenant accounts by tenant: "" for outputs of
 // untenanted sources and punctuations, "other" for tenants past the first
-// 100. It is empty before the first commit with outputs.
+// 100 ("other\uFFFD" for a tenant named "other"). It is empty before the
+// first commit with outputs.
 func (a *App) TenantStats() map[string]TenantStats {
 	snap := a.tenants.snapshot()
 	out := make(map[string]TenantStats, len(snap))

@@ -24,12 +24,15 @@ import (
 // Label cardinality is bounded: the first maxTenantLabels distinct
 // non-empty tenants an App commits outputs for keep their own series and
 // HTTP entry; later ones are accounted together under tenantOther. The
-// untenanted "" is always its own entry.
+// untenanted "" is always its own entry. A tenant literally named
+// tenantOther is reported under another label (tenantLabel), or the
+// overflow would be merged into its account.
 
 // maxTenantLabels caps the tenants an App accounts separately.
 const maxTenantLabels = 100
 
-// tenantOther is the account of tenants beyond maxTenantLabels.
+// tenantOther is the account of tenants beyond maxTenantLabels: a label
+// no tenant is reported under (tenantLabel).
 const tenantOther = "other"
 
 // tenantSamples is how many recent staleness samples (one per tenant per
@@ -38,7 +41,7 @@ const tenantSamples = 1024
 
 func newTenantMetrics(labels prometheus.Labels, buckets []float64) (*prometheus.CounterVec, *prometheus.HistogramVec) {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tidemark_tenant_outputs_total",
-			Help:        "Output records committed to user sinks, per tenant (topology.WithTenant; the first 100 tenants, then \"other\").",
+			Help:        "Output records committed to user sinks, per tenant (topology.WithTenant; the first 100 tenants, then \"other\"; a tenant named \"other\" is \"other\\uFFFD\").",
 			ConstLabels: labels}, []string{"tenant"}),
 		prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_tenant_staleness_seconds",
 			Help:        "At each commit, per tenant with outputs in it: commit time minus the oldest input time among the tenant's outputs.",
@@ -84,7 +87,7 @@ type tenantAccount struct {
 
 // label is the account tenant is reported under; the caller holds a.mu.
 func (a *tenantAccounts) label(tenant string) string {
-	tenant = validLabel(tenant)
+	tenant = tenantLabel(tenant)
 	if _, ok := a.accounts[tenant]; ok || tenant == "" {
 		return tenant
 	}
@@ -159,6 +162,18 @@ func (a *tenantAccounts) snapshot() map[string]tenantJSON {
 		out[l] = tenantJSON{Outputs: acc.outputs, StalenessP50: quantile(s, 0.5) * 1000, StalenessP99: quantile(s, 0.99) * 1000}
 	}
 	return out
+}
+
+// tenantLabel is the label tenant is reported under: validLabel, except
+// that it is never tenantOther, the overflow account's label. A tenant
+// named tenantOther, or tenantOther followed by U+FFFDs, gets one U+FFFD
+// more; so distinct labels stay distinct.
+func tenantLabel(tenant string) string {
+	l := validLabel(tenant)
+	if strings.TrimRight(l, "\uFFFD") == tenantOther {
+		return l + "\uFFFD"
+	}
+	return l
 }
 
 // validLabel is tenant as a Prometheus label value: its invalid UTF-8

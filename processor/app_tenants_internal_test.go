@@ -86,3 +86,43 @@ func TestOverflowTenantsAreOneAccountPerCommit(t *testing.T) {
 		t.Fatalf("other's staleness histogram has %d samples after one commit, want 1", n)
 	}
 }
+
+// A tenant literally named "other" is a tenant like any other: its outputs
+// and staleness are its own, not merged with the overflow account of the
+// tenants past the first maxTenantLabels, which is reported as "other".
+// It was reported as "other" too, so the overflow tenants' outputs were
+// added to its count and their staleness samples to its quantiles; it is
+// reported as "other" followed by U+FFFD.
+func TestATenantNamedOtherIsNotTheOverflow(t *testing.T) {
+	m := newAppMetrics("app")
+	var a tenantAccounts
+	now := time.Unix(1_700_000_000, 0)
+	first := map[string]*tenantTxn{"other": {outputs: 7, oldest: now.Add(-10 * time.Millisecond)}}
+	for i := range maxTenantLabels - 1 {
+		first[fmt.Sprint("named-", i)] = &tenantTxn{outputs: 1, oldest: now}
+	}
+	a.observe(now, first, m)
+	over := map[string]*tenantTxn{}
+	for i := range 50 {
+		over[fmt.Sprint("seller-", i)] = &tenantTxn{outputs: 2, oldest: now.Add(-time.Second)}
+	}
+	over["other"] = &tenantTxn{outputs: 1, oldest: now.Add(-10 * time.Millisecond)}
+	a.observe(now, over, m)
+	snap := a.snapshot()
+	if got := snap[tenantOther].Outputs; got != 100 {
+		t.Fatalf("the overflow account %q counted %d outputs, want the 50 overflow tenants' 100", tenantOther, got)
+	}
+	real := snap["other\ufffd"]
+	if real.Outputs != 8 || real.StalenessP99 != 10 {
+		t.Fatalf("the tenant named \"other\" (reported as %q): %d outputs, p99 %vms; want 8 and 10ms (accounts %d)", "other\ufffd", real.Outputs, real.StalenessP99, len(snap))
+	}
+	if v := metricValue(m.tenantOutputs.WithLabelValues(tenantOther)); v != 100 {
+		t.Fatalf("tidemark_tenant_outputs_total{tenant=%q} %v, want 100", tenantOther, v)
+	}
+	// The escape keeps distinct tenants distinct.
+	for _, tn := range []string{"other\ufffd", "other\ufffd\ufffd", "others", ""} {
+		if l := tenantLabel(tn); l == tenantOther || l == tenantLabel("other") && tn != "other" {
+			t.Fatalf("tenant %q reported as %q, the label of another", tn, l)
+		}
+	}
+}
