@@ -49,7 +49,8 @@ type Options struct {
 
 	// Tenants holds per-tenant staleness targets and rate limits, keyed by
 	// the tenant field of the events. Tenants not listed get
-	// StalenessTarget and no rate limit. A listed tenant's target
+	// StalenessTarget and no rate limit, and so do the untenanted outputs:
+	// the empty tenant name "" is refused. A listed tenant's target
 	// triggers early commits of its pending outputs under both policies
 	// (under PolicyFixed only listed tenants do), so a tight target
 	// shortens that tenant's staleness while other tenants keep the
@@ -257,6 +258,12 @@ func (o *Options) check() error {
 	}
 	if !(o.P99Tolerance >= 0 && o.P99Tolerance <= 1) {
 		return rangeErr("P99Tolerance", o.P99Tolerance, "[0, 1]")
+	}
+	if _, ok := o.Tenants[""]; ok {
+		// The untenanted outputs (sources without a tenant,
+		// punctuations, window finals) always take the default slot and
+		// are never charged to a rate: options for "" would do nothing.
+		return fmt.Errorf("%w: Tenants[\"\"]: the untenanted outputs have no options of their own; they follow StalenessTarget and are not rate-limited", ErrInvalidOptions)
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.Tenants)) {
 		t := o.Tenants[name]

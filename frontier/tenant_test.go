@@ -81,3 +81,20 @@ func TestOptionsRejectNonFiniteTenantRates(t *testing.T) {
 		})
 	}
 }
+
+// Tenants[""] named the untenanted outputs (sources without WithTenant,
+// punctuations, window finals), but no option of it ever applied: the
+// controller puts "" in the default slot (Options.StalenessTarget) and
+// admission control charges no record to "". Validate accepted it, so a
+// target or rate set for it silently did nothing; ClassTenants already
+// refuses an empty tenant name.
+func TestOptionsRejectAnEmptyTenantName(t *testing.T) {
+	o := Options{Tenants: map[string]TenantOptions{"": {StalenessTarget: 10 * time.Millisecond, Rate: 100}}}
+	err := o.Validate()
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), `Tenants[""]`) || !strings.Contains(err.Error(), "StalenessTarget") {
+		t.Fatalf("Validate() = %v, want an error naming Tenants[\"\"] and pointing at StalenessTarget", err)
+	}
+	if _, err := NewController(o); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("NewController accepted Tenants[\"\"]: %v", err)
+	}
+}
