@@ -133,7 +133,7 @@ type partQueue struct {
 	fetched time.Time
 	// next is the offset after the last record (control records too)
 	// fetched of the partition, when nextKnown: how far a fetch that
-	// passes the partition on with no records got (emptyFetchBehind).
+	// passes the partition on with no records got (fetchPosition).
 	next      int64
 	nextKnown bool
 	// stable is the partition's stable offset as of its last fetch

@@ -19,7 +19,7 @@ import (
 // let its task stop waiting for it (taskQueue.next) and run its other
 // inputs ahead, and windows downstream dropped its records as late. How
 // far behind it is follows from offsets: its last stable offset against
-// the offset its fetching had reached.
+// the offset its fetching had reached (fetchPosition).
 
 // stableOffset is the offset up to which p's partition can be read: its
 // last stable offset, or its high watermark from a broker that reports
@@ -38,48 +38,49 @@ func stableOffset(p kgo.FetchPartition) int64 {
 // on (a compacted log's emptied batches) would look behind, and hold its
 // task back, for as long as such fetches came.
 func (s *session) enqueueEmpty(id topology.TaskID, tp changelog.TopicPartition, p kgo.FetchPartition, polled time.Time) {
-	behind, ok := s.emptyFetchBehind(tp, p)
+	next, ok := s.fetchPosition(tp, p)
 	if !ok {
 		return
 	}
 	stable := stableOffset(p)
+	behind := max(0, stable-next)
 	q := s.fair.parts[tp]
 	if q != nil && q.known && q.stable == stable && q.tasked(s.fair, id) {
 		q.behind = min(q.behind, behind)
-		return
+	} else {
+		s.fair.enqueue(id, tp, nil, behind, polled)
+		q = s.fair.parts[tp]
+		q.stable = stable
 	}
-	s.fair.enqueue(id, tp, nil, behind, polled)
-	s.fair.parts[tp].stable = stable
+	q.next, q.nextKnown = next, true
 }
 
-// emptyFetchBehind is the records left on the broker after a fetch that
-// passed tp on with no records (p): its stable offset minus where its
-// fetching is. That is after its last fetched record, or, before any
-// since the consumer last rewound (a task's start, an abort: the queue's
-// position is unknown), the group's committed offset, or the log's start
-// (the consumer's reset offset) without one. ok is false when neither is
-// known: the fetch then tells nothing, and the partition's lag stays
-// unknown (partQueue.lagging).
+// fetchPosition is where tp's fetching is, for a fetch that passed it on
+// with no records (p): after its last fetched record, or, before any
+// since the consumer last rewound (a task's start, an abort), the group's
+// committed offset, or the log's start (the consumer's reset offset)
+// without one. ok is false when none is known: the fetch then tells
+// nothing, and the partition's lag stays unknown (partQueue.lagging).
 //
 // Aborted records the consumer skipped are not seen here, so they count
 // as left until the abort marker after them is fetched (it is kept, see
 // enqueueFetches), or until settleBehind gives up on them.
-func (s *session) emptyFetchBehind(tp changelog.TopicPartition, p kgo.FetchPartition) (int64, bool) {
+func (s *session) fetchPosition(tp changelog.TopicPartition, p kgo.FetchPartition) (int64, bool) {
 	stable := stableOffset(p)
 	if q := s.fair.parts[tp]; q != nil && q.nextKnown {
-		return max(0, stable-q.next), true
+		return q.next, true
 	}
 	if stable <= p.LogStartOffset {
-		return 0, true // an empty log
+		return stable, true // an empty log
 	}
 	if s.cl == nil {
 		return 0, false
 	}
 	if c, ok := s.cl.CommittedOffsets()[tp.Topic][tp.Partition]; ok && c.Offset >= 0 {
-		return max(0, stable-c.Offset), true
+		return c.Offset, true
 	}
 	if p.LogStartOffset >= 0 {
-		return max(0, stable-p.LogStartOffset), true
+		return p.LogStartOffset, true
 	}
 	return 0, false
 }

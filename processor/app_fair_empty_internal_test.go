@@ -155,3 +155,46 @@ func TestEmptyFetchesOfAPartitionLeftBehindSettle(t *testing.T) {
 		t.Fatalf("a's stable offset moved 40 → 50, behind %d; want 10", p.behind)
 	}
 }
+
+// A partition's first fetch since its task started may bring no records
+// although its log holds some (the fetch's budget went elsewhere): its
+// position is then its committed offset, or its log's start without one,
+// and the task waits for the records after it. A log that is empty (its
+// start at its stable offset, as a purged repartition topic's) is caught up.
+func TestAPartitionFirstFetchedEmptyIsBehindFromItsPosition(t *testing.T) {
+	s, _, counts, now := newMergedSession(t, 500, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s.cl = cl // no group: no committed offsets
+	a := emptyFetch("a", 100)
+	a.Partitions[0].LogStartOffset = 40
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{a, feedMerged("b", "cold", 0, 60000, 30, 30)}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.fair.parts[changelog.TopicPartition{Topic: "a"}]; !p.known || p.behind != 60 {
+		t.Fatalf("a fetched empty from its log start 40, stable offset 100: known %v, behind %d; want 60", p.known, p.behind)
+	}
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if counts["cold@60000"] != "" {
+		t.Fatal("b processed while a had 60 records on the broker")
+	}
+	s.fair.discard()
+	a.Partitions[0].LogStartOffset = 100 // purged up to its end
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{a}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{feedMerged("b", "cold", 0, 60000, 30, 30)}}}, *now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.processPass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if counts["cold@60000"] != "30" {
+		t.Fatalf("a's log is empty, yet b was not processed (cold's window %q)", counts["cold@60000"])
+	}
+}

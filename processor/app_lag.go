@@ -43,7 +43,7 @@ func (f *fairQueues) settleBehind(p *partQueue, now time.Time) {
 	}
 	p.behind = 0
 	// Given up on up to the stable offset: the partition's next empty
-	// fetches count only records after it (emptyFetchBehind).
+	// fetches count only records after it (fetchPosition).
 	if p.stable > 0 {
 		p.next, p.nextKnown = max(p.next, p.stable), true
 	}
