@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"time"
@@ -187,11 +188,20 @@ func (d *dedup[K, V]) forget(cut int64) error {
 	if cut <= d.lowest {
 		return nil
 	}
-	from, to := timeIndexFloor(d.lowest), dedupTimeKey(nil, cut, "")
+	to := dedupTimeKey(nil, cut, "")
 	d.due = d.due[:0]
-	if err := d.kv.Range(from, to, func(k, _ []byte) bool {
-		d.due = append(d.due, append([]byte(nil), k...))
-		return true
+	// One scan takes the ids due and the oldest id left, whose time is
+	// when the next scan is due.
+	left := int64(math.MaxInt64)
+	if err := d.kv.Range(timeIndexFloor(d.lowest), []byte{dedupTimePrefix + 1}, func(k, _ []byte) bool {
+		if bytes.Compare(k, to) < 0 {
+			d.due = append(d.due, append([]byte(nil), k...))
+			return true
+		}
+		if len(k) >= 9 {
+			left = dedupKeyTime(k)
+		}
+		return false
 	}); err != nil {
 		return errorf(d.env.node, "scan time index: %w", err)
 	}
@@ -207,15 +217,6 @@ func (d *dedup[K, V]) forget(cut int64) error {
 			return errorf(d.env.node, "delete id: %w", err)
 		}
 	}
-	// The next scan is due once cut passes the oldest id left.
-	d.lowest = math.MaxInt64
-	if err := d.kv.Range(to, []byte{dedupTimePrefix + 1}, func(k, _ []byte) bool {
-		if len(k) >= 9 {
-			d.lowest = dedupKeyTime(k)
-		}
-		return false
-	}); err != nil {
-		return errorf(d.env.node, "scan time index: %w", err)
-	}
+	d.lowest = left
 	return nil
 }

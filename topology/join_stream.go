@@ -371,16 +371,26 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 		return nil
 	}
 	w := j.op.w
+	soonest := min(w.before, w.after) + w.grace // the least a record waits past its timestamp
+	if j.outerFloor != math.MinInt64 && (j.outerFloor == math.MaxInt64 || j.outerFloor+soonest >= j.observed) {
+		return nil // no record in the store can be due yet
+	}
 	var due []pendingOuter
-	upperTS := max(0, j.observed-min(w.before, w.after)-w.grace)
-	upper := binary.BigEndian.AppendUint64(nil, uint64(upperTS))
+	upper := binary.BigEndian.AppendUint64(nil, uint64(max(0, j.observed-soonest)))
 	var from []byte
 	if j.outerFloor != math.MinInt64 {
 		from = binary.BigEndian.AppendUint64(nil, uint64(max(0, j.outerFloor)))
 	}
-	floor := upperTS // the smallest timestamp left once the due are emitted
-	err := j.outer.Range(from, upper, func(k, v []byte) bool {
+	// One scan takes the due records, the ones below upper that are not
+	// due yet and the first one past it: floor becomes the smallest
+	// timestamp left once the due are emitted.
+	floor := int64(math.MaxInt64)
+	err := j.outer.Range(from, nil, func(k, v []byte) bool {
 		ts := int64(binary.BigEndian.Uint64(k))
+		if bytes.Compare(k, upper) >= 0 {
+			floor = min(floor, ts)
+			return false
+		}
 		look := w.after
 		if k[8] == sideRight {
 			look = w.before

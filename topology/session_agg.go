@@ -257,15 +257,23 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 // Streams does since 3.0 (KAFKA-12718).
 func (a *sessionAgg[K, V, VA]) emitClosed() error {
 	bound := a.observed - a.w.grace - a.w.gap // sessions with end < bound are final
-	if bound <= 0 {
-		return nil
+	if bound <= 0 || (a.indexFloor != math.MinInt64 && a.indexFloor >= bound) {
+		return nil // no session in the index is final yet
 	}
 	var due [][]byte
 	var from []byte
 	if a.indexFloor != math.MinInt64 {
 		from = binary.BigEndian.AppendUint64(nil, uint64(max(0, a.indexFloor)))
 	}
-	err := a.index.Range(from, binary.BigEndian.AppendUint64(nil, uint64(bound)), func(k, _ []byte) bool {
+	// One scan takes the final sessions and the first one left, whose end
+	// is the new floor.
+	upper := binary.BigEndian.AppendUint64(nil, uint64(bound))
+	floor := int64(math.MaxInt64)
+	err := a.index.Range(from, nil, func(k, _ []byte) bool {
+		if bytes.Compare(k, upper) >= 0 {
+			floor = int64(binary.BigEndian.Uint64(k))
+			return false
+		}
 		due = append(due, bytes.Clone(k))
 		return true
 	})
@@ -304,6 +312,6 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 			return errorf(a.env.node, "session index: %w", err)
 		}
 	}
-	a.indexFloor = bound // every session ending before bound was emitted
+	a.indexFloor = floor
 	return nil
 }

@@ -569,9 +569,18 @@ func (s *suppress[K, V]) emitDue(cut int64) error {
 	}
 	var due [][]byte
 	to := suppressTimeKey(nil, cut+1, nil)
-	if err := s.kv.Range(s.timeFloor(), to, func(k, _ []byte) bool {
-		due = append(due, bytes.Clone(k))
-		return true
+	// One scan takes the due keys and the oldest key left, whose time is
+	// when the next scan is due.
+	left := int64(math.MaxInt64)
+	if err := s.kv.Range(s.timeFloor(), []byte{suppressTimePrefix + 1}, func(k, _ []byte) bool {
+		if bytes.Compare(k, to) < 0 {
+			due = append(due, bytes.Clone(k))
+			return true
+		}
+		if len(k) >= 9 {
+			left = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
+		}
+		return false
 	}); err != nil {
 		return errorf(s.env.node, "scan time index: %w", err)
 	}
@@ -580,16 +589,7 @@ func (s *suppress[K, V]) emitDue(cut int64) error {
 			return err
 		}
 	}
-	// The next scan is due once cut reaches the oldest key left.
-	s.lowest = math.MaxInt64
-	if err := s.kv.Range(to, []byte{suppressTimePrefix + 1}, func(k, _ []byte) bool {
-		if len(k) >= 9 {
-			s.lowest = int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
-		}
-		return false
-	}); err != nil {
-		return errorf(s.env.node, "scan time index: %w", err)
-	}
+	s.lowest = left
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -201,9 +202,18 @@ func (e *expiry[K, V]) advance(ts int64) (int64, error) {
 	}
 	to := dedupTimeKey(nil, cut, "")
 	e.due = e.due[:0]
-	if err := e.index.Range(timeIndexFloor(e.lowest), to, func(k, _ []byte) bool {
-		e.due = append(e.due, append([]byte(nil), k...))
-		return true
+	// One scan takes the rows due and the oldest row left, whose time is
+	// when the next sweep is due.
+	left := int64(math.MaxInt64)
+	if err := e.index.Range(timeIndexFloor(e.lowest), []byte{dedupTimePrefix + 1}, func(k, _ []byte) bool {
+		if bytes.Compare(k, to) < 0 {
+			e.due = append(e.due, append([]byte(nil), k...))
+			return true
+		}
+		if len(k) >= 9 {
+			left = dedupKeyTime(k)
+		}
+		return false
 	}); err != nil {
 		return 0, errorf(e.env.node, "ttl index: scan: %w", err)
 	}
@@ -212,16 +222,7 @@ func (e *expiry[K, V]) advance(ts int64) (int64, error) {
 			return 0, err
 		}
 	}
-	// The next sweep is due once the cut passes the oldest row left.
-	e.lowest = math.MaxInt64
-	if err := e.index.Range(to, []byte{dedupTimePrefix + 1}, func(k, _ []byte) bool {
-		if len(k) >= 9 {
-			e.lowest = dedupKeyTime(k)
-		}
-		return false
-	}); err != nil {
-		return 0, errorf(e.env.node, "ttl index: scan: %w", err)
-	}
+	e.lowest = left
 	return cut, nil
 }
 
