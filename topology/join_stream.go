@@ -371,7 +371,16 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 		return nil
 	}
 	w := j.op.w
-	soonest := min(w.before, w.after) + w.grace // the least a record waits past its timestamp
+	// soonest is the least a record in the store waits past its timestamp:
+	// left records wait after, right ones (outer joins only) before. Only
+	// records below observed − soonest are scanned; in a left join with an
+	// asymmetric window (JoinWindowsOf(d, g).Before(0)) every left record
+	// waits a whole after, and taking before for it rescanned all pending
+	// records at every record.
+	soonest := w.after + w.grace
+	if j.op.kind == outerJoin {
+		soonest = min(w.before, w.after) + w.grace
+	}
 	if j.outerFloor != math.MinInt64 && (j.outerFloor == math.MaxInt64 || j.outerFloor+soonest >= j.observed) {
 		return nil // no record in the store can be due yet
 	}

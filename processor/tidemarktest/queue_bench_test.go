@@ -47,6 +47,17 @@ func BenchmarkTimeQueuesOnBadger(b *testing.B) {
 			l := tidemarktest.Input(d, "l", str, str)
 			return func(i int) error { return l.Pipe(fmt.Sprint(i), "v", int64(i)*10) }
 		}},
+		// A left join waiting a minute for its right record, as the
+		// marketplace's ship deadline does: 6,000 records pending.
+		{"left-join-within", func(tb *topology.Builder) {
+			l := tb.Stream("l", str, str)
+			r := tb.Stream("r", str, str)
+			l.LeftJoin(r, func(_ string, lv string, rv string, _ bool) string { return lv + rv },
+				topology.JoinWindowsOf(time.Minute, 0).Before(0), topology.Named("j")).To("out")
+		}, func(d *tidemarktest.Driver) func(int) error {
+			l := tidemarktest.Input(d, "l", str, str)
+			return func(i int) error { return l.Pipe(fmt.Sprint(i), "v", int64(i)*10) }
+		}},
 		{"suppress", func(tb *topology.Builder) {
 			tb.Table("in", str, str, topology.Named("t")).
 				Suppress(topology.UntilTimeLimit(time.Second, topology.BufferConfig{}), topology.Named("sup")).
