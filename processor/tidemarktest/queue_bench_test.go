@@ -33,11 +33,7 @@ func (p *ackProducer) Produce(_ context.Context, r *kgo.Record, promise func(*kg
 // the cost per record should be what it is on a fresh store.
 func BenchmarkTimeQueuesOnBadger(b *testing.B) {
 	str := serde.String()
-	cases := []struct {
-		name  string
-		build func(tb *topology.Builder)
-		pipe  func(d *tidemarktest.Driver) func(i int) error
-	}{
+	cases := []benchCase{
 		{"outer-join", func(tb *topology.Builder) {
 			l := tb.Stream("l", str, str)
 			r := tb.Stream("r", str, str)
@@ -88,6 +84,21 @@ func BenchmarkTimeQueuesOnBadger(b *testing.B) {
 			return func(i int) error { return in.Pipe(fmt.Sprint(i), "v", int64(i)*10) }
 		}},
 	}
+	runOnBadger(b, cases)
+}
+
+// benchCase is a topology and how to pipe its i-th record.
+type benchCase struct {
+	name  string
+	build func(tb *topology.Builder)
+	pipe  func(d *tidemarktest.Driver) func(i int) error
+}
+
+// runOnBadger runs each case on a fresh Badger store after 0, 20,000 and
+// 60,000 records, committing every 500 records, and measures the cost of
+// the records after those.
+func runOnBadger(b *testing.B, cases []benchCase) {
+	str := serde.String()
 	for _, c := range cases {
 		for _, before := range []int{0, 20000, 60000} {
 			b.Run(fmt.Sprintf("%s/before=%d", c.name, before), func(b *testing.B) {
