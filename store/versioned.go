@@ -272,9 +272,14 @@ func decodeVersion(ts int64, raw []byte) (version, error) {
 	return version{ts: ts, value: bytes.Clone(raw[1:])}, nil
 }
 
-// versions returns key's versions with validFrom ≤ from, newest first;
-// only the first n when n > 0.
-func (s *VersionedKeyValue) versions(key []byte, from int64, n int) ([]version, error) {
+// versions returns key's versions with validFrom ≤ from, newest first,
+// down to the first at or before downTo (math.MaxInt64: the first only).
+//
+// It stops there, not at the key's end: a key's expired versions lie
+// after its live ones, and a Badger store keeps their deletes as
+// tombstones until compaction. Reading to the key's end, every put of a
+// key stepped over all the versions it ever expired.
+func (s *VersionedKeyValue) versions(key []byte, from, downTo int64) ([]version, error) {
 	start := AppendVersionedKey(s.kbuf[:0], key, from)
 	s.kbuf = start
 	prefix := start[:len(start)-8]
@@ -289,7 +294,7 @@ func (s *VersionedKeyValue) versions(key []byte, from int64, n int) ([]version, 
 			return false
 		}
 		out = append(out, ver)
-		return n <= 0 || len(out) < n
+		return ts > downTo
 	})
 	if err == nil {
 		err = derr
@@ -298,7 +303,7 @@ func (s *VersionedKeyValue) versions(key []byte, from int64, n int) ([]version, 
 }
 
 func (s *VersionedKeyValue) Get(key []byte) ([]byte, int64, bool, error) {
-	vs, err := s.versions(key, math.MaxInt64, 1)
+	vs, err := s.versions(key, math.MaxInt64, math.MaxInt64)
 	if err != nil {
 		return nil, 0, false, s.errorf("get latest: %w", err)
 	}
@@ -316,7 +321,7 @@ func (s *VersionedKeyValue) GetAsOf(key []byte, asOf int64) ([]byte, int64, bool
 		// History older than the cutoff is not answered, but the latest
 		// version never expires: when it is valid at asOf it is the
 		// answer, as in Kafka Streams' RocksDBVersionedStore.
-		vs, err := s.versions(key, math.MaxInt64, 1)
+		vs, err := s.versions(key, math.MaxInt64, math.MaxInt64)
 		if err != nil {
 			return nil, 0, false, s.errorf("get as of %d: %w", asOf, err)
 		}
@@ -325,7 +330,7 @@ func (s *VersionedKeyValue) GetAsOf(key []byte, asOf int64) ([]byte, int64, bool
 		}
 		return vs[0].value, vs[0].ts, true, nil
 	}
-	vs, err := s.versions(key, asOf, 1)
+	vs, err := s.versions(key, asOf, math.MaxInt64)
 	if err != nil {
 		return nil, 0, false, s.errorf("get as of %d: %w", asOf, err)
 	}
@@ -336,7 +341,7 @@ func (s *VersionedKeyValue) GetAsOf(key []byte, asOf int64) ([]byte, int64, bool
 }
 
 func (s *VersionedKeyValue) LatestTimestamp(key []byte) (int64, bool, error) {
-	vs, err := s.versions(key, math.MaxInt64, 1)
+	vs, err := s.versions(key, math.MaxInt64, math.MaxInt64)
 	if err != nil {
 		return 0, false, s.errorf("get latest timestamp: %w", err)
 	}
@@ -372,7 +377,7 @@ func (s *VersionedKeyValue) Put(key []byte, ts int64, value []byte) error {
 // version it follows right.
 func (s *VersionedKeyValue) put(key []byte, ts int64, value []byte) error {
 	// The versions newer than ts, and the one at or before it (old).
-	all, err := s.versions(key, math.MaxInt64, 0)
+	all, err := s.versions(key, math.MaxInt64, ts)
 	if err != nil {
 		return err
 	}
@@ -440,7 +445,16 @@ func (s *VersionedKeyValue) expire(cut int64) error {
 	if cut < s.lowest || cut == math.MinInt64 {
 		return nil
 	}
+	// The scan starts at lowest, not at the index's start: no entry lies
+	// below it (index lowers it on every insert; it is unknown, the whole
+	// index, until the first scan of a new wrapper, as after a restart or
+	// an abort, which reinstantiates the task), only the tombstones of the
+	// entries expired before, which a Badger store keeps until compaction;
+	// from the start, every put's expiry stepped over all of them again.
 	from := []byte{versionedIndexPrefix}
+	if s.lowest != math.MinInt64 {
+		from = binary.BigEndian.AppendUint64(from, uint64(s.lowest)^(1<<63))
+	}
 	to := binary.BigEndian.AppendUint64([]byte{versionedIndexPrefix}, uint64(cut)^(1<<63)+1)
 	if cut == math.MaxInt64 {
 		to = []byte{versionedIndexPrefix + 1}
