@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/tidemark-streams/tidemark/store"
@@ -115,6 +116,47 @@ func BenchmarkWindowFetchAllClose(b *testing.B) {
 				b.Fatalf("FetchAll(%d) yielded %d windows, want %d", closing, got, keys)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/window")
+		})
+	}
+}
+
+// BenchmarkWindowFetchAllLive measures a query of every window of a store
+// (FetchAll over all starts, as FetchAllWindows(math.MinInt64,
+// math.MaxInt64) reads it) in a store where each key holds the windows
+// still open and the tombstones of the windows expired before them. The
+// cost should not grow with the windows expired.
+func BenchmarkWindowFetchAllLive(b *testing.B) {
+	const keys, open = 1000, 7
+	for _, expired := range []int{0, 60} {
+		b.Run(fmt.Sprintf("expired=%d", expired), func(b *testing.B) {
+			task, w := benchWindowStore(b)
+			val := make([]byte, 16)
+			for s := range expired + open {
+				for k := range keys {
+					if err := w.Put(fmt.Appendf(nil, "sku-%06d", k), int64(s)*1000, val); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if s >= open {
+					if err := w.(interface{ ExpireBefore(int64) error }).ExpireBefore(int64(s-open+1) * 1000); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := task.Apply(nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			got := 0
+			for b.Loop() {
+				got = 0
+				if err := w.FetchAll(math.MinInt64, math.MaxInt64, func([]byte, int64, []byte) bool { got++; return true }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got != keys*open {
+				b.Fatalf("FetchAll yielded %d windows, want %d", got, keys*open)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(keys*open), "ns/window")
 		})
 	}
 }
