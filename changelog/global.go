@@ -308,13 +308,13 @@ func (g *GlobalStore) Range(from, to []byte, fn func(key, value []byte) bool) er
 		return store.ErrClosed
 	}
 	err := g.bdb.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: globalDataPrefix, PrefetchValues: false})
-		defer it.Close()
 		start := append(append([]byte(nil), globalDataPrefix...), from...)
 		var end []byte
 		if to != nil {
 			end = append(append([]byte(nil), globalDataPrefix...), to...)
 		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: rangePrefix(globalDataPrefix, start, end), PrefetchValues: false})
+		defer it.Close()
 		for it.Seek(start); it.Valid(); it.Next() {
 			item := it.Item()
 			k := item.Key()

@@ -434,6 +434,19 @@ func fkSubPrefix(dst, fkb []byte) []byte {
 	return append(binary.AppendUvarint(dst[:0], uint64(len(fkb))), fkb...)
 }
 
+// fkSubPrefixEnd is the first key after every key with prefix p (nil when
+// p is all 0xff: no bound).
+func fkSubPrefixEnd(p []byte) []byte {
+	e := bytes.Clone(p)
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i] < 0xff {
+			e[i]++
+			return e[:i+1]
+		}
+	}
+	return nil
+}
+
 // fkSubscriptionOp stores or deletes each subscription and answers it with
 // the right row of its foreign key, timestamped with the later of the two.
 func fkSubscriptionOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde[K], right getterSource[KO, VO]) opFunc[KO, fkSubscription[K], K, fkResponse[VO]] {
@@ -513,7 +526,9 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 			prefix = fkSubPrefix(prefix, fkb)
 			due = due[:0]
 			var bad error
-			if err := kv.Range(prefix, nil, func(k, v []byte) bool {
+			// Bounded at the prefix's end: the store's read-ahead past the
+			// last subscription stays within this foreign key's.
+			if err := kv.Range(prefix, fkSubPrefixEnd(prefix), func(k, v []byte) bool {
 				if !bytes.HasPrefix(k, prefix) {
 					return false
 				}
