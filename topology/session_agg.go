@@ -63,7 +63,7 @@ func aggregateSession[K, V, VA any](ss SessionWindowedStream[K, V], op string, i
 			return nil, err
 		}
 		a := &sessionAgg[K, V, VA]{env: env, next: next, st: st, w: w, retention: retention,
-			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, indexFloor: math.MinInt64}
+			ks: s.ks, vs: aggSerde, init: init, add: add, merge: merge, null: keyNull[VA](), indexFloor: math.MinInt64}
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		if indexStore != "" {
 			if a.index, err = env.keyValue(indexStore); err != nil {
@@ -110,6 +110,9 @@ type sessionAgg[K, V, VA any] struct {
 	init      func() VA
 	add       func(K, V, VA) VA
 	merge     func(K, VA, VA) VA
+	// null tests for a null aggregate (nil: VA is never null), which
+	// deletes its session as Kafka Streams' put of a null does.
+	null func(VA) bool
 	// index, for emit final, lists open sessions by end: sessions have no
 	// cross-key scan by end in store.Session.
 	index store.KeyValue
@@ -170,19 +173,15 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 	if err != nil {
 		return errorf(a.env.node, "find sessions: %w", err)
 	}
+	olds, err := a.decodeFound()
+	if err != nil {
+		return err
+	}
 	start, end := t, t
 	var agg VA
 	have := false
-	olds := make([]VA, len(a.found))
 	for i, f := range a.found {
 		start, end = min(start, f.start), max(end, f.end)
-		_, vb, err := DecodeTimestamped(f.value)
-		if err == nil {
-			olds[i], err = a.vs.Decode(vb)
-		}
-		if err != nil {
-			return errorf(a.env.node, "decode session [%d,%d]: %w", f.start, f.end, err)
-		}
 		if !have {
 			agg, have = olds[i], true
 			if a.init != nil {
@@ -224,24 +223,40 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 			return err
 		}
 	}
-	if a.vbuf, err = appendValueTS(a.vbuf, a.vs, end, agg); err != nil {
-		return errorf(a.env.node, "encode aggregate: %w", err)
-	}
-	if err := a.st.Put(kb, start, end, a.vbuf); err != nil {
-		return errorf(a.env.node, "put session [%d,%d]: %w", start, end, err)
+	// A null aggregate deletes the session, as Kafka Streams' put of a
+	// null does; the key's next record starts a session from init().
+	kept := !isNull(a.null, agg)
+	if !kept {
+		if hasPrev {
+			if err := a.st.Remove(kb, start, end); err != nil {
+				return errorf(a.env.node, "remove session [%d,%d]: %w", start, end, err)
+			}
+		}
+	} else {
+		if a.vbuf, err = appendValueTS(a.vbuf, a.vs, end, agg); err != nil {
+			return errorf(a.env.node, "encode aggregate: %w", err)
+		}
+		if err := a.st.Put(kb, start, end, a.vbuf); err != nil {
+			return errorf(a.env.node, "put session [%d,%d]: %w", start, end, err)
+		}
 	}
 	if a.index != nil {
 		a.ibuf = sessionIndexKey(a.ibuf, end, start, kb)
-		if err := a.index.Put(a.ibuf, []byte{}); err != nil {
+		if kept {
+			err = a.index.Put(a.ibuf, []byte{})
+			a.indexFloor = min(a.indexFloor, end)
+		} else {
+			err = a.index.Delete(a.ibuf) // a deleted session has no final result
+		}
+		if err != nil {
 			return errorf(a.env.node, "session index: %w", err)
 		}
-		a.indexFloor = min(a.indexFloor, end)
 		if err := a.emitClosed(); err != nil {
 			return err
 		}
 	} else {
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: start, End: end}, Timestamp: end, Headers: r.Headers,
-			Value: change[VA]{newV: agg, hasNew: true, oldV: prev, hasOld: hasPrev}}
+			Value: change[VA]{newV: agg, hasNew: kept, oldV: prev, hasOld: hasPrev}}
 		if err := a.next.forward(out); err != nil {
 			return err
 		}
@@ -250,6 +265,29 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		return errorf(a.env.node, "expire sessions: %w", err)
 	}
 	return nil
+}
+
+// decodeFound decodes the aggregates of a.found. A null one (stored before
+// null aggregates were deleted) is no session: it is left out of a.found.
+func (a *sessionAgg[K, V, VA]) decodeFound() ([]VA, error) {
+	olds := make([]VA, 0, len(a.found))
+	kept := a.found[:0]
+	for _, f := range a.found {
+		_, vb, err := DecodeTimestamped(f.value)
+		var v VA
+		if err == nil {
+			v, err = a.vs.Decode(vb)
+		}
+		if err != nil {
+			return nil, errorf(a.env.node, "decode session [%d,%d]: %w", f.start, f.end, err)
+		}
+		if isNull(a.null, v) {
+			continue
+		}
+		olds, kept = append(olds, v), append(kept, f)
+	}
+	a.found = kept
+	return olds, nil
 }
 
 // emitClosed emits the final result of each session no record can extend

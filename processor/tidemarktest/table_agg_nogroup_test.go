@@ -178,3 +178,61 @@ func TestWindowAggregateNullResultDeletesTheWindow(t *testing.T) {
 		t.Errorf("changes %v, Kafka Streams %v", got, want)
 	}
 }
+
+// TestSessionAggregateNullResultDeletesTheSession: the same for a session
+// (Kafka Streams' KStreamSessionWindowAggregate puts the null, which removes
+// the session, and forwards Change(null, null); the key's next record finds
+// no session and starts from initializer()).
+func TestSessionAggregateNullResultDeletesTheSession(t *testing.T) {
+	b := topology.NewBuilder("app")
+	add := func(_, v string, a *tally) *tally {
+		if a == nil {
+			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
+			a = &tally{}
+		}
+		if v == "reset" {
+			return nil
+		}
+		return &tally{N: a.N + 1}
+	}
+	merge := func(_ string, a, b *tally) *tally {
+		if a == nil || b == nil {
+			t.Errorf("merger called with a null aggregate (%v, %v)", a, b)
+			return &tally{}
+		}
+		return &tally{N: a.N + b.N}
+	}
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(10*time.Millisecond, time.Minute)).
+		Aggregate(func() *tally { return &tally{} }, add, merge, serde.JSON[*tally](), topology.Named("sessions")).
+		ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "out", topology.SessionWindowedSerde(serde.String()), serde.JSON[*tally]())
+	for _, r := range []struct {
+		v  string
+		ts int64
+	}{{"x", 1}, {"reset", 2}, {"x", 3}, {"reset", 3}} {
+		must(t, in.Pipe("a", r.v, r.ts))
+	}
+	var got []string
+	for _, r := range readAll(t, out) {
+		v := "∅"
+		if !r.Tombstone {
+			v = r.Value.String()
+		}
+		got = append(got, fmt.Sprintf("%s[%d,%d]=%s@%d", r.Key.Key, r.Key.Start, r.Key.End, v, r.Timestamp))
+	}
+	// x@1 opens [1,1]; reset@2 merges it into [1,2] (a tombstone for
+	// [1,1]) and deletes [1,2]; x@3 finds no session and opens [3,3]; reset@3
+	// lands inside [3,3] and deletes it in place.
+	want := []string{"a[1,1]={1}@1", "a[1,1]=∅@1", "a[1,2]=∅@2", "a[3,3]={1}@3", "a[3,3]=∅@3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("changes %v, Kafka Streams %v", got, want)
+	}
+	held, err := tidemarktest.ReadSessions(d, "sessions", "a", serde.String(), serde.JSON[*tally]())
+	must(t, err)
+	if len(held) != 0 {
+		t.Errorf("the store holds sessions %v of a, want none", held)
+	}
+}
