@@ -142,10 +142,13 @@ func (s Stream[K, V]) toTable(op string, cfg *opConfig) Table[K, V] {
 			}
 			c := change[V]{oldV: old, hasOld: found}
 			if r.Tombstone {
-				if !found {
-					return nil
+				// A tombstone for a key the table does not hold
+				// deletes nothing but still goes downstream, as Kafka
+				// Streams' KTableSource forwards Change(null, null):
+				// its toStream() writes the tombstone on.
+				if found {
+					err = kv.del(r.Key)
 				}
-				err = kv.del(r.Key)
 			} else {
 				c.newV, c.hasNew = r.Value, true
 				err = kv.put(r.Key, r.Timestamp, r.Value)

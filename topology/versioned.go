@@ -191,12 +191,10 @@ func (t *versionedTable[K, V]) update(env *opEnv, r Record[K, V], next forwarder
 	if hasLatest && r.Timestamp < latest {
 		return nil // history only: the latest value did not change
 	}
+	// A tombstone for a key without a latest value goes downstream too,
+	// as Kafka Streams' KTableSource forwards Change(null, null).
 	c := change[V]{oldV: old, hasOld: found}
-	if r.Tombstone {
-		if !found {
-			return nil
-		}
-	} else {
+	if !r.Tombstone {
 		c.newV, c.hasNew = r.Value, true
 	}
 	return next.forward(Record[K, change[V]]{Key: r.Key, Value: c, Timestamp: r.Timestamp, Headers: r.Headers})

@@ -35,9 +35,8 @@ type suppressPending struct {
 }
 
 func (m *suppressModel) update(r record) {
-	if _, had := m.table[r.key]; r.tombstone && !had {
-		return // the upstream table forwards nothing
-	}
+	// A tombstone for a key the table does not hold is buffered too
+	// (Kafka Streams' KTableSource forwards Change(null, null)).
 	if r.tombstone {
 		delete(m.table, r.key)
 	} else {

@@ -78,11 +78,9 @@ func (m *ttlModel) apply(r record) {
 			m.out[r.key] = append(m.out[r.key], ttlOut{value: strconv.FormatInt(old.n+1, 10), ts: ts})
 		}
 	case r.ts < cut:
-	case r.tombstone:
-		if found {
-			delete(m.rows, r.key)
-			m.out[r.key] = append(m.out[r.key], ttlOut{ts: r.ts, tomb: true})
-		}
+	case r.tombstone: // forwarded even for a key the table does not hold, as KTableSource does
+		delete(m.rows, r.key)
+		m.out[r.key] = append(m.out[r.key], ttlOut{ts: r.ts, tomb: true})
 	default:
 		m.rows[r.key] = ttlRow{value: r.value, ts: r.ts}
 		m.out[r.key] = append(m.out[r.key], ttlOut{value: r.value, ts: r.ts})

@@ -50,14 +50,15 @@ func (m *asOfModel) update(r record) (fwd record, ok bool) {
 	}
 	vers := m.versions[r.key]
 	latest := len(vers) == 0 || r.ts >= vers[len(vers)-1].ts
-	hadValue := len(vers) > 0 && !vers[len(vers)-1].tombstone
 	vers = slices.DeleteFunc(vers, func(o record) bool { return o.ts == r.ts })
 	i := 0
 	for i < len(vers) && vers[i].ts < r.ts {
 		i++
 	}
 	m.versions[r.key] = slices.Insert(vers, i, r)
-	return r, latest && (!r.tombstone || hadValue)
+	// A delete of a key without a value is forwarded too, as Kafka
+	// Streams' KTableSource forwards Change(null, null).
+	return r, latest
 }
 
 func (m *asOfModel) asOf(key string, ts int64) (string, bool) {

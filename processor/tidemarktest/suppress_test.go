@@ -121,10 +121,10 @@ func (m *suppressModel) bytes() int64 {
 // update applies one input record (value nil: a tombstone).
 func (m *suppressModel) update(k string, v *string, ts int64, seq string) {
 	m.inputTime = max(m.inputTime, ts)
+	// A tombstone for a key the upstream table does not hold goes through
+	// the buffer too (Kafka Streams' KTableSource forwards Change(null,
+	// null), which its time-limit suppression buffers and emits).
 	old, had := m.table[k]
-	if v == nil && !had {
-		return // the upstream table forwards nothing: the key does not exist
-	}
 	if v == nil {
 		delete(m.table, k)
 	} else {

@@ -109,11 +109,9 @@ func (m *ttlModel) apply(in ttlIn) {
 		m.emit(in.key, r)
 	case in.ts < cut: // a table drops late values and tombstones
 		m.late++
-	case in.tomb:
-		if found {
-			delete(m.rows, in.key)
-			m.out = append(m.out, ttlOut{Key: in.key, TS: in.ts, Tombstone: true})
-		}
+	case in.tomb: // forwarded even for a key the table does not hold, as KTableSource does
+		delete(m.rows, in.key)
+		m.out = append(m.out, ttlOut{Key: in.key, TS: in.ts, Tombstone: true})
 	default:
 		r := ttlRow{value: in.value, ts: in.ts}
 		m.rows[in.key] = r
