@@ -73,7 +73,7 @@ func aggregateSliding[K, V, VA any](ss SlidingWindowedStream[K, V], op string, i
 			return nil, err
 		}
 		a := &slidingAgg[K, V, VA]{env: env, next: next, res: res, recs: recs, w: w, ks: s.ks, vs: s.vs, as: aggSerde,
-			init: init, add: add, final: final}
+			init: init, add: add, final: final, null: keyNull[VA]()}
 		a.observed = operatorClock(env, name, func() int64 { return a.observed })
 		return a, nil
 	})
@@ -92,8 +92,11 @@ type slidingAgg[K, V, VA any] struct {
 	init      func() VA
 	add       func(K, V, VA) VA
 	final     *finalEmitter
-	observed  int64
-	kbuf      []byte
+	// null tests for a null aggregate (nil: VA is never null), which
+	// deletes its window as Kafka Streams' put of a null does.
+	null     func(VA) bool
+	observed int64
+	kbuf     []byte
 }
 
 type tsList struct {
@@ -195,9 +198,12 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		if !any {
 			continue
 		}
-		enc, err := appendValueTS(nil, a.as, maxTS, agg)
-		if err != nil {
-			return errorf(a.env.node, "encode aggregate: %w", err)
+		kept := !isNull(a.null, agg)
+		var enc []byte // nil deletes the window
+		if kept {
+			if enc, err = appendValueTS(nil, a.as, maxTS, agg); err != nil {
+				return errorf(a.env.node, "encode aggregate: %w", err)
+			}
 		}
 		if err := a.res.Put(kb, w.start, enc); err != nil {
 			return errorf(a.env.node, "put window: %w", err)
@@ -208,7 +214,7 @@ func (a *slidingAgg[K, V, VA]) process(r Record[K, V]) error {
 		// The update carries the window's previous aggregate, so that
 		// table aggregations downstream subtract it.
 		out := Record[Windowed[K], change[VA]]{Key: Windowed[K]{Key: r.Key, Start: w.start, End: w.end}, Timestamp: maxTS, Headers: r.Headers,
-			Value: change[VA]{newV: agg, hasNew: true, oldV: old, hasOld: found}}
+			Value: change[VA]{newV: agg, hasNew: kept, oldV: old, hasOld: found}}
 		if err := a.next.forward(out); err != nil {
 			return err
 		}
@@ -251,5 +257,6 @@ func (a *slidingAgg[K, V, VA]) previous(kb []byte, start int64) (VA, bool, error
 	if err != nil {
 		return old, false, errorf(a.env.node, "decode window %d: %w", start, err)
 	}
-	return old, true, nil
+	// A null window (stored before null aggregates were deleted) is none.
+	return old, !isNull(a.null, old), nil
 }

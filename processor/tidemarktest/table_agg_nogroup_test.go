@@ -236,3 +236,43 @@ func TestSessionAggregateNullResultDeletesTheSession(t *testing.T) {
 		t.Errorf("the store holds sessions %v of a, want none", held)
 	}
 }
+
+// TestSlidingAggregateNullResultDeletesTheWindow: the same for sliding
+// windows (Kafka Streams' KStreamSlidingWindowAggregate puts
+// ValueAndTimestamp.make of the null, which deletes the window). With
+// EmitFinal a deleted window has no final result: only [5,10] is emitted.
+func TestSlidingAggregateNullResultDeletesTheWindow(t *testing.T) {
+	b := topology.NewBuilder("app")
+	add := func(_, v string, a *tally) *tally {
+		if v == "reset" {
+			return nil
+		}
+		return &tally{N: a.N + 1}
+	}
+	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
+	topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(5*time.Millisecond, 0)).
+		Aggregate(func() *tally { return &tally{} }, add, serde.JSON[*tally](), topology.Named("sliding"), topology.EmitFinal()).
+		ToStream().To("out")
+	d := newDriver(t, b)
+	in := tidemarktest.Input(d, "clicks", serde.String(), serde.String())
+	out := tidemarktest.Output(d, "out", topology.TimeWindowedSerde(serde.String(), 5*time.Millisecond), serde.JSON[*tally]())
+	// x@10 makes [5,10]={1}; reset@11 makes [6,11] and [11,16] null:
+	// deleted. x@100 closes them all.
+	for _, r := range []struct {
+		v  string
+		ts int64
+	}{{"x", 10}, {"reset", 11}, {"x", 100}} {
+		must(t, in.Pipe("a", r.v, r.ts))
+	}
+	var got []string
+	for _, r := range readAll(t, out) {
+		v := "∅"
+		if !r.Tombstone {
+			v = r.Value.String()
+		}
+		got = append(got, fmt.Sprintf("%s[%d,%d]=%s@%d", r.Key.Key, r.Key.Start, r.Key.End, v, r.Timestamp))
+	}
+	if want := []string{"a[5,10]={1}@10"}; !slices.Equal(got, want) {
+		t.Errorf("final results %v, Kafka Streams %v", got, want)
+	}
+}
