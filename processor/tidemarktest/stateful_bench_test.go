@@ -24,6 +24,19 @@ func BenchmarkStatefulOperatorsOnBadger(b *testing.B) {
 			return k.Key, strconv.FormatInt(v, 10)
 		}).WithSerdes(str, str).To("out")
 	}
+	// alternating pipes records to "l" and "r" in turn, over n keys.
+	alternating := func(n int) func(d *tidemarktest.Driver) func(int) error {
+		return func(d *tidemarktest.Driver) func(int) error {
+			l := tidemarktest.Input(d, "l", str, str)
+			r := tidemarktest.Input(d, "r", str, str)
+			return func(i int) error {
+				if i%2 == 0 {
+					return l.Pipe(strconv.Itoa(i%n), "v", int64(i)*10)
+				}
+				return r.Pipe(strconv.Itoa(i%n), "v", int64(i)*10)
+			}
+		}
+	}
 	keyed := func(n int) func(d *tidemarktest.Driver) func(int) error {
 		return func(d *tidemarktest.Driver) func(int) error {
 			in := tidemarktest.Input(d, "in", str, str)
@@ -67,31 +80,13 @@ func BenchmarkStatefulOperatorsOnBadger(b *testing.B) {
 			r := tb.Stream("r", str, str)
 			l.Join(r, func(_ string, lv, rv string) string { return lv + rv },
 				topology.JoinWindowsOf(time.Second, 0), topology.Named("j")).To("out")
-		}, func(d *tidemarktest.Driver) func(int) error {
-			l := tidemarktest.Input(d, "l", str, str)
-			r := tidemarktest.Input(d, "r", str, str)
-			return func(i int) error {
-				if i%2 == 0 {
-					return l.Pipe(strconv.Itoa(i%500), "v", int64(i)*10)
-				}
-				return r.Pipe(strconv.Itoa(i%500), "v", int64(i)*10)
-			}
-		}},
+		}, alternating(500)},
 		{"left-join", func(tb *topology.Builder) {
 			l := tb.Stream("l", str, str)
 			r := tb.Stream("r", str, str)
 			l.LeftJoin(r, func(_ string, lv, rv string, _ bool) string { return lv + rv },
 				topology.JoinWindowsOf(time.Second, 0), topology.Named("j")).To("out")
-		}, func(d *tidemarktest.Driver) func(int) error {
-			l := tidemarktest.Input(d, "l", str, str)
-			r := tidemarktest.Input(d, "r", str, str)
-			return func(i int) error {
-				if i%2 == 0 {
-					return l.Pipe(strconv.Itoa(i%500), "v", int64(i)*10)
-				}
-				return r.Pipe(strconv.Itoa(i%500), "v", int64(i)*10)
-			}
-		}},
+		}, alternating(500)},
 		{"stream-table", func(tb *topology.Builder) {
 			t := tb.Table("t", str, str, topology.Named("t"))
 			tb.Stream("s", str, str).LeftJoinTable(t, func(_ string, v, tv string, _ bool) string { return v + tv }).To("out")
