@@ -110,16 +110,7 @@ func TestTableAggregateNullResultDeletesTheGroup(t *testing.T) {
 // row; the next record starts from initializer()).
 func TestStreamAggregateNullResultDeletesTheKey(t *testing.T) {
 	b := topology.NewBuilder("app")
-	add := func(_, v string, a *tally) *tally {
-		if a == nil {
-			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
-			a = &tally{}
-		}
-		if v == "reset" {
-			return nil
-		}
-		return &tally{N: a.N + 1}
-	}
+	add := resettingAdd(t)
 	b.Stream("clicks", serde.String(), serde.String()).GroupByKey().
 		Aggregate(func() *tally { return &tally{} }, add, serde.JSON[*tally](), topology.Named("tallies")).
 		ToStream().To("out")
@@ -143,16 +134,7 @@ func TestStreamAggregateNullResultDeletesTheKey(t *testing.T) {
 // downstream, and the window's next record starts from initializer()).
 func TestWindowAggregateNullResultDeletesTheWindow(t *testing.T) {
 	b := topology.NewBuilder("app")
-	add := func(_, v string, a *tally) *tally {
-		if a == nil {
-			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
-			a = &tally{}
-		}
-		if v == "reset" {
-			return nil
-		}
-		return &tally{N: a.N + 1}
-	}
+	add := resettingAdd(t)
 	g := b.Stream("clicks", serde.String(), serde.String()).GroupByKey()
 	topology.WindowedBy(g, topology.TumblingWindows(10*time.Millisecond, time.Minute)).
 		Aggregate(func() *tally { return &tally{} }, add, serde.JSON[*tally](), topology.Named("tallies")).
@@ -185,16 +167,7 @@ func TestWindowAggregateNullResultDeletesTheWindow(t *testing.T) {
 // no session and starts from initializer()).
 func TestSessionAggregateNullResultDeletesTheSession(t *testing.T) {
 	b := topology.NewBuilder("app")
-	add := func(_, v string, a *tally) *tally {
-		if a == nil {
-			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
-			a = &tally{}
-		}
-		if v == "reset" {
-			return nil
-		}
-		return &tally{N: a.N + 1}
-	}
+	add := resettingAdd(t)
 	merge := func(_ string, a, b *tally) *tally {
 		if a == nil || b == nil {
 			t.Errorf("merger called with a null aggregate (%v, %v)", a, b)
@@ -274,5 +247,21 @@ func TestSlidingAggregateNullResultDeletesTheWindow(t *testing.T) {
 	}
 	if want := []string{"a[5,10]={1}@10"}; !slices.Equal(got, want) {
 		t.Errorf("final results %v, Kafka Streams %v", got, want)
+	}
+}
+
+// resettingAdd counts a key's records and returns a null aggregate on
+// value "reset"; it reports a call with a null aggregate, which Kafka
+// Streams never makes (it passes initializer() instead).
+func resettingAdd(t *testing.T) func(_, v string, a *tally) *tally {
+	return func(_, v string, a *tally) *tally {
+		if a == nil {
+			t.Errorf("aggregator called with a null aggregate, where Kafka Streams passes initializer()")
+			a = &tally{}
+		}
+		if v == "reset" {
+			return nil
+		}
+		return &tally{N: a.N + 1}
 	}
 }
