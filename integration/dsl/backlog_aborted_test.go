@@ -2,7 +2,6 @@ package dsl_test
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
 	"github.com/tidemark-streams/tidemark/processor"
-	"github.com/tidemark-streams/tidemark/serde"
-	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // A task started on a backlog waits for its input partition with records
@@ -30,19 +27,7 @@ func TestBacklogWaitsAcrossAnAbortedTransaction(t *testing.T) {
 	refunds := kafkatest.NewTopic(t, partitions, nil)
 	out := kafkatest.NewTopic(t, partitions, nil)
 	app := kafkatest.UniqueName(t, "backlog-aborted")
-	b := topology.NewBuilder(app, topology.RequireNamedState())
-	o := b.Stream(orders, serde.String(), serde.String())
-	r := b.Stream(refunds, serde.String(), serde.String())
-	topology.WindowedBy(o.Merge(r).GroupByKey(topology.Named("by-seller")), topology.TumblingWindows(size*time.Millisecond, grace*time.Millisecond)).
-		Count(topology.Named("activity")).ToStream().
-		Map(func(w topology.Windowed[string], n int64) (string, string) {
-			return fmt.Sprintf("%s@%d", w.Key, w.Start), strconv.FormatInt(n, 10)
-		}).
-		WithSerdes(serde.String(), serde.String()).To(out)
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	topo := mergedWindowedCount(t, app, orders, refunds, out, size, grace)
 	// k0 on partition 0 (the task under test), k1 on partition 1 (the
 	// backlog whose records come in every fetch).
 	var k0, k1 string

@@ -31,19 +31,7 @@ func TestBacklogOfMergedInputsDropsNothingAsLate(t *testing.T) {
 	captures := kafkatest.NewTopic(t, partitions, nil)
 	out := kafkatest.NewTopic(t, partitions, nil)
 	app := kafkatest.UniqueName(t, "backlog")
-	b := topology.NewBuilder(app, topology.RequireNamedState())
-	c := b.Stream(carts, serde.String(), serde.String())
-	p := b.Stream(captures, serde.String(), serde.String())
-	topology.WindowedBy(c.Merge(p).GroupByKey(topology.Named("by-seller")), topology.TumblingWindows(size*time.Millisecond, grace*time.Millisecond)).
-		Count(topology.Named("activity")).ToStream().
-		Map(func(w topology.Windowed[string], n int64) (string, string) {
-			return fmt.Sprintf("%s@%d", w.Key, w.Start), strconv.FormatInt(n, 10)
-		}).
-		WithSerdes(serde.String(), serde.String()).To(out)
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	topo := mergedWindowedCount(t, app, carts, captures, out, size, grace)
 
 	sellers := []string{"s1", "s2", "s3", "s4"}
 	base := (time.Now().Add(-time.Hour).UnixMilli() / size) * size
@@ -79,4 +67,25 @@ func TestBacklogOfMergedInputsDropsNothingAsLate(t *testing.T) {
 		return true
 	})
 	t.Logf("%d windows, %d records, every window counted in full", len(want), total)
+}
+
+// mergedWindowedCount counts the records of two merged inputs per key in
+// tumbling windows of size ms with grace ms, writing "key@start" = count
+// to out.
+func mergedWindowedCount(t *testing.T, app, in1, in2, out string, size, grace int64) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder(app, topology.RequireNamedState())
+	s1 := b.Stream(in1, serde.String(), serde.String())
+	s2 := b.Stream(in2, serde.String(), serde.String())
+	topology.WindowedBy(s1.Merge(s2).GroupByKey(topology.Named("by-seller")), topology.TumblingWindows(time.Duration(size)*time.Millisecond, time.Duration(grace)*time.Millisecond)).
+		Count(topology.Named("activity")).ToStream().
+		Map(func(w topology.Windowed[string], n int64) (string, string) {
+			return fmt.Sprintf("%s@%d", w.Key, w.Start), strconv.FormatInt(n, 10)
+		}).
+		WithSerdes(serde.String(), serde.String()).To(out)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }
