@@ -45,7 +45,7 @@ func genQueueCase(rng *rand.Rand) queueCase {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	grace := rng.Int64N(4) * rng.Int64N(15) // often 0
 	win := rng.Int64N(30)
-	switch k := rng.IntN(8); k {
+	switch k := rng.IntN(11); k {
 	case 0, 1:
 		before, after := win, win
 		if rng.IntN(2) == 0 {
@@ -96,6 +96,32 @@ func genQueueCase(rng *rand.Rand) queueCase {
 			tb.Table("in", str, str, topology.Named("t")).
 				Suppress(topology.UntilTimeLimit(ms(limit), topology.BufferConfig{MaxRecords: most}), topology.Named("sup")).
 				ToStream().To("out")
+		}}
+	case 8:
+		// A versioned store expires versions from a floor too.
+		hist := 1 + rng.Int64N(40)
+		return queueCase{name: fmt.Sprintf("versioned join history=%d", hist), inputs: []string{"s", "t"}, build: func(tb *topology.Builder) {
+			tab := tb.Table("t", str, str, topology.Named("vt"), topology.Versioned(ms(hist)))
+			tb.Stream("s", str, str).LeftJoinTable(tab, func(_ string, a, b string, ok bool) string { return a + "+" + opt(b, ok) }).To("out")
+		}}
+	case 9:
+		d := 1 + rng.Int64N(20)
+		return queueCase{name: fmt.Sprintf("sliding d=%d grace=%d", d, grace), inputs: []string{"in"}, build: func(tb *topology.Builder) {
+			g := tb.Stream("in", str, str).GroupByKey()
+			topology.SlidingWindowedBy(g, topology.SlidingWindowsWithDiff(ms(d), ms(grace))).Count(topology.Named("w")).ToStream().
+				Map(func(k topology.Windowed[string], v int64) (string, string) {
+					return fmt.Sprintf("%s[%d,%d]", k.Key, k.Start, k.End), strconv.FormatInt(v, 10)
+				}).WithSerdes(str, str).To("out")
+		}}
+	case 10:
+		gap := 1 + rng.Int64N(20)
+		return queueCase{name: fmt.Sprintf("session gap=%d grace=%d", gap, grace), inputs: []string{"in"}, build: func(tb *topology.Builder) {
+			g := tb.Stream("in", str, str).GroupByKey()
+			topology.SessionWindowedBy(g, topology.SessionWindowsWithGap(ms(gap), ms(grace))).
+				Count(topology.Named("s")).ToStream().
+				Map(func(k topology.Windowed[string], v int64) (string, string) {
+					return fmt.Sprintf("%s[%d,%d]", k.Key, k.Start, k.End), strconv.FormatInt(v, 10)
+				}).WithSerdes(str, str).To("out")
 		}}
 	case 7:
 		ttl := 1 + rng.Int64N(30)
