@@ -100,12 +100,16 @@ func fairBacklog(t *testing.T, perPass int) int64 {
 	_, stop := runApp(t, topo, processor.WithMaxRecordsPerTaskPass(perPass),
 		// One poll may take the whole backlog: the loop's pass limit, not
 		// the fetch size, is what decides.
-		func(c *processor.Config) { c.PollRecords = 100_000 },
+		// Without a pass limit the backlog is one transaction: on a loaded
+		// machine (-race, other tests) it took longer than the default 10 s
+		// timeout, the broker aborted it, and the redo did the same, so
+		// nothing ever committed ("0 of 50559 outputs after 50s").
+		func(c *processor.Config) { c.PollRecords = 100_000; c.TransactionTimeout = time.Minute },
 		processor.WithClientOpts(kgo.FetchMaxPartitionBytes(32<<20)),
 		processor.WithCommitPolicy(frontier.Options{Policy: frontier.PolicyFixed, FixedInterval: 50 * time.Millisecond}))
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.Now().Add(50 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		mu.Lock()
 		n := len(got)
@@ -114,7 +118,7 @@ func fairBacklog(t *testing.T, perPass int) int64 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d outputs after 50s", n, backlog+trickle)
+			t.Fatalf("%d of %d outputs after 90s", n, backlog+trickle)
 		}
 		<-tick.C
 		if p := processed.Load(); p > 0 && p < backlog {
