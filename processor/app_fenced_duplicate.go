@@ -7,6 +7,37 @@ import (
 	"time"
 )
 
+// instanceFenceWindow is how soon after a first FENCED_INSTANCE_ID a
+// second one stops the thread: see session.instanceFenced.
+const instanceFenceWindow = 2 * time.Minute
+
+// instanceFenced is the error a session ends with when the coordinator
+// answered FENCED_INSTANCE_ID: its member was replaced by another with
+// this thread's instance id, and kgo would retry for ever, leaving a member
+// with no partitions that still reported ready.
+//
+// Usually another process was started with the same instance id, and
+// Kafka Streams stops then. But this process can fence itself: after a
+// broker stall (a SIGSTOP for 20 s in the soak's broker-pause scenario) the
+// coordinator handled a join the thread's previous session sent before
+// the stall after its new session's, and the new session was fenced by
+// its own predecessor. So the first fence restarts the session (it joins
+// again and takes the instance id back); a second within
+// instanceFenceWindow stops the thread, as two processes with one instance
+// id fence each other in turn.
+func (s *session) instanceFenced(err error) error {
+	now := s.now()
+	first := s.th.lastInstanceFence.IsZero() || now.Sub(s.th.lastInstanceFence) > instanceFenceWindow
+	s.th.lastInstanceFence = now
+	if first {
+		s.app.log.Warn("fenced from the group: another member took this instance id; joining again (a second fence soon after stops the app: instance ids must be unique)",
+			"thread", s.th.index, "instance_id", s.app.threadInstance(s.th), "err", err)
+		return fmt.Errorf("%w: fenced from the group with instance id %q (%v)", errRestartSession, s.app.threadInstance(s.th), err)
+	}
+	return fmt.Errorf("processor: %w: %w: another instance joined the group with instance id %q and fenced this one: instance ids must be unique (%v)",
+		errFatal, errInstanceTaken, s.app.threadInstance(s.th), err)
+}
+
 // takenOverAfterFence is the fatal error for a session whose producer was
 // fenced because another process now holds its instance id in the group,
 // nil when the group says nothing of the kind (or cannot be described).

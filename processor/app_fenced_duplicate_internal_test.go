@@ -2,10 +2,13 @@ package processor
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -57,5 +60,39 @@ func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
 	err := a.takenOverAfterFence(ctx, th, mine)
 	if err == nil || !strings.Contains(err.Error(), "instance ids must be unique") {
 		t.Fatalf("after another process took instance id same: %v, want a fatal error saying instance ids must be unique", err)
+	}
+}
+
+// A first FENCED_INSTANCE_ID restarts the session: after a broker stall
+// the coordinator can handle the join this thread's previous session sent
+// before the stall after its new session's, fencing the new session with
+// its own predecessor (soak seed 508369033939792305, broker-pause: the
+// instance stopped as "taken by another process" with no other process).
+// A second fence within instanceFenceWindow stops it; one after the
+// window restarts again.
+func TestAFirstInstanceFenceRestartsTheSession(t *testing.T) {
+	app := &App{log: slog.New(slog.DiscardHandler), cfg: Config{InstanceID: "i2"}}
+	th := &appThread{app: app}
+	app.threads = []*appThread{th}
+	now := time.Unix(1_700_000_000, 0)
+	s := &session{app: app, th: th, now: func() time.Time { return now }}
+	fenced := kerr.FencedInstanceID
+	for i, c := range []struct {
+		after   time.Duration
+		restart bool
+	}{
+		{0, true},
+		{30 * time.Second, false},
+		{instanceFenceWindow + time.Second, true},
+		{time.Second, false},
+	} {
+		now = now.Add(c.after)
+		err := s.instanceFenced(fenced)
+		if cause, restart := restartCause(err); restart != c.restart {
+			t.Fatalf("fence %d (+%v): %v (cause %q, restart %v), want restart %v", i+1, c.after, err, cause, restart, c.restart)
+		}
+		if !c.restart && !errors.Is(err, errInstanceTaken) {
+			t.Fatalf("fence %d: %v, want errInstanceTaken", i+1, err)
+		}
 	}
 }

@@ -780,12 +780,7 @@ func (s *session) pollError(fs kgo.Fetches) error {
 		case errors.Is(err, kgo.ErrClientClosed):
 			fatal = err
 		case errors.Is(err, kerr.FencedInstanceID):
-			// Another process joined the group with this member's
-			// instance id (static membership) and took its place; kgo
-			// would retry for ever, leaving a member with no partitions
-			// that still reported ready. Kafka Streams stops the same way.
-			fatal = fmt.Errorf("processor: %w: %w: another instance joined the group with instance id %q and fenced this one: instance ids must be unique (%v)",
-				errFatal, errInstanceTaken, s.app.threadInstance(s.th), err)
+			fatal = s.instanceFenced(err)
 		default:
 			// franz-go retries what is retriable; what reaches us here is
 			// worth a log line but not a stop (e.g. a topic being deleted).

@@ -117,11 +117,12 @@ type appThread struct {
 	members members // member ids its sessions synced with (app_fenced_duplicate.go)
 
 	// Loop goroutine only.
-	isolate          bool        // see app_rejected.go
-	commitRejects    int         // see session.commitRejected
-	commitWatch      commitWatch // see app_commitwatch.go
-	lastReflectedLog time.Time   // see app_reflected.go
-	commitTotals     commitTotals
+	isolate           bool        // see app_rejected.go
+	commitRejects     int         // see session.commitRejected
+	commitWatch       commitWatch // see app_commitwatch.go
+	lastReflectedLog  time.Time   // see app_reflected.go
+	lastInstanceFence time.Time   // see session.instanceFenced (app_fenced_duplicate.go)
+	commitTotals      commitTotals
 	// fsess and fss are the frontier state of the thread's session
 	// (frontierState, app_frontier.go).
 	fsess *session
