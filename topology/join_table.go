@@ -148,7 +148,8 @@ func joinTables[K, V, V2, VR any](t Table[K, V], o Table[K, V2], kind joinKind, 
 // the join as (its row, their row): each change of its row is looked up in
 // theirs and yields the joined row's new value, timestamped with the later
 // of the two rows, or a delete when the joined row no longer exists, with
-// the joined row it replaces (their row with my old one). present
+// the joined row it replaces (their row with my old one); a change
+// yielding neither still goes on, as a delete, when their row exists. present
 // and join take the sides in that order; the right input passes them
 // swapped back into the join's (left, right) order.
 func tableJoinSide[K, VM, VO, VR any](theirs getterSource[K, VO], present func(mine, theirs bool) bool, join func(k K, mine VM, mineFound bool, their VO, theirFound bool) VR) opFunc[K, change[VM], K, change[VR]] {
@@ -177,7 +178,12 @@ func tableJoinSide[K, VM, VO, VR any](theirs getterSource[K, VO], present func(m
 			if present(c.hasOld, tok) {
 				out.Value.oldV, out.Value.hasOld = join(r.Key, c.oldV, c.hasOld, tv, tok), true
 			}
-			if !out.Value.hasNew && !out.Value.hasOld {
+			// With their row present a change goes on even when it yields
+			// neither a new nor an old joined row: a delete of a key I
+			// did not hold, which Kafka Streams' inner and left join
+			// forward as Change(null, null), so toStream() writes a
+			// tombstone.
+			if !tok && !out.Value.hasNew && !out.Value.hasOld {
 				return nil
 			}
 			return next.forward(out)
