@@ -26,10 +26,16 @@ import (
 // whose fk returns ok=false, all delete the result row (a tombstone
 // downstream, sent only when the row existed, where Kafka Streams may send
 // tombstones for rows that never joined). A foreign key fk maps to a nil
-// pointer, interface, slice or map counts as no foreign key. A joined row
-// is timestamped with the later of the two rows' timestamps, as in Kafka
-// Streams; a delete, and a left join's unjoined row, with the timestamp of
-// the change that caused it.
+// pointer, interface, slice or map counts as no foreign key. A row joined
+// for a left change is timestamped with the later of the two rows'
+// timestamps, a row re-joined for a right change with that change's
+// timestamp, as in Kafka Streams; a delete, and a left join's unjoined
+// row, with the timestamp of the change that caused it (where a left
+// change deletes an inner join's row, Kafka Streams takes the later of it
+// and the right row's timestamp). A tombstone for a
+// right key the table does not hold is answered like a delete, so a left
+// join writes the unjoined rows subscribed to it again, as Kafka Streams
+// does.
 //
 // t and other need not be co-partitioned, nor have the same partition
 // count: t's rows travel to other's partitions and back through two
@@ -498,8 +504,11 @@ func fkSubscriptionOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.
 }
 
 // fkForeignOp answers every subscription of a changed right row with its
-// new value (or "not found" after a delete), timestamped with the later of
-// the change and the subscription.
+// new value (or "not found" after a delete), timestamped with the change,
+// as Kafka Streams' ForeignTableJoinProcessorSupplier does. A delete of a
+// right row the table did not hold is answered too ("not found" again):
+// Kafka Streams answers the Change(null, null) its KTableSource forwards,
+// and a left join writes its unjoined rows once more.
 func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde[K]) opFunc[KO, change[VO], K, fkResponse[VO]] {
 	return func(env *opEnv, next forwarder[K, fkResponse[VO]]) (receiver[KO, change[VO]], error) {
 		kv, err := env.keyValue(name)
@@ -508,7 +517,6 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 		}
 		type sub struct {
 			pk        []byte
-			ts        int64
 			hash      fkHash
 			partition int32
 		}
@@ -516,9 +524,6 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 		var due []sub
 		return receiverFunc[KO, change[VO]](func(r Record[KO, change[VO]]) error {
 			c := r.Value
-			if !c.hasNew && !c.hasOld {
-				return nil
-			}
 			fkb, err := kos.Encode(nil, r.Key)
 			if err != nil {
 				return errorf(env.node, "encode foreign key: %w", err)
@@ -536,7 +541,7 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 					bad = fmt.Errorf("corrupt subscription (%d bytes)", len(v))
 					return false
 				}
-				s := sub{pk: append([]byte(nil), k[len(prefix):]...), ts: int64(binary.BigEndian.Uint64(v)), partition: -1}
+				s := sub{pk: append([]byte(nil), k[len(prefix):]...), partition: -1}
 				copy(s.hash[:], v[8:])
 				if n := 8 + len(fkHash{}); len(v) == n+4 {
 					s.partition = int32(binary.BigEndian.Uint32(v[n:]))
@@ -554,7 +559,7 @@ func fkForeignOp[K, KO, VO any](name string, kos serde.Serde[KO], ks serde.Serde
 				if err != nil {
 					return errorf(env.node, "decode subscribed key: %w", err)
 				}
-				out := Record[K, fkResponse[VO]]{Key: pk, Timestamp: max(r.Timestamp, s.ts), Headers: r.Headers,
+				out := Record[K, fkResponse[VO]]{Key: pk, Timestamp: r.Timestamp, Headers: r.Headers,
 					Value: fkResponse[VO]{hash: s.hash, found: c.hasNew, v: c.newV, partition: s.partition}}
 				if err := next.forward(out); err != nil {
 					return err

@@ -147,7 +147,8 @@ func diffMaps(got, want map[string]string) string {
 // every input the joined table, read from its output topic, equals the
 // model's join of the current rows (the driver settles each input before
 // the next, so "settled" is after every input), joined rows carry the
-// later of the two rows' timestamps, no tombstone is sent for a row that
+// later of the two rows' timestamps (the product's after a product change),
+// no tombstone is sent for a row that
 // was not there, and an aggregation downstream sees the right old values.
 func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
 	for _, left := range []bool{false, true} {
@@ -165,7 +166,8 @@ func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
 			for i := range 1500 {
 				ts += rng.Int64N(1000)
 				rts := ts - rng.Int64N(5000) // out of order
-				switch r := rng.IntN(10); {
+				r := rng.IntN(10)
+				switch {
 				case r < 5: // a line: new, changed, moved to another product, or without one
 					k := fmt.Sprintf("line-%d", rng.IntN(40))
 					fk := ""
@@ -199,8 +201,14 @@ func TestForeignKeyJoinMatchesReferenceModel(t *testing.T) {
 					}
 					before[rec.Key] = rec.Value
 					if fk, ok := fkOfLine(rec.Key, m.lines[rec.Key]); ok && strings.Contains(rec.Value, "*price=") {
-						if want := max(m.lineTS[rec.Key], m.productTS[fk]); rec.Timestamp != want {
-							t.Fatalf("input %d: %s = %s @%d, want the later row's timestamp %d", i, rec.Key, rec.Value, rec.Timestamp, want)
+						// A product change re-joins its lines at its own
+						// timestamp (Kafka Streams' ForeignTableJoinProcessorSupplier).
+						want := max(m.lineTS[rec.Key], m.productTS[fk])
+						if r >= 6 {
+							want = rts
+						}
+						if rec.Timestamp != want {
+							t.Fatalf("input %d: %s = %s @%d, want timestamp %d", i, rec.Key, rec.Value, rec.Timestamp, want)
 						}
 					}
 				}
