@@ -384,9 +384,9 @@ type suppress[K, V any] struct {
 	// (math.MinInt64: unknown), so that emitDue scans only when something
 	// may be due.
 	lowest int64
-	// held is the smallest timestamp buffered (math.MaxInt64: none);
-	// heldStale says it must be read from the held index again (until
-	// then it is at most the smallest timestamp buffered).
+	// held is the smallest timestamp buffered (math.MaxInt64: none), exact
+	// after every record; heldStale says it must be read from the held
+	// index again.
 	held       int64
 	heldStale  bool
 	kbuf, vbuf []byte
@@ -395,18 +395,10 @@ type suppress[K, V any] struct {
 
 // heldClock is the held operator clock: math.MinInt64 (no claim) until the
 // buffer restored from the changelog was counted, math.MaxInt64 when it is
-// empty. A stale held is read from the held index here, when the clock is
-// read (at a commit, a frontier tick), not after every record that
-// replaced or emitted the oldest held key; if the read fails the clock
-// claims nothing (the store's error shows at the next record).
+// empty.
 func (s *suppress[K, V]) heldClock() int64 {
 	if !s.loaded {
 		return math.MinInt64
-	}
-	if s.heldStale {
-		if err := s.readHeld(); err != nil {
-			return math.MinInt64
-		}
 	}
 	return s.held
 }
@@ -432,6 +424,9 @@ func (s *suppress[K, V]) process(r Record[K, change[V]]) error {
 		if err := s.emitOldest(); err != nil {
 			return err
 		}
+	}
+	if s.heldStale {
+		return s.readHeld()
 	}
 	return nil
 }
