@@ -280,7 +280,12 @@ func (a *App) loop(ctx context.Context, th *appThread) error {
 			s.close(sessionEnd(ctx, err))
 			if cause, _ := restartCause(err); cause == "fenced" && ctx.Err() == nil {
 				if terr := a.takenOverAfterFence(ctx, th, memberID); terr != nil {
-					err = terr
+					if th.fencedAgain(time.Now()) {
+						err = terr
+					} else {
+						a.log.Warn("fenced, and the group lists another member with this instance id; joining again (a second fence soon after stops the app: instance ids must be unique)",
+							"thread", th.index, "err", terr)
+					}
 				}
 			}
 		}

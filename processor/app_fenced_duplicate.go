@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// instanceFenceWindow is how soon after a first FENCED_INSTANCE_ID a
-// second one stops the thread: see session.instanceFenced.
+// instanceFenceWindow is how soon after a first fence of the instance a
+// second one stops the thread: see session.instanceFenced and
+// appThread.fencedAgain.
 const instanceFenceWindow = 2 * time.Minute
 
 // instanceFenced is the error a session ends with when the coordinator
@@ -26,16 +27,27 @@ const instanceFenceWindow = 2 * time.Minute
 // instanceFenceWindow stops the thread, as two processes with one instance
 // id fence each other in turn.
 func (s *session) instanceFenced(err error) error {
-	now := s.now()
-	first := s.th.lastInstanceFence.IsZero() || now.Sub(s.th.lastInstanceFence) > instanceFenceWindow
-	s.th.lastInstanceFence = now
-	if first {
+	if !s.th.fencedAgain(s.now()) {
 		s.app.log.Warn("fenced from the group: another member took this instance id; joining again (a second fence soon after stops the app: instance ids must be unique)",
 			"thread", s.th.index, "instance_id", s.app.threadInstance(s.th), "err", err)
 		return fmt.Errorf("%w: fenced from the group with instance id %q (%v)", errRestartSession, s.app.threadInstance(s.th), err)
 	}
 	return fmt.Errorf("processor: %w: %w: another instance joined the group with instance id %q and fenced this one: instance ids must be unique (%v)",
 		errFatal, errInstanceTaken, s.app.threadInstance(s.th), err)
+}
+
+// fencedAgain records a fence of th's instance (FENCED_INSTANCE_ID, or a
+// producer fence while the group lists another member with its instance
+// id) and says whether another came within instanceFenceWindow before it.
+// The first is not proof of another process: after a broker stall the
+// coordinator can drop the member (UNKNOWN_MEMBER_ID) while a peer ends
+// its transaction, and the member id the group then lists is the one this
+// process's own client rejoined with, which no session synced yet (soak
+// TestSoakBrokerPause, seed 8548539256132959243).
+func (th *appThread) fencedAgain(now time.Time) bool {
+	again := !th.lastInstanceFence.IsZero() && now.Sub(th.lastInstanceFence) <= instanceFenceWindow
+	th.lastInstanceFence = now
+	return again
 }
 
 // takenOverAfterFence is the fatal error for a session whose producer was

@@ -121,7 +121,7 @@ type appThread struct {
 	commitRejects     int         // see session.commitRejected
 	commitWatch       commitWatch // see app_commitwatch.go
 	lastReflectedLog  time.Time   // see app_reflected.go
-	lastInstanceFence time.Time   // see session.instanceFenced (app_fenced_duplicate.go)
+	lastInstanceFence time.Time   // see appThread.fencedAgain (app_fenced_duplicate.go)
 	commitTotals      commitTotals
 	// fsess and fss are the frontier state of the thread's session
 	// (frontierState, app_frontier.go).
