@@ -159,6 +159,9 @@ func (m *appMetrics) initLabels() {
 	for _, cause := range []string{"rebuild", "fenced", "transaction_timeout", "outcome_unknown", "restart", "transient"} {
 		m.sessionRestarts.WithLabelValues(cause)
 	}
+	for _, cause := range []string{abortRevoked, abortSession, abortPrepare, abortEnd, abortRedo} {
+		m.aborts.WithLabelValues(cause)
+	}
 	for _, a := range []ErrorAction{Fail, Continue, DeadLetter} {
 		m.processingErrors.WithLabelValues(a.String())
 		m.productionErrors.WithLabelValues(a.String())
