@@ -93,7 +93,11 @@ func openStateDir(cmd *cobra.Command, dir string) (*changelog.DB, error) {
 		return nil, errors.New("--dir is required: the state directory to read")
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-	return changelog.OpenDB(dir, changelog.Options{ReadOnly: true, KeepCorrupt: true, Logger: logger})
+	db, err := changelog.OpenDB(dir, changelog.Options{ReadOnly: true, KeepCorrupt: true, Logger: logger})
+	if err != nil {
+		return nil, stateDirHint(dir, err)
+	}
+	return db, nil
 }
 
 func runStateList(cmd *cobra.Command, f stateFlags) error {
