@@ -244,7 +244,7 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 		return err
 	}
 	if err := app.Run(ctx); err != nil {
-		return fmt.Errorf("run: %w", err)
+		return fmt.Errorf("run: %w", s.cfg.runHint(err))
 	}
 	return nil
 }
