@@ -368,6 +368,17 @@ func (c *Config) instanceID() (string, error) {
 	return id, nil
 }
 
+// CheckInstanceID reports whether id can be WithInstanceID's id of an App
+// with the given number of stream threads (WithThreads; 0 for the
+// default), so a configuration layer can name its own field for a bad one
+// before it builds the App.
+func CheckInstanceID(id string, threads int) error {
+	if threads <= 0 {
+		threads = DefaultThreads
+	}
+	return validInstanceID(id, threads)
+}
+
 // validInstanceID checks an instance id against what Kafka accepts for a
 // group instance id (the characters of a topic name, at most 249), which
 // also keeps '/' out of the transactional id it is part of. With several

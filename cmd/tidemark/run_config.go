@@ -263,6 +263,11 @@ func (c serviceConfig) validateOffline() (*service, error) {
 	if err := topology.CheckApplicationID(c.Application); err != nil {
 		return nil, fmt.Errorf("config: application: %w", err)
 	}
+	if c.InstanceID != "" {
+		if err := processor.CheckInstanceID(c.InstanceID, c.Threads); err != nil {
+			return nil, fmt.Errorf("config: instance_id: %w", err)
+		}
+	}
 	names, err := pipelines.ParseNames(strings.Join(c.Pipelines, ","))
 	if err != nil {
 		return nil, fmt.Errorf("config: pipelines: %w", err)

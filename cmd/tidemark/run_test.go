@@ -59,6 +59,9 @@ func TestRunConfigErrorsNameTheField(t *testing.T) {
 		{"a broker given as a URL", "brokers: [\"http://localhost:9092\"]\n", `brokers "http://localhost:9092": want host:port`, nil},
 		{"a broker without a port", "brokers: [kafka]\n", `brokers "kafka": want host:port`, nil},
 		{"an application id Kafka refuses in topic names", "brokers: [k:9092]\napplication: bad name/with slash\n", `application id "bad name/with slash"`, nil},
+		// A bad instance id was found only when the App was built, and
+		// the error named the Go field (config: InstanceID).
+		{"an instance id Kafka refuses", "brokers: [k:9092]\ninstance_id: a/b\n", `config: instance_id: instance id "a/b"`, nil},
 		{"a zero grace is not taken for the default", "brokers: [k:9092]\ngrace: 0s\n", `grace "0s": the pipelines need a positive grace`, nil},
 		{"the peer detector needs http", "brokers: [k:9092]\nhttp: \"\"\npeer_dead_after: 2s\n", "peer_dead_after 2s needs http", nil},
 		// The pipelines' range checks named their Go fields (ShipWithin,
