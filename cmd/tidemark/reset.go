@@ -218,7 +218,8 @@ func groupIdle(ctx context.Context, log *slog.Logger, adm *kadm.Client, group st
 		}
 		members = append(members, name+" on "+m.ClientHost)
 	}
-	return "", fmt.Errorf("group %s is %s with %d live members: stop every instance of the application first (nothing was changed): %s",
+	return "", fmt.Errorf("group %s is %s with %d live members: stop every instance of the application first (nothing was changed): %s; "+
+		"an instance that crashed or was killed stays a member until its session times out (10s by default): run reset again after that",
 		group, d.State, len(members), joinOrNone(members))
 }
 

@@ -353,6 +353,11 @@ func TestResetRefusesWhileAMemberIsAlive(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "live members") || !strings.Contains(err.Error(), "instance live-1") {
 		t.Fatalf("reset with a live member = %v, want a refusal naming instance live-1", err)
 	}
+	// The member of a killed instance lingers for its session timeout:
+	// the refusal says so, rather than only "stop every instance".
+	if !strings.Contains(err.Error(), "until its session times out") {
+		t.Fatalf("reset with a live member = %v, want it to say a crashed instance's member leaves when its session times out", err)
+	}
 	if after := clusterSnapshot(t, app); after != before {
 		t.Fatalf("a refused reset changed the cluster:\nbefore %s\nafter  %s", before, after)
 	}
