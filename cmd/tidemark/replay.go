@@ -97,7 +97,11 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	}
 
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := changelog.OpenDB(f.dir, changelog.Options{MemoryBudget: f.memory << 20, Logger: logger})
+	// The owner check keeps another application's changelogs out of an
+	// instance's state directory: its task DBs hold stores of the same
+	// names, which the replay would update with the other app's records.
+	db, err := changelog.OpenDB(f.dir, changelog.Options{MemoryBudget: f.memory << 20, Logger: logger,
+		Owner: changelog.Owner{Application: f.app}})
 	if err != nil {
 		return err
 	}

@@ -214,3 +214,41 @@ func TestReplayErrorsNameWhatIsWrong(t *testing.T) {
 		}
 	})
 }
+
+// Replaying application A into the state directory of application B (an
+// instance's <state-dir>/B) merged A's changelogs into B's task DBs, under
+// B's store names, and re-registered B's stores with A's changelog
+// topics: B's local state then held A's data. replay refuses, changing
+// nothing, and a directory it creates records A as its owner.
+func TestReplayRefusesAnotherApplicationsStateDir(t *testing.T) {
+	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	app := writeApp(t)
+	other := t.TempDir()
+	db, err := changelog.OpenDB(other, changelog.Options{Owner: changelog.Owner{Application: "someone-else"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--dir", other, "--quiet")
+	if err == nil || !strings.Contains(err.Error(), "another application") {
+		t.Fatalf("replay of %s into someone-else's state dir = %v, want a refusal", app, err)
+	}
+	out, err := runSub(t, newStateCmd(), "list", "--dir", other)
+	if err != nil || out != "no stores in "+other+"\n" {
+		t.Fatalf("after the refused replay, state list = %q, %v; want no stores", out, err)
+	}
+
+	// A new directory becomes app's: replaying app again updates it, and
+	// another application is refused there too.
+	dir := t.TempDir()
+	for range 2 {
+		if _, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", app, "--dir", dir, "--quiet"); err != nil {
+			t.Fatalf("replay into its own directory: %v", err)
+		}
+	}
+	if _, err := runSub(t, newReplayCmd(), "--brokers", brokers, "--application", writeApp(t), "--dir", dir, "--quiet"); err == nil {
+		t.Fatalf("replay of a second application into %s's directory succeeded", app)
+	}
+}
