@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/internal/retry"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -194,6 +196,13 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	return cfg, nil
 }
 
+// logger is the service's logger at its log_level, writing to logw.
+func (s *service) logger(logw io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(s.cfg.LogLevel))
+	return slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+}
+
 // topology builds the topology of the configured pipelines.
 func (s *service) topology() (*topology.Topology, error) {
 	return pipelines.Build(s.cfg.Application, s.names, s.pipelines)
@@ -201,9 +210,7 @@ func (s *service) topology() (*topology.Topology, error) {
 
 // app builds the topology and the App the service runs.
 func (s *service) app(logw io.Writer) (*processor.App, error) {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(s.cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+	log := s.logger(logw)
 	topo, err := s.topology()
 	if err != nil {
 		return nil, err
@@ -240,8 +247,11 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := s.createTopics(ctx); err != nil {
+	if err := s.createTopics(ctx, s.logger(logw)); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return nil // stopped before it started
 	}
 	if err := app.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", s.cfg.runHint(err))
@@ -249,8 +259,16 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 	return nil
 }
 
-// createTopics creates the pipelines' topics when create_topics is set.
-func (s *service) createTopics(ctx context.Context) error {
+// createTopicsTimeout bounds how long --create-topics waits for a broker
+// that is still starting (or a leader election): the App's default
+// StartupTimeout, which the run without --create-topics waits.
+const createTopicsTimeout = 60 * time.Second
+
+// createTopics creates the pipelines' topics when create_topics is set,
+// retrying transient errors (a broker that refuses connections while it
+// starts) for up to createTopicsTimeout. A cancelled ctx (SIGTERM while
+// it waits) is a clean stop, not an error.
+func (s *service) createTopics(ctx context.Context, log *slog.Logger) error {
 	if s.cfg.CreateTopics {
 		topics, err := pipelines.Topics(s.names, s.pipelines)
 		if err != nil {
@@ -267,8 +285,16 @@ func (s *service) createTopics(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("run: admin client: %w", err)
 		}
-		err = ensureTopics(ctx, kadm.NewClient(cl), topics, s.cfg.Partitions)
+		adm := kadm.NewClient(cl)
+		cctx, cancel := context.WithTimeout(ctx, createTopicsTimeout)
+		err = retry.Do(cctx, log, "create topics", func(ctx context.Context) error {
+			return ensureTopics(ctx, adm, topics, s.cfg.Partitions)
+		})
+		cancel()
 		cl.Close()
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped while waiting: the App's Run ends at once too
+		}
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}

@@ -87,7 +87,7 @@ func (c serviceConfig) validateApps() ([]*service, error) {
 func runApps(ctx context.Context, svcs []*service, logw io.Writer) error {
 	var apps []*processor.App
 	for _, s := range svcs {
-		if err := s.createTopics(ctx); err != nil {
+		if err := s.createTopics(ctx, s.logger(logw)); err != nil {
 			return err
 		}
 		app, err := s.app(logw)

@@ -74,7 +74,7 @@ func TestRunUndecodableRecordErrorNamesTheSettings(t *testing.T) {
 	// the inventory topic.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.createTopics(ctx); err != nil {
+	if err := s.createTopics(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	bad := &kgo.Record{Topic: gen.DefaultTopics.Inventory, Key: []byte("sku-1"), Value: []byte("not an inventory event")}
