@@ -47,13 +47,24 @@ func startApp(t *testing.T, topo *topology.Topology, dir string) (stop func()) {
 	return stop
 }
 
-// The pipelines stopped and started again midway, once on the same state
-// directory and once on a fresh one (restoring from the changelogs), write
-// every output exactly once: each sku's availability records count its
-// events 1, 2, …, n with none repeated or skipped, each order gets one
-// order-state record per update, each fraud window and late capture one
-// alert, and the final values are the reference's.
-func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+// onceCase is the input of an exactly-once test of the inventory, fraud
+// and orders pipelines on the real broker, and what to check against.
+type onceCase struct {
+	parts     int32
+	cfg       pipelines.Config
+	ref       reference
+	updates   map[string]int // order-state records per order id
+	invEvents map[string]int // inventory events per sku
+	recs      []*kgo.Record  // the input, in the generator's order
+	markers   []*kgo.Record  // flush markers, produced once every input is consumed
+	topo      *topology.Topology
+}
+
+// newOnceCase creates the topics of a test of the inventory, fraud and
+// orders pipelines with n events, and their topology (application id
+// prefixed prefix).
+func newOnceCase(t *testing.T, prefix string, n int) onceCase {
+	t.Helper()
 	const parts = 2
 	cfg := testConfig()
 	cfg.Grace = 30 * time.Minute
@@ -61,74 +72,58 @@ func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 		Payments: kafkatest.NewTopic(t, parts, nil), Fulfillment: kafkatest.NewTopic(t, parts, nil)}
 	cfg.Outputs = pipelines.Outputs{Availability: kafkatest.NewTopic(t, parts, nil), FraudAlerts: kafkatest.NewTopic(t, parts, nil),
 		OrderState: kafkatest.NewTopic(t, parts, nil), LateAlerts: kafkatest.NewTopic(t, parts, nil)}
-	evs := testStream(3000)
-	ref := computeReference(evs, cfg)
+	evs := testStream(n)
+	c := onceCase{parts: parts, ref: computeReference(evs, cfg), updates: map[string]int{}, invEvents: map[string]int{}}
 	cfg.EnsureDefaults()
+	c.cfg = cfg
 
 	// Updates per order, counted from the events: every payment and
 	// fulfillment event, and the cart lines of its checkout join.
-	updates := map[string]int{}
-	invEvents := map[string]int{}
 	for _, ev := range evs {
 		switch v := ev.Value.(type) {
 		case schemas.PaymentEvent:
-			updates[v.OrderID]++
+			c.updates[v.OrderID]++
 		case schemas.FulfillmentEvent:
-			updates[v.OrderID]++
+			c.updates[v.OrderID]++
 		case schemas.InventoryEvent:
-			invEvents[v.SKU]++
+			c.invEvents[v.SKU]++
 		}
 	}
-	for id, o := range ref.orders {
-		updates[id] += int(o.CartEvents)
+	for id, o := range c.ref.orders {
+		c.updates[id] += int(o.CartEvents)
 	}
 
 	g, err := gen.New(gen.Config{Topics: cfg.Inputs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []*kgo.Record
 	for _, ev := range evs {
 		switch ev.Stream {
 		case gen.Carts, gen.Inventory, gen.Payments, gen.Fulfillment:
-			recs = append(recs, kafkaRecord(t, g, ev, parts))
+			c.recs = append(c.recs, kafkaRecord(t, g, ev, parts))
 		}
 	}
-	topo, err := pipelines.Build(kafkatest.UniqueName(t, "mktr"), []string{pipelines.Inventory, pipelines.Fraud, pipelines.Orders}, cfg)
+	for _, m := range flushMarkers(c.ref, cfg, parts) {
+		c.markers = append(c.markers, kafkaRecord(t, g, gen.Event{Stream: gen.Payments, Value: m}, parts))
+	}
+	c.topo, err = pipelines.Build(kafkatest.UniqueName(t, prefix), []string{pipelines.Inventory, pipelines.Fraud, pipelines.Orders}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
-	dir := t.TempDir()
-	third := len(recs) / 3
-	steps := []struct {
-		name string
-		dir  string
-		recs []*kgo.Record
-	}{
-		{"first run", dir, recs[:third]},
-		{"restart on the same state dir", dir, recs[third : 2*third]},
-		{"restart on a fresh state dir", t.TempDir(), recs[2*third:]},
-	}
-	var stop func()
-	for _, s := range steps {
-		t.Logf("%s: %d input records", s.name, len(s.recs))
-		kafkatest.Produce(t, s.recs...)
-		stop = startApp(t, topo, s.dir)
-		waitConsumed(t, topo.Application(), topo.SourceTopics())
-		if s.name != steps[len(steps)-1].name {
-			stop()
-		}
-	}
-	var markers []*kgo.Record
-	for _, m := range flushMarkers(ref, cfg, parts) {
-		markers = append(markers, kafkaRecord(t, g, gen.Event{Stream: gen.Payments, Value: m}, parts))
-	}
-	kafkatest.Produce(t, markers...)
+	t.Cleanup(func() { deleteInternalTopics(t, c.topo.Application()) })
+	return c
+}
 
+// check reads the outputs, once the markers are in, and checks that every
+// output was written exactly once: each sku's availability records count
+// its events 1, 2, …, n with none repeated or skipped, each order gets one
+// order-state record per update, each fraud window and late capture one
+// alert, and the final values are the reference's.
+func (c onceCase) check(t *testing.T) {
+	cfg, ref := c.cfg, c.ref
 	t.Run("inventory", func(t *testing.T) {
 		want := 0
-		for _, n := range invEvents {
+		for _, n := range c.invEvents {
 			want += n
 		}
 		rs := readUntil(t, cfg.Outputs.Availability, func(rs []*kgo.Record) bool { return len(rs) >= want })
@@ -161,15 +156,15 @@ func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 	})
 	t.Run("orders", func(t *testing.T) {
 		want := 0
-		for _, n := range updates {
+		for _, n := range c.updates {
 			want += n
 		}
-		rs := readUntil(t, cfg.Outputs.OrderState, func(rs []*kgo.Record) bool { return len(rs) >= want+2*parts })
+		rs := readUntil(t, cfg.Outputs.OrderState, func(rs []*kgo.Record) bool { return len(rs) >= want+2*int(c.parts) })
 		count := map[string]int{}
 		for _, r := range rs {
 			count[string(r.Key)]++
 		}
-		for id, n := range updates {
+		for id, n := range c.updates {
 			if count[id] != n {
 				t.Errorf("order %s: %d order-state records, want %d (one per update)", id, count[id], n)
 			}
@@ -184,13 +179,51 @@ func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 	})
 }
 
-// The pricing pipeline stopped and started twice midway, the second time
-// on a fresh state directory (the versioned prices, TTL'd lines, the
-// foreign-key join's stores and the suppress buffer restore from their
-// changelogs, the tenants global table from its topic): alerts are
-// emitted once, with a tier, and the lines, settled totals and activity
-// windows are the reference's.
-func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+// The pipelines stopped and started again midway, once on the same state
+// directory and once on a fresh one (restoring from the changelogs), write
+// every output exactly once (onceCase.check).
+func TestPipelinesExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+	c := newOnceCase(t, "mktr", 3000)
+	dir := t.TempDir()
+	recs := c.recs
+	third := len(recs) / 3
+	steps := []struct {
+		name string
+		dir  string
+		recs []*kgo.Record
+	}{
+		{"first run", dir, recs[:third]},
+		{"restart on the same state dir", dir, recs[third : 2*third]},
+		{"restart on a fresh state dir", t.TempDir(), recs[2*third:]},
+	}
+	var stop func()
+	for _, s := range steps {
+		t.Logf("%s: %d input records", s.name, len(s.recs))
+		kafkatest.Produce(t, s.recs...)
+		stop = startApp(t, c.topo, s.dir)
+		waitConsumed(t, c.topo.Application(), c.topo.SourceTopics())
+		if s.name != steps[len(steps)-1].name {
+			stop()
+		}
+	}
+	kafkatest.Produce(t, c.markers...)
+	c.check(t)
+}
+
+// pricingCase is the input of an exactly-once test of the pricing
+// pipeline on the real broker, and what to check against.
+type pricingCase struct {
+	cfg   pipelines.Config
+	ref   pricingReference
+	recs  []*kgo.Record // the input, in the generator's order
+	flush []*kgo.Record // pricingFlush's events, produced once every input is consumed
+	topo  *topology.Topology
+}
+
+// newPricingCase creates the topics of a test of the pricing pipeline with
+// n events, and its topology (application id prefixed prefix).
+func newPricingCase(t *testing.T, prefix string, n int) pricingCase {
+	t.Helper()
 	const parts = 2
 	cfg := testConfig()
 	cfg.Grace = 30 * time.Minute
@@ -201,9 +234,9 @@ func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 	cfg.Outputs = pipelines.Outputs{PriceAlerts: kafkatest.NewTopic(t, parts, nil), CartLines: kafkatest.NewTopic(t, parts, nil),
 		CartTotals: kafkatest.NewTopic(t, parts, nil), TenantActivity: kafkatest.NewTopic(t, parts, nil)}
 	cfg.EnsureDefaults()
-	evs := testStream(4000)
+	evs := testStream(n)
 	flush, end := pricingFlush(evs, cfg, parts)
-	ref := computePricing(append(evs, flush...), cfg, end)
+	c := pricingCase{cfg: cfg, ref: computePricing(append(evs, flush...), cfg, end)}
 
 	g, err := gen.New(gen.Config{Topics: cfg.Inputs})
 	if err != nil {
@@ -224,27 +257,20 @@ func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 		}
 		return recs
 	}
-	recs := encode(evs)
-	topo, err := pipelines.Build(kafkatest.UniqueName(t, "mktr"), []string{pipelines.Pricing}, cfg)
+	c.recs, c.flush = encode(evs), encode(flush)
+	c.topo, err = pipelines.Build(kafkatest.UniqueName(t, prefix), []string{pipelines.Pricing}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteInternalTopics(t, topo.Application()) })
-	dir := t.TempDir()
-	third := len(recs) / 3
-	for i, s := range []struct {
-		dir  string
-		recs []*kgo.Record
-	}{{dir, recs[:third]}, {dir, recs[third : 2*third]}, {t.TempDir(), recs[2*third:]}} {
-		kafkatest.Produce(t, s.recs...)
-		stop := startApp(t, topo, s.dir)
-		waitConsumed(t, topo.Application(), topo.SourceTopics())
-		if i < 2 {
-			stop()
-		}
-	}
-	kafkatest.Produce(t, encode(flush)...)
+	t.Cleanup(func() { deleteInternalTopics(t, c.topo.Application()) })
+	return c
+}
 
+// check reads the outputs, once the flush events are in: alerts are
+// emitted once, with a tier, and the lines, settled totals and activity
+// windows are the reference's.
+func (c pricingCase) check(t *testing.T) {
+	cfg, ref := c.cfg, c.ref
 	t.Run("price alerts", func(t *testing.T) {
 		rs := readUntil(t, cfg.Outputs.PriceAlerts, func(rs []*kgo.Record) bool { return len(rs) >= len(ref.alerts) })
 		want := map[string]pipelines.PriceAlert{}
@@ -267,4 +293,30 @@ func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
 		assertMaps(t, "price alerts", got, want)
 	})
 	checkPricingTables(t, cfg, ref)
+}
+
+// The pricing pipeline stopped and started twice midway, the second time
+// on a fresh state directory (the versioned prices, TTL'd lines, the
+// foreign-key join's stores and the suppress buffer restore from their
+// changelogs, the tenants global table from its topic): alerts are
+// emitted once, with a tier, and the lines, settled totals and activity
+// windows are the reference's.
+func TestPricingExactlyOnceAcrossRestartsOnKafka(t *testing.T) {
+	c := newPricingCase(t, "mktr", 4000)
+	recs := c.recs
+	dir := t.TempDir()
+	third := len(recs) / 3
+	for i, s := range []struct {
+		dir  string
+		recs []*kgo.Record
+	}{{dir, recs[:third]}, {dir, recs[third : 2*third]}, {t.TempDir(), recs[2*third:]}} {
+		kafkatest.Produce(t, s.recs...)
+		stop := startApp(t, c.topo, s.dir)
+		waitConsumed(t, c.topo.Application(), c.topo.SourceTopics())
+		if i < 2 {
+			stop()
+		}
+	}
+	kafkatest.Produce(t, c.flush...)
+	c.check(t)
 }
