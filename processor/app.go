@@ -210,6 +210,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 	defer stopFrontier()
 	a.removeFormerThreads(ctx)
+	peers := a.peerBookBeforeJoin(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	srv, err := a.startHTTP()
 	if err != nil {
@@ -231,7 +232,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		g.Go(func() error { return global.keep(gctx) })
 	}
 	g.Go(func() error {
-		a.runPeerWatch(gctx)
+		a.runPeerWatch(gctx, peers)
 		return nil
 	})
 	g.Go(func() error {

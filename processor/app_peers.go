@@ -69,14 +69,42 @@ func checkPeerDeadAfter(d time.Duration) error {
 	return nil
 }
 
-// runPeerWatch runs the detector until ctx ends. Run owns it.
-func (a *App) runPeerWatch(ctx context.Context) {
-	if a.cfg.PeerDeadAfter < 0 || a.cfg.HTTPAddr == "" {
+// peerWatchOn reports whether the detector runs.
+func (a *App) peerWatchOn() bool { return a.cfg.PeerDeadAfter >= 0 && a.cfg.HTTPAddr != "" }
+
+// peerBookBeforeJoin describes the group before this App's threads join
+// it, and returns what it learnt. An instance that died while no other
+// watched it (the only one, or its watchers died with it) is then still
+// a member of a stable group, described with the address it joined with;
+// once our join starts a rebalance, describes leave every address out
+// until the rebalance ends, and that one waits for the dead member's
+// session to expire. A replacement started with a new instance id (a
+// fresh state directory) would wait it out too. A failed describe leaves
+// the book empty: the detector learns from its later describes.
+func (a *App) peerBookBeforeJoin(ctx context.Context) *peerBook {
+	book := newPeerBook()
+	if !a.peerWatchOn() {
+		return book
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerRefreshEvery)
+	defer cancel()
+	g, err := a.describeGroup(ctx)
+	if err != nil {
+		a.log.Debug("peer detector: no describe of the group before joining it", "err", err)
+		return book
+	}
+	book.update(g)
+	return book
+}
+
+// runPeerWatch runs the detector, starting from book, until ctx ends. Run
+// owns it.
+func (a *App) runPeerWatch(ctx context.Context, book *peerBook) {
+	if !a.peerWatchOn() {
 		return
 	}
 	every := a.cfg.PeerDeadAfter / 5
 	w := newPeerWatch(a.cfg.PeerDeadAfter)
-	book := newPeerBook()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var refreshed time.Time

@@ -72,3 +72,30 @@ type peersView struct {
 		Members  int    `json:"members"`
 	} `json:"removals"`
 }
+
+// TestPeerDetectorRemovesADeadInstanceForItsReplacement: instance A (a
+// child process serving HTTP, 60s session timeout) runs both tasks and is
+// SIGKILLed; only then does B, a replacement with a new instance id (a
+// fresh state directory), start. No live instance watched A when it died,
+// and once B has joined, the group is rebalancing and describes A without
+// the HTTP address A joined with: B must learn it before it joins, or it
+// waits out A's session. B runs both tasks long before that, and counts
+// stay exactly once.
+func TestPeerDetectorRemovesADeadInstanceForItsReplacement(t *testing.T) {
+	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
+	appID := kafkatestName(t, "peers")
+	topo := countTopology(t, appID, in, out)
+	want := produceKeysN(t, in, 0, 2_000, 50, 2)
+	a := startChild(t, childEnv(t, appID, in, out, "a", "CHILD_HTTP=127.0.0.1:0", "CHILD_SESSION_TIMEOUT=60s"))
+	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(2_000))
+	more := produceKeysN(t, in, 2_000, 2_000, 50, 2)
+	a.kill()
+	killed := time.Now()
+
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithHTTP("127.0.0.1:0"), sessionTimeout(60*time.Second), fastCommits)
+	v := waitTasks(t, b, 20*time.Second, "B, started after A died, runs A's tasks (A's session would expire only after 60s)", func(v tasksView) bool {
+		return slices.Equal(v.Active, []string{"0_0", "0_1"})
+	})
+	t.Logf("B runs %v %v after A was killed (session timeout 60s)", v.Active, time.Since(killed).Round(time.Millisecond))
+	checkCounts(t, out, addCounts(want, more))
+}
