@@ -3,6 +3,7 @@ package pipelines_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -17,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -106,12 +106,13 @@ func runChild() int {
 	return 0
 }
 
-// child is a service process started by startChild.
+// child is a service process crashCampaign started.
 type child struct {
-	cmd  *exec.Cmd
-	dir  string        // its state directory
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // its exit, once done is closed
+	cmd     *exec.Cmd
+	dir     string        // its state directory
+	started time.Time     // when it was started
+	done    chan struct{} // closed once the process has exited and been reaped
+	err     error         // its exit, once done is closed
 }
 
 func (c *child) exited() bool {
@@ -129,6 +130,24 @@ func (c *child) kill() {
 		_ = c.cmd.Process.Signal(syscall.SIGKILL)
 	}
 	<-c.done
+}
+
+// killAlive is kill for a child that must still be running, or have
+// killed itself (SIGKILL): one that exited otherwise, e.g. Run returned
+// an error after a restart, fails the test.
+func (c *child) killAlive(t *testing.T) {
+	t.Helper()
+	if c.exited() {
+		var exit *exec.ExitError
+		if errors.As(c.err, &exit) {
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+				return
+			}
+		}
+		t.Errorf("child %d exited by itself: %v", c.cmd.Process.Pid, c.err)
+		return
+	}
+	c.kill()
 }
 
 // terminate stops the child with SIGTERM and fails the test unless it
@@ -180,13 +199,14 @@ func crashCampaign(t *testing.T, topo *topology.Topology, names []string, cfg pi
 		if selfKill {
 			env = append(env, "CHILD_SELF_KILL=0.05")
 		}
+		started := time.Now()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		c := &child{cmd: cmd, dir: dir, done: make(chan struct{})}
+		c := &child{cmd: cmd, dir: dir, started: started, done: make(chan struct{})}
 		go func() {
 			c.err = cmd.Wait()
 			close(c.done)
@@ -244,12 +264,12 @@ func crashCampaign(t *testing.T, topo *topology.Topology, names []string, cfg pi
 			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
 		}
 		open := waitOpen(t, topo.Application(), c, time.Duration(rng.IntN(300))*time.Millisecond)
-		c.kill()
+		c.killAlive(t)
 		if second != nil {
 			if waitOpen(t, topo.Application(), second, time.Duration(rng.IntN(300))*time.Millisecond) {
 				open = true
 			}
-			second.kill()
+			second.killAlive(t)
 		}
 		if open {
 			midTxn++
@@ -259,29 +279,48 @@ func crashCampaign(t *testing.T, topo *topology.Topology, names []string, cfg pi
 	return nil
 }
 
-// waitOpen waits until the broker lists c's transaction as ongoing, for at
-// most 10 s, then another delay, and reports whether it saw it open (c may
-// have killed itself, or have nothing left to do).
+// waitOpen waits until the broker describes a transaction of c, begun
+// since c started, as ongoing (a transaction its predecessor on the same
+// state directory left open has the same transactional id and does not
+// count), for at most 10 s, then another delay; it reports whether it saw
+// one (c may have killed itself, or have nothing left to do).
 func waitOpen(t *testing.T, app string, c *child, delay time.Duration) bool {
 	t.Helper()
 	adm := kafkatest.Admin(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for !c.exited() && time.Now().Before(deadline) {
 		// The App keeps its instance id in the state directory.
-		id, err := os.ReadFile(filepath.Join(c.dir, "instance-id"))
-		if err == nil {
+		if id, err := os.ReadFile(filepath.Join(c.dir, "instance-id")); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			var ts kadm.ListedTransactions
-			ts, err = adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+			ds, err := adm.DescribeTransactions(ctx, app+"/"+strings.TrimSpace(string(id)))
 			cancel()
-			if _, open := ts[app+"/"+strings.TrimSpace(string(id))]; err == nil && open {
-				time.Sleep(delay)
-				return true
+			if err == nil {
+				for _, d := range ds {
+					if d.Err == nil && d.State == "Ongoing" && d.StartTimestamp >= c.started.UnixMilli() {
+						time.Sleep(delay)
+						return true
+					}
+				}
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
+}
+
+// crashKills is how many rounds of a SIGKILL test kill their children: 4,
+// or CRASH_TEST_KILLS (at least 3) for a longer campaign.
+func crashKills(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("CRASH_TEST_KILLS")
+	if s == "" {
+		return 4
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 3 {
+		t.Fatalf("CRASH_TEST_KILLS=%q: want a number of kills, at least 3", s)
+	}
+	return n
 }
 
 // crashSeed is the seed of a SIGKILL test: CRASH_TEST_SEED when set, else
@@ -311,7 +350,7 @@ func TestPipelinesExactlyOnceUnderSIGKILLOnKafka(t *testing.T) {
 	seed := crashSeed(t)
 	c := newOnceCase(t, "mktk", 12000)
 	names := []string{pipelines.Inventory, pipelines.Fraud, pipelines.Orders}
-	last := crashCampaign(t, c.topo, names, c.cfg, c.recs, seed, 4, true)
+	last := crashCampaign(t, c.topo, names, c.cfg, c.recs, seed, crashKills(t), true)
 	kafkatest.Produce(t, c.markers...)
 	c.check(t)
 	last.terminate(t)
@@ -329,7 +368,7 @@ func TestPipelinesExactlyOnceUnderSIGKILLOnKafka(t *testing.T) {
 func TestPricingExactlyOnceUnderSIGKILLOnKafka(t *testing.T) {
 	seed := crashSeed(t)
 	c := newPricingCase(t, "mktk", 12000)
-	last := crashCampaign(t, c.topo, []string{pipelines.Pricing}, c.cfg, c.recs, seed, 4, false)
+	last := crashCampaign(t, c.topo, []string{pipelines.Pricing}, c.cfg, c.recs, seed, crashKills(t), false)
 	kafkatest.Produce(t, c.flush...)
 	c.check(t)
 	last.terminate(t)
