@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -70,6 +71,16 @@ func runChild() int {
 		processor.WithStateDir(env("CHILD_STATE")),
 		processor.WithHTTP("127.0.0.1:0"),
 		processor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))),
+	}
+	if v := env("CRASH_TEST_THREADS"); v != "" {
+		// Inherited from the parent: the children run that many stream
+		// threads, each its own group member and transactional producer.
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: CRASH_TEST_THREADS:", err)
+			return 1
+		}
+		opts = append(opts, processor.WithThreads(n))
 	}
 	var prob float64
 	if p := env("CHILD_SELF_KILL"); p != "" {
@@ -290,16 +301,27 @@ func waitOpen(t *testing.T, app string, c *child, delay time.Duration) bool {
 	deadline := time.Now().Add(10 * time.Second)
 	for !c.exited() && time.Now().Before(deadline) {
 		// The App keeps its instance id in the state directory.
+		// Its transactional ids are "<app>/<instance id>", or with
+		// threads "<app>/<instance id>-t<i>".
 		if id, err := os.ReadFile(filepath.Join(c.dir, "instance-id")); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			ds, err := adm.DescribeTransactions(ctx, app+"/"+strings.TrimSpace(string(id)))
+			base := app + "/" + strings.TrimSpace(string(id))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var mine []string
+			ls, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+			for txnID := range ls {
+				if txnID == base || strings.HasPrefix(txnID, base+"-t") {
+					mine = append(mine, txnID)
+				}
+			}
+			var ds kadm.DescribedTransactions
+			if err == nil && len(mine) > 0 {
+				ds, err = adm.DescribeTransactions(ctx, mine...)
+			}
 			cancel()
-			if err == nil {
-				for _, d := range ds {
-					if d.Err == nil && d.State == "Ongoing" && d.StartTimestamp >= c.started.UnixMilli() {
-						time.Sleep(delay)
-						return true
-					}
+			for _, d := range ds {
+				if err == nil && d.Err == nil && d.State == "Ongoing" && d.StartTimestamp >= c.started.UnixMilli() {
+					time.Sleep(delay)
+					return true
 				}
 			}
 		}
