@@ -82,6 +82,16 @@ func runChild() int {
 		}
 		opts = append(opts, processor.WithThreads(n))
 	}
+	if g := env("CRASH_TEST_GUARANTEE"); g != "" {
+		// Inherited from the parent: at_least_once shows what the checks
+		// catch when outputs may repeat.
+		guarantee, err := processor.ParseGuarantee(g)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: CRASH_TEST_GUARANTEE:", err)
+			return 1
+		}
+		opts = append(opts, processor.WithGuarantee(guarantee))
+	}
 	var prob float64
 	if p := env("CHILD_SELF_KILL"); p != "" {
 		if prob, err = strconv.ParseFloat(p, 64); err != nil {
@@ -330,13 +340,13 @@ func waitOpen(t *testing.T, app string, c *child, delay time.Duration) bool {
 	return false
 }
 
-// crashKills is how many rounds of a SIGKILL test kill their children: 4,
+// crashKills is how many rounds of a SIGKILL test kill their children: 5,
 // or CRASH_TEST_KILLS (at least 3) for a longer campaign.
 func crashKills(t *testing.T) int {
 	t.Helper()
 	s := os.Getenv("CRASH_TEST_KILLS")
 	if s == "" {
-		return 4
+		return 5
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 3 {
