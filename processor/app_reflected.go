@@ -16,10 +16,26 @@ import (
 // the state's position was processed and committed, with its outputs,
 // before: it is skipped, and the next commit moves the group's offsets
 // past it.
+//
+// Only under ExactlyOnce: there the position commits in one transaction
+// with the outputs and the offsets, so a position proves the outputs were
+// written. At-least-once produces the changelog, its position records and
+// the outputs without a transaction, and a commit that aborts (an output
+// the broker refused) or a SIGKILL between the acks leaves the changelog,
+// position included, ahead of outputs that were never written. Skipping
+// to that position lost those inputs' outputs for good (the session
+// restart after an aborted at-least-once commit restores the changelog
+// and skipped them at once), so at-least-once processes every input from
+// the committed offsets again, on top of state that may already reflect
+// it: repeated work, never lost work.
 
 // reflected reports whether r is below lt's floor, counting and logging
 // the skip; it forgets the floor of a partition once r passes it.
 func (s *session) reflected(lt *liveTask, r *kgo.Record) bool {
+	if s.app.cfg.Guarantee != ExactlyOnce {
+		lt.floor = nil
+		return false
+	}
 	floor, ok := lt.floor.Offset(r.Topic, r.Partition)
 	if !ok {
 		return false
