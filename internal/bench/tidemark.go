@@ -46,6 +46,13 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 		in.JoinTable(inventory, func(_ string, payment, stock string) string { return payment + "|" + stock },
 			topology.Named("enrich")).
 			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "stream-join":
+		// bench parity's stream-stream inner join: Input and Table are
+		// two streams, joined within ±WindowSize with Grace.
+		other := b.Stream(job.Table, serde.String(), serde.String())
+		in.Join(other, func(_ string, left, right string) string { return left + "|" + right },
+			topology.JoinWindowsOf(job.WindowSize, job.Grace), topology.Named("sjoin")).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
 	default:
 		return nil, fmt.Errorf("bench: unknown workload %q", job.Workload)
 	}

@@ -7,6 +7,7 @@
 //	go run ./internal/bench/cmd/bench --workloads count --systems tidemark-adaptive,kstreams-100ms
 //	go run ./internal/bench/cmd/bench tenants --quick
 //	go run ./internal/bench/cmd/bench sweep --quick
+//	go run ./internal/bench/cmd/bench parity
 package main
 
 import (
@@ -127,7 +128,7 @@ The Kafka Streams peer in internal/bench/streams is built with Maven on first us
 			return writeReport(rep, []string{out}, err)
 		},
 	}
-	cmd.AddCommand(newTenantsCmd(), newSweepCmd())
+	cmd.AddCommand(newTenantsCmd(), newSweepCmd(), newParityCmd())
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated subset of "+strings.Join(bench.Workloads, ","))

@@ -13,10 +13,12 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.processor.StateRestoreListener;
@@ -29,7 +31,7 @@ import org.apache.kafka.streams.state.WindowStore;
  * shape, keys and values as UTF-8 strings, counts as decimal strings.
  *
  * <pre>
- * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|latest|sweep
+ * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|stream-join|latest|sweep
  *      --input TOPIC --output TOPIC [--table TOPIC] [--window-output TOPIC] [--commit-interval-ms N]
  *      [--report-commits-ms N]
  *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
@@ -85,8 +87,19 @@ public final class Main {
                 in.join(table, (payment, stock) -> payment + "|" + stock)
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
+            case "stream-join" -> {
+                // bench parity's stream-stream inner join: --input and
+                // --table are two streams, joined within ±window-ms with grace-ms.
+                KStream<String, String> other = b.stream(need(a, "table"), Consumed.with(Serdes.String(), Serdes.String()));
+                in.join(other, (left, right) -> left + "|" + right,
+                        JoinWindows.ofTimeDifferenceAndGrace(
+                            Duration.ofMillis(Long.parseLong(a.getOrDefault("window-ms", "1000"))),
+                            Duration.ofMillis(Long.parseLong(a.getOrDefault("grace-ms", "500")))),
+                        StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
             default -> throw new IllegalArgumentException("unknown --workload " + workload
-                + " (want stateless, count, windowed, join, latest or sweep)");
+                + " (want stateless, count, windowed, join, stream-join, latest or sweep)");
         }
 
         Properties p = new Properties();

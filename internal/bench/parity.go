@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ParityWorkloads are the workloads `bench parity` compares: the per-key
+// count, the tumbling-window count (final results only) and a
+// stream-stream inner join.
+var ParityWorkloads = []string{"count", "windowed", "join"}
+
+// ParityOptions configure RunParity. Zero fields take defaults from
+// EnsureDefaults.
+type ParityOptions struct {
+	Brokers   []string
+	Workloads []string
+	// Seed draws the input (default: the time); the report logs it.
+	Seed uint64
+	// Records per workload (default 20000; the join splits them over its
+	// two inputs), Keys the Zipf-skewed key space (default 200).
+	Records, Keys int
+	Partitions    int32
+	// WindowSize and Grace of the windowed count (default 2s, 500ms);
+	// JoinWindow and Grace are the join's (default ±1s).
+	WindowSize, Grace, JoinWindow time.Duration
+	// Step is the mean event-time advance per record (default 10ms).
+	Step    time.Duration
+	Env     Env
+	WorkDir string
+}
+
+// EnsureDefaults fills zero fields and validates the rest.
+func (o *ParityOptions) EnsureDefaults() error {
+	if len(o.Brokers) == 0 {
+		return errors.New("bench parity: Brokers is required")
+	}
+	if len(o.Workloads) == 0 {
+		o.Workloads = ParityWorkloads
+	}
+	for _, w := range o.Workloads {
+		if !slices.Contains(ParityWorkloads, w) {
+			return fmt.Errorf("bench parity: unknown workload %q (want one of %v)", w, ParityWorkloads)
+		}
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	o.Records = cmpOr(o.Records, 20_000)
+	o.Keys = cmpOr(o.Keys, 200)
+	if o.Keys < 3 {
+		return fmt.Errorf("bench parity: Keys %d: want at least 3", o.Keys)
+	}
+	o.Partitions = cmpOr(o.Partitions, 4)
+	o.WindowSize = cmpOr(o.WindowSize, 2*time.Second)
+	o.Grace = cmpOr(o.Grace, 500*time.Millisecond)
+	o.JoinWindow = cmpOr(o.JoinWindow, time.Second)
+	o.Step = cmpOr(o.Step, 10*time.Millisecond)
+	base := Options{Brokers: o.Brokers, Env: o.Env, WorkDir: o.WorkDir}
+	if err := base.EnsureDefaults(); err != nil {
+		return err
+	}
+	o.Env, o.WorkDir = base.Env, base.WorkDir
+	return nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// paritySystems are the two systems compared: Kafka Streams with its
+// defaults under exactly_once_v2 (record cache on, 100 ms commits) and
+// tidemark's adaptive policy.
+var paritySystems = []System{
+	{Name: "kstreams", Kind: "kstreams"},
+	{Name: "tidemark-adaptive", Kind: "tidemark", Policy: "adaptive"},
+}
+
+// RunParity runs Kafka Streams and tidemark one after the other on the
+// same input of every workload, reads both outputs read_committed to the
+// end, and compares them. A workload that fails records its error and the
+// run goes on.
+func RunParity(ctx context.Context, o ParityOptions, progress func(string)) (*ParityReport, error) {
+	if err := o.EnsureDefaults(); err != nil {
+		return nil, err
+	}
+	if err := checkWorkers(paritySystems); err != nil {
+		return nil, err
+	}
+	cl, err := driverClient(ctx, o.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	h := &harness{o: Options{Brokers: o.Brokers, Partitions: o.Partitions, WorkDir: o.WorkDir, Env: o.Env}, cl: cl, adm: kadm.NewClient(cl), progress: progress}
+	now := time.Now()
+	rep := &ParityReport{Started: now, Machine: machine(), Seed: o.Seed, BaseMs: parityBase(now),
+		Options: fmt.Sprintf("records=%d keys=%d partitions=%d window=%s grace=%s join-window=±%s step=%s",
+			o.Records, o.Keys, o.Partitions, o.WindowSize, o.Grace, o.JoinWindow, o.Step)}
+	progress(fmt.Sprintf("parity: seed %d, base time %d ms", o.Seed, rep.BaseMs))
+	for _, w := range o.Workloads {
+		rep.Workloads = append(rep.Workloads, h.parity(ctx, o, w, rep.BaseMs))
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
+	return rep, nil
+}
+
+// parity runs one workload on both systems and compares their outputs.
+func (h *harness) parity(ctx context.Context, o ParityOptions, w string, base int64) ParityWorkload {
+	res := ParityWorkload{Workload: w, RecordsIn: o.Records}
+	shape := parityShape{Records: o.Records, Keys: o.Keys, Base: base, Step: o.Step.Milliseconds(),
+		Late: (o.WindowSize + o.Grace).Milliseconds(), LateShare: 0.05}
+	if w == "join" {
+		// Late past what the join's stores keep: before + after + grace.
+		shape.Late, shape.TwoInputs = (2*o.JoinWindow + o.Grace).Milliseconds(), true
+	}
+	input := parityInput(o.Seed, shape)
+	h.seq++
+	id := fmt.Sprintf("parity-%d-%s-%d", time.Now().Unix(), w, h.seq)
+	in, in2 := id+"-in", ""
+	topics := []string{in}
+	if w == "join" {
+		in2 = id + "-in2"
+		topics = append(topics, in2)
+	}
+	var jobs []Job
+	defer func() {
+		for _, j := range jobs {
+			h.cleanup(j)
+		}
+	}()
+	for _, s := range paritySystems {
+		job := Job{Brokers: o.Brokers, Workload: w, AppID: id + "-" + s.Name, Input: in, Table: in2,
+			Output: id + "-" + s.Name + "-out", Partitions: o.Partitions, StateDir: filepath.Join(o.WorkDir, id+"-"+s.Name),
+			Policy: s.Policy, WindowSize: o.WindowSize, Grace: o.Grace}
+		if w == "join" {
+			job.Workload, job.WindowSize = "stream-join", o.JoinWindow
+		}
+		jobs = append(jobs, job)
+		topics = append(topics, job.Output)
+	}
+	if err := h.createTopics(ctx, topics...); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	h.progress(fmt.Sprintf("parity %s: producing %d records", w, len(input)))
+	if err := produceParity(ctx, h.cl, in, in2, input); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	outs := make([][]outRecord, len(paritySystems))
+	for i, s := range paritySystems {
+		h.progress(fmt.Sprintf("parity %s: running %s", w, s.Name))
+		recs, err := h.runToEnd(ctx, s, jobs[i])
+		if err != nil {
+			res.Error = fmt.Sprintf("%s: %v", s.Name, err)
+			return res
+		}
+		outs[i] = recs
+	}
+	ks, tm := outs[0], outs[1]
+	res.Streams = ParitySide{System: paritySystems[0].Name, Outputs: len(ks)}
+	res.Tidemark = ParitySide{System: paritySystems[1].Name, Outputs: len(tm)}
+	if w == "join" {
+		compareEntries(&res, pairCounts(tm), pairCounts(ks))
+		res.Tidemark.Total, res.Streams.Total = int64(len(tm)), int64(len(ks))
+	} else {
+		compareEntries(&res, finalValues(tm), finalValues(ks))
+	}
+	h.progress(fmt.Sprintf("parity %s: tidemark %d entries, Kafka Streams %d, %d mismatches", w, res.Tidemark.Entries, res.Streams.Entries, res.Mismatches))
+	return res
+}
+
+// produceParity writes the input in order (per partition, the order the
+// systems read it in) and waits until the broker has it all.
+func produceParity(ctx context.Context, cl *kgo.Client, in, in2 string, recs []parityRecord) error {
+	errs := make(chan error, 1)
+	for _, r := range recs {
+		topic := in
+		if r.Second {
+			topic = in2
+		}
+		kr := &kgo.Record{Topic: topic, Key: []byte(r.Key), Value: []byte(r.Value), Timestamp: time.UnixMilli(r.Ts)}
+		cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("bench parity: produce input: %w", err)
+	}
+	select {
+	case err := <-errs:
+		return fmt.Errorf("bench parity: produce input: %w", err)
+	default:
+		return nil
+	}
+}
+
+// runToEnd runs s on job until its group has committed the end of every
+// input, stops it, and reads its output read_committed to the end.
+func (h *harness) runToEnd(ctx context.Context, s System, job Job) ([]outRecord, error) {
+	if err := os.MkdirAll(job.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	p, err := s.start(ctx, h.o.Env, job)
+	if err != nil {
+		return nil, err
+	}
+	inputs := []string{job.Input}
+	if job.Table != "" {
+		inputs = append(inputs, job.Table)
+	}
+	for _, topic := range inputs {
+		if _, err = throughput(ctx, h.adm, job.AppID, topic, p.readyAt, 5*time.Minute); err != nil {
+			break
+		}
+	}
+	if exited := p.exitedEarly(); exited != nil && err == nil {
+		err = exited
+	}
+	p.stop()
+	if err != nil {
+		return nil, err
+	}
+	return readToEnd(ctx, h.o.Brokers, job.Output, 4*time.Second)
+}
+
+// readToEnd reads topic read_committed from the start until no record has
+// come for quiet (the writer has stopped: nothing more will).
+func readToEnd(ctx context.Context, brokers []string, topic string, quiet time.Duration) ([]outRecord, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []outRecord
+	for {
+		pctx, cancel := context.WithTimeout(ctx, quiet)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && ferr == nil {
+				ferr = fmt.Errorf("read %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, outRecord{Key: string(r.Key), Value: string(r.Value)})
+			n++
+		})
+		if n == 0 {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// parityRecord is one input record of `bench parity`: Second puts it on
+// the join's second input.
+type parityRecord struct {
+	Second bool
+	Key    string
+	Value  string
+	Ts     int64 // ms
+}
+
+// parityShape is how parityInput draws timestamps.
+type parityShape struct {
+	Records, Keys int
+	// Base is the first record's timestamp (ms).
+	Base int64
+	// Step is the mean event-time advance between records (ms).
+	Step int64
+	// Late is how far behind event time a late record is at least: the
+	// window plus its grace, so it falls behind its window's close.
+	Late int64
+	// LateShare is the share of records Late or more behind (0.05).
+	LateShare float64
+	// TwoInputs splits the records evenly over two inputs (the join).
+	TwoInputs bool
+}
+
+// parityInput draws the input of `bench parity` from seed: Zipf-skewed keys
+// (a few hot, a long cold tail), event time advancing by a random step, of
+// which 10% are 0 (equal timestamps), and besides records on time, 15%
+// out of order by up to Late, LateShare Late to 2×Late behind, and 3% with
+// exactly the timestamp of an earlier record. The same seed and shape give
+// the same records.
+func parityInput(seed uint64, s parityShape) []parityRecord {
+	r := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	zipf := rand.NewZipf(r, 1.1, 2, uint64(s.Keys-1))
+	out := make([]parityRecord, 0, s.Records)
+	t := s.Base
+	for i := range s.Records {
+		if r.Float64() >= 0.1 {
+			t += r.Int64N(2*s.Step + 1)
+		}
+		ts := t
+		switch p := r.Float64(); {
+		case p < s.LateShare:
+			ts = t - s.Late - r.Int64N(s.Late+1)
+		case p < s.LateShare+0.15:
+			ts = t - r.Int64N(s.Late)
+		case p < s.LateShare+0.18 && len(out) > 0:
+			ts = out[r.IntN(len(out))].Ts
+		}
+		rec := parityRecord{Key: fmt.Sprintf("k%04d", zipf.Uint64()), Ts: max(ts, 0)}
+		if s.TwoInputs && r.IntN(2) == 1 {
+			rec.Second = true
+			rec.Value = fmt.Sprintf("R%d", i)
+		} else if s.TwoInputs {
+			rec.Value = fmt.Sprintf("L%d", i)
+		} else {
+			rec.Value = fmt.Sprintf("v%d", i)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// parityBase is a base timestamp for a run starting at now: a whole
+// minute an hour back, recent enough that the broker's retention keeps the
+// input and outputs.
+func parityBase(now time.Time) int64 {
+	return now.Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+}
