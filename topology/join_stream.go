@@ -148,6 +148,17 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 	inst := env.sharedValue("ssjoin/"+j.op.name, func() any {
 		c := &ssJoin[K, V, V2, VR]{op: j.op, next: next, outerFloor: math.MinInt64}
 		c.observed = operatorClock(env, j.op.name, func() int64 { return c.observed })
+		// Each store's own clock, kept under the store's name. A task
+		// resumed from a commit without them (an older version) takes the
+		// shared clock: no store keeps more than it did then.
+		c.seenThis = operatorClock(env, j.op.thisStore, func() int64 { return c.seenThis })
+		c.seenOther = operatorClock(env, j.op.otherStore, func() int64 { return c.seenOther })
+		if c.seenThis < 0 {
+			c.seenThis = c.observed
+		}
+		if c.seenOther < 0 {
+			c.seenOther = c.observed
+		}
 		if c.this, mkErr = env.window(j.op.thisStore); mkErr != nil {
 			return c
 		}
@@ -158,12 +169,12 @@ func (j *ssJoinSide[K, V, V2, VR]) instantiate(env *opEnv, children []any) (any,
 			c.outer, mkErr = env.keyValue(j.op.outerStore)
 		}
 		w, joiner := j.op.w, j.op.joiner
-		c.left = ssJoinInput[K, V, V2, VR]{mine: c.this, theirs: c.other, vs: j.op.lvs, theirVS: j.op.rvs,
+		c.left = ssJoinInput[K, V, V2, VR]{mine: c.this, seen: &c.seenThis, theirs: c.other, vs: j.op.lvs, theirVS: j.op.rvs,
 			back: w.before, ahead: w.after, tag: sideLeft, theirTag: sideRight,
 			join:     func(k K, l V, r V2) VR { return joiner(k, l, true, r, true) },
 			unjoined: func(k K, l V) VR { var r V2; return joiner(k, l, true, r, false) },
 			outer:    j.op.kind != innerJoin}
-		c.right = ssJoinInput[K, V2, V, VR]{mine: c.other, theirs: c.this, vs: j.op.rvs, theirVS: j.op.lvs,
+		c.right = ssJoinInput[K, V2, V, VR]{mine: c.other, seen: &c.seenOther, theirs: c.this, vs: j.op.rvs, theirVS: j.op.lvs,
 			back: w.after, ahead: w.before, tag: sideRight, theirTag: sideLeft,
 			join:     func(k K, r V2, l V) VR { return joiner(k, l, true, r, true) },
 			unjoined: func(k K, r V2) VR { var l V; return joiner(k, l, false, r, true) },
@@ -187,13 +198,20 @@ type ssJoin[K, V, V2, VR any] struct {
 	// unknown, as after a restart): emitDue scans from it, not over the
 	// tombstones of the records emitted before it, which Badger keeps until
 	// compaction.
-	outerFloor       int64
-	next             forwarder[K, VR]
-	observed         int64
-	kbuf, vbuf, obuf []byte
-	matched          []int64
-	left             ssJoinInput[K, V, V2, VR]
-	right            ssJoinInput[K, V2, V, VR]
+	outerFloor int64
+	next       forwarder[K, VR]
+	observed   int64
+	// seenThis and seenOther are the stores' own clocks: the largest
+	// timestamp each input has stored (-1: none yet). Each store keeps the
+	// records down to its own clock − reach − grace, as each of Kafka
+	// Streams' join window stores expires by the timestamps put into it,
+	// not by the join's shared stream time (observed): input that runs
+	// ahead on one side does not expire the other side's records.
+	seenThis, seenOther int64
+	kbuf, vbuf, obuf    []byte
+	matched             []int64
+	left                ssJoinInput[K, V, V2, VR]
+	right               ssJoinInput[K, V2, V, VR]
 }
 
 const (
@@ -223,6 +241,7 @@ func appendTo(st store.Window, kb []byte, ts int64, item []byte) error {
 // steps; only these, and the argument order of the joiner, differ.
 type ssJoinInput[K, VM, VO, VR any] struct {
 	mine, theirs  store.Window
+	seen          *int64 // mine's clock (ssJoin.seenThis or seenOther)
 	vs            serde.Serde[VM]
 	theirVS       serde.Serde[VO]
 	back, ahead   int64 // a record at t joins their records in [t-back, t+ahead]
@@ -242,12 +261,13 @@ type ssJoinInput[K, VM, VO, VR any] struct {
 //
 // There is no lateness check, as in Kafka Streams: a record whose window
 // (t+ahead) plus grace is already behind stream time still joins whatever
-// the other input's store retains (JoinWindows.reach + grace behind
-// stream time), and on an outer input, unmatched, it is emitted unjoined at once
-// (settle). Grace bounds how long records are kept and when unjoined ones
-// are emitted, not which records may join. A record older than what the
-// stores retain is not stored (expire would never reach it again: its
-// cut only rises), and can only be emitted unjoined.
+// the other input's store retains (JoinWindows.reach + grace behind that
+// store's own clock, the largest timestamp stored into it), and on an
+// outer input, unmatched, it is emitted unjoined at once (settle). Grace
+// bounds how long records are kept and when unjoined ones are emitted, not
+// which records may join. A record older than what its own store retains
+// is not stored (expire would never reach it again: its cut only rises),
+// and can only be emitted unjoined.
 func (j *ssJoin[K, V, V2, VR]) process[VM, VO any](env *opEnv, in *ssJoinInput[K, VM, VO, VR], r Record[K, VM]) error {
 	j.observed = max(j.observed, r.Timestamp)
 	// Every advance of the clock emits what it made due and expires what
@@ -287,7 +307,8 @@ func (j *ssJoin[K, V, V2, VR]) join[VM, VO any](env *opEnv, in *ssJoinInput[K, V
 	if j.vbuf, err = in.vs.Encode(j.vbuf[:0], r.Value); err != nil {
 		return errorf(env.node, "encode value: %w", err)
 	}
-	if r.Timestamp >= j.cut() {
+	*in.seen = max(*in.seen, r.Timestamp)
+	if r.Timestamp >= j.cut(*in.seen) {
 		if err := appendTo(in.mine, kb, r.Timestamp, j.vbuf); err != nil {
 			return errorf(env.node, "store record: %w", err)
 		}
@@ -426,20 +447,20 @@ func (j *ssJoin[K, V, V2, VR]) emitDue(env *opEnv, ts int64, hdrs []Header) erro
 	return nil
 }
 
-// cut is the oldest timestamp the join stores retain: records before it
-// are expired.
-func (j *ssJoin[K, V, V2, VR]) cut() int64 {
+// cut is the oldest timestamp a join store whose clock is seen retains:
+// records before it are expired.
+func (j *ssJoin[K, V, V2, VR]) cut(seen int64) int64 {
 	w := j.op.w
-	return j.observed - w.reach() - w.grace
+	return seen - w.reach() - w.grace
 }
 
-// expire drops the records the stores no longer retain.
+// expire drops the records the stores no longer retain, each by its own
+// clock.
 func (j *ssJoin[K, V, V2, VR]) expire(env *opEnv) error {
-	cut := j.cut()
-	if err := j.this.ExpireBefore(cut); err != nil {
+	if err := j.this.ExpireBefore(j.cut(j.seenThis)); err != nil {
 		return errorf(env.node, "expire: %w", err)
 	}
-	if err := j.other.ExpireBefore(cut); err != nil {
+	if err := j.other.ExpireBefore(j.cut(j.seenOther)); err != nil {
 		return errorf(env.node, "expire: %w", err)
 	}
 	return nil

@@ -36,8 +36,11 @@ import (
 //	sliding window (diff d, grace g) W = c − g − d − 1
 //	session, emit-final (gap, g)    W = c − g − gap − 1
 //	session, every update (gap)     W = parent − gap
-//	stream-stream join (before b,   inner: W = c − g − r − 1, r = max(b + af, b, af) the stores'
-//	after af, grace g)              reach; left and outer: the min of that and the parent's
+//	stream-stream join (before b,   inner: the min over its sides of max(the side's parent,
+//	after af, grace g)              co − g − r − 1), co the other side's store clock (the parent's
+//	                                alone while that store has had no record), r = max(b + af, b,
+//	                                af) the stores' reach; left and outer: the min of that,
+//	                                c − g − r − 1 (c the join's shared clock) and the parents'
 //	                                (b or af may be negative; b + af ≥ 0)
 //	table suppress                  min(parent, H − 1), H the smallest timestamp buffered (a clock);
 //	                                the parent's when nothing is buffered
@@ -75,9 +78,13 @@ import (
 //     t > parent, so every future output is ≥ parent + 1 − gap.
 //   - Stream-stream joins (join_stream.go) have no lateness check (Kafka
 //     Streams' has none): any record joins what the other input's store
-//     retains, records at ≥ c − g − r (the expiry cut), and a join's
-//     timestamp is the later of the pair's, so every joined output yet to
-//     come is ≥ that cut whatever its own record's timestamp. Left and
+//     retains, records at ≥ cs − g − r (the expiry cut of that store, by
+//     its own clock cs, the largest timestamp stored into it, as Kafka
+//     Streams' stores expire), and a join's timestamp is the later of the
+//     pair's: every joined output yet to come pairs a record yet to come
+//     on one input (bounded by that input) with one the other store holds
+//     now or later (≥ its cut now: a store with no record yet stores its
+//     first ones however old), and is ≥ both. Left and
 //     outer joins also emit unjoined records with their own timestamp t:
 //     those waiting once t + ahead + g < c (ahead = after for left records,
 //     before for right ones), checked on every clock advance, so the ones
@@ -216,7 +223,8 @@ const (
 	boundSliding                         // sliding aggregation clock
 	boundSessionFinal                    // emit-final session aggregation clock
 	boundSessionEager                    // args[0] − gap
-	boundJoin                            // stream-stream join clock
+	boundJoin                            // stream-stream join side: max(args[0], the other store's cut)
+	boundJoinPending                     // left/outer join's shared clock: its waiting unjoined records
 	boundHeld                            // suppress: smallest buffered timestamp − 1
 )
 
@@ -224,6 +232,9 @@ type boundExpr struct {
 	op    boundOp
 	topic string // boundInput
 	clock string // clock-based ops: the ClockKeeper name
+	// clock2 is the second clock of a join side: clock is its own
+	// input's store clock, clock2 the other input's.
+	clock2 string
 	// size, advance: time windows; size: sliding (diff); gap: sessions;
 	// reach: joins (JoinWindows.reach).
 	size, advance, grace, gap, reach int64
@@ -281,6 +292,20 @@ func (e *boundExpr) eval(env BoundEnv, lateness int64, mode int, follow int64) (
 	case boundSessionFinal:
 		return env.OperatorClock(e.clock) - e.grace - e.gap - 1, false
 	case boundJoin:
+		// Every pair yet to come is a record yet to come on one side (this
+		// one: args[0] bounds it) joining one the other side's store holds
+		// now or will: at or above that store's cut by its clock now
+		// (clock2; none while it has had no record). The pair has the
+		// later timestamp of the two.
+		pv, ptop := e.args[0].eval(env, lateness, mode, follow)
+		if ptop {
+			return 0, true // no record to come on this side
+		}
+		if theirs := env.OperatorClock(e.clock2); theirs >= 0 {
+			return max(pv, theirs-e.grace-e.reach-1), false
+		}
+		return pv, false
+	case boundJoinPending:
 		return env.OperatorClock(e.clock) - e.grace - e.reach - 1, false
 	case boundHeld:
 		switch h := env.OperatorClock(e.clock); {
@@ -328,7 +353,9 @@ func (e *boundExpr) String() string {
 	case boundSessionEager:
 		return fmt.Sprintf("session-eager(gap=%d, %s)", e.gap, e.args[0])
 	case boundJoin:
-		return fmt.Sprintf("join(%s reach=%d grace=%d)", e.clock, e.reach, e.grace)
+		return fmt.Sprintf("join(%s reach=%d grace=%d, %s)", e.clock2, e.reach, e.grace, e.args[0])
+	case boundJoinPending:
+		return fmt.Sprintf("join-pending(%s reach=%d grace=%d)", e.clock, e.reach, e.grace)
 	case boundHeld:
 		return fmt.Sprintf("held(%s)", e.clock)
 	}
@@ -406,11 +433,14 @@ func (d *boundDeriver) derive(n *node) (*boundExpr, error) {
 	}
 	d.clocks[cb.clockName()] = true
 	e := cb.outputBound(parent)
-	if e.op == boundMin {
-		for _, a := range e.args {
-			if a.op == boundHeld {
-				d.clocks[a.clock] = true
-			}
+	for _, a := range append([]*boundExpr{e}, e.args...) {
+		switch a.op {
+		case boundHeld:
+			d.clocks[a.clock] = true
+		case boundJoin:
+			d.clocks[a.clock], d.clocks[a.clock2] = true, true
+		case boundJoinPending:
+			d.clocks[a.clock] = true
 		}
 	}
 	return e, nil
@@ -460,18 +490,22 @@ func (a *sessionAgg[K, V, VA]) outputBound(parent *boundExpr) *boundExpr {
 
 func (j *ssJoinSide[K, V, V2, VR]) outputBound(parent *boundExpr) *boundExpr {
 	w := j.op.w
-	// Unjoined records wait until t + ahead + g < c, from c − g − after
-	// (left) or c − g − before (right), never below the stores' cut, which
-	// reach spans.
-	e := &boundExpr{op: boundJoin, clock: j.op.name, grace: w.grace, reach: w.reach()}
+	mine, theirs := j.op.thisStore, j.op.otherStore
+	if !j.left {
+		mine, theirs = theirs, mine
+	}
+	e := &boundExpr{op: boundJoin, clock: mine, clock2: theirs, grace: w.grace, reach: w.reach(), args: []*boundExpr{parent}}
 	if j.op.kind == innerJoin {
 		return e
 	}
 	// Left and outer joins also emit a record yet to come unjoined with its
 	// own timestamp when it joins nothing, however far behind the clock (a
 	// null key, KIP-962; a record behind the stores' cut): bounded by the
-	// input.
-	return minOf(e, parent)
+	// input; and the unjoined records waiting until t + ahead + g < c, the
+	// shared clock, from c − g − after (left) or c − g − before (right),
+	// never below c − g − reach.
+	pending := &boundExpr{op: boundJoinPending, clock: j.op.name, grace: w.grace, reach: w.reach()}
+	return minOf(minOf(e, pending), parent)
 }
 
 // inertEnv is the TaskEnv a windowed operator is instantiated against to

@@ -72,7 +72,7 @@ func TestOutputBoundsFollowTheGraph(t *testing.T) {
 			l.To("raw")
 			l.Join(b.Stream("r", str, str), func(_, a, c string) string { return a + c },
 				topology.JoinWindowsOf(time.Second, 0), topology.Named("j")).To("out")
-		}, 0, "out", "min(join(j reach=2000 grace=0), join(j reach=2000 grace=0))", []string{"j"}},
+		}, 0, "out", "min(join(j-other reach=2000 grace=0, input(l)), join(j-this reach=2000 grace=0, input(r)))", []string{"j", "j-other", "j-this"}},
 		{"repartition: the downstream task reads the repartition topic", func(b *topology.Builder) {
 			b.Stream("in", str, str).SelectKey(func(_, v string) string { return v }).
 				GroupByKey(topology.Named("by-value")).Count(topology.Named("c")).ToStream().To("out")

@@ -370,8 +370,10 @@ func (r joinRec) name() string {
 // joinModel is the documented stream-stream join, brute force. Stream time
 // is the largest timestamp seen on either side (the record included). A
 // left record at t joins every right record of its key in [t−before,
-// t+after] that is retained (timestamp ≥ stream time − max(before + after,
-// before, after) − grace); a right record mirrors it. The output timestamp is the later of
+// t+after] that the right store retains (timestamp ≥ the right store's
+// clock − max(before + after, before, after) − grace, the store's clock
+// the largest timestamp stored on the right, as each of Kafka Streams'
+// join stores expires by its own); a right record mirrors it. The output timestamp is the later of
 // the pair. For left (and outer) joins an unjoined left (right) record is
 // emitted with its own timestamp once stream time > t + after + grace
 // (t + before + grace), unless a record joined it before that; one that
@@ -383,9 +385,11 @@ func (r joinRec) name() string {
 type joinModel struct {
 	joinCaseP
 	observed int64
-	stored   []joinRec
-	pending  map[int]joinRec // by ID
-	out      []string
+	// seen is each side's store clock: the largest timestamp of that side.
+	seen    map[bool]int64
+	stored  []joinRec
+	pending map[int]joinRec // by ID
+	out     []string
 	// What the input exercised, to keep the generator honest.
 	stats    joinStats
 	unjoined map[int]bool // IDs emitted unjoined
@@ -401,7 +405,8 @@ func (m *joinModel) outerSide(left bool) bool {
 
 func (m *joinModel) add(r joinRec) {
 	m.observed = max(m.observed, r.TS)
-	cut := m.observed - max(m.before+m.after, m.before, m.after) - m.grace
+	m.seen[r.Left] = max(m.seen[r.Left], r.TS)
+	cutOf := func(left bool) int64 { return m.seen[left] - max(m.before+m.after, m.before, m.after) - m.grace }
 	// Unjoined records whose window plus grace has passed.
 	ids := make([]int, 0, len(m.pending))
 	for id := range m.pending {
@@ -426,7 +431,7 @@ func (m *joinModel) add(r joinRec) {
 	}
 	found := false
 	for _, o := range m.stored {
-		if o.Left == r.Left || o.Key != r.Key || o.TS < cut || o.TS < r.TS-back || o.TS > r.TS+ahead {
+		if o.Left == r.Left || o.Key != r.Key || o.TS < cutOf(o.Left) || o.TS < r.TS-back || o.TS > r.TS+ahead {
 			continue
 		}
 		found = true
@@ -441,7 +446,7 @@ func (m *joinModel) add(r joinRec) {
 		}
 		delete(m.pending, o.ID)
 	}
-	if r.TS >= cut {
+	if r.TS >= cutOf(r.Left) {
 		m.stored = append(m.stored, r)
 	} else {
 		m.stats.unretained++
@@ -454,7 +459,7 @@ func (m *joinModel) add(r joinRec) {
 			m.pending[r.ID] = r
 		}
 	}
-	m.stored = slices.DeleteFunc(m.stored, func(o joinRec) bool { return o.TS < cut })
+	m.stored = slices.DeleteFunc(m.stored, func(o joinRec) bool { return o.TS < cutOf(o.Left) })
 }
 
 func (m *joinModel) emitUnjoined(r joinRec) {
@@ -532,7 +537,7 @@ func checkJoin(c joinCaseP, recs []joinRec) (string, joinStats) {
 	defer d.Close()
 	lin := tidemarktest.Input(d, "left", serde.String(), serde.String())
 	rin := tidemarktest.Input(d, "right", serde.String(), serde.String())
-	m := &joinModel{joinCaseP: c, pending: map[int]joinRec{}, unjoined: map[int]bool{}}
+	m := &joinModel{joinCaseP: c, seen: map[bool]int64{}, pending: map[int]joinRec{}, unjoined: map[int]bool{}}
 	for _, rec := range recs {
 		in := rin
 		if rec.Left {
