@@ -27,7 +27,9 @@ func (k joinKind) String() string { return [...]string{"JOIN", "LEFTJOIN", "OUTE
 // first; the two inputs must be co-partitioned (recorded in
 // CopartitionGroups). There is no lateness check, as in Kafka Streams: a
 // record past its window + grace still joins what the join's stores retain
-// (records up to before + after + grace behind stream time; with a negative
+// (each input's store keeps its records up to before + after + grace behind
+// that input's latest timestamp, as each of Kafka Streams' join stores
+// expires by its own, not the join's stream time; with a negative
 // before or after, up to the other bound + grace, so that every pair within
 // the window is found: Kafka Streams' stores lose those pairs).
 func (s Stream[K, V]) Join[V2, VR any](other Stream[K, V2], joiner func(key K, left V, right V2) VR, w JoinWindows, opts ...StoreOption) Stream[K, VR] {
