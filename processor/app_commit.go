@@ -105,14 +105,18 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		if err := s.topicGone(unknownTopic, prepErr.Err); err != nil {
 			return err
 		}
-		if aerr != nil {
-			return aerr
-		}
 		if rejectedOutput && !s.th.isolate {
 			// Redo it producing outputs one by one, to find out which
-			// input record the rejected output came from.
+			// input record the rejected output came from. Set before the
+			// abort's error returns: under at-least-once every abort
+			// restarts the session (aborted), and the redo runs in the
+			// next one; without isolation it would be refused in a batch
+			// again, forever, and no input record would ever be blamed.
 			s.app.log.Warn("an output was rejected; redoing the transaction one output at a time to find its input record")
 			s.th.isolate = true
+		}
+		if aerr != nil {
+			return aerr
 		}
 		return nil
 	case err != nil && restartable(err):
