@@ -18,6 +18,8 @@ import (
 // batches, and a batch holds the outputs of many input records, so the redo
 // runs in isolation: every output is produced on its own and waited for,
 // until the next commit. A rejection then names its input record exactly.
+// Under at-least-once the abort restarts the session and the isolated redo
+// runs in the next one (the flag lives on the thread): the same path.
 // After Config.ProductionRetries attempts (with growing pauses, in case an
 // operator is fixing the topic or the ACLs) the production-error handler
 // decides for that input record: fail, skip, or dead-letter it. A
