@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,30 +55,22 @@ func (o *ParityOptions) EnsureDefaults() error {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
-	o.Records = cmpOr(o.Records, 20_000)
-	o.Keys = cmpOr(o.Keys, 200)
+	o.Records = cmp.Or(o.Records, 20_000)
+	o.Keys = cmp.Or(o.Keys, 200)
 	if o.Keys < 3 {
 		return fmt.Errorf("bench parity: Keys %d: want at least 3", o.Keys)
 	}
-	o.Partitions = cmpOr(o.Partitions, 4)
-	o.WindowSize = cmpOr(o.WindowSize, 2*time.Second)
-	o.Grace = cmpOr(o.Grace, 500*time.Millisecond)
-	o.JoinWindow = cmpOr(o.JoinWindow, time.Second)
-	o.Step = cmpOr(o.Step, 10*time.Millisecond)
+	o.Partitions = cmp.Or(o.Partitions, 4)
+	o.WindowSize = cmp.Or(o.WindowSize, 2*time.Second)
+	o.Grace = cmp.Or(o.Grace, 500*time.Millisecond)
+	o.JoinWindow = cmp.Or(o.JoinWindow, time.Second)
+	o.Step = cmp.Or(o.Step, 10*time.Millisecond)
 	base := Options{Brokers: o.Brokers, Env: o.Env, WorkDir: o.WorkDir}
 	if err := base.EnsureDefaults(); err != nil {
 		return err
 	}
 	o.Env, o.WorkDir = base.Env, base.WorkDir
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // paritySystems are the two systems compared: Kafka Streams with its
