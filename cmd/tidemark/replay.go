@@ -128,20 +128,19 @@ func runReplay(cmd *cobra.Command, f replayFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range targets {
-		kind := res.Kinds[changelog.TopicPartition{Topic: t.Topic, Partition: t.Partition}]
-		if kind == 0 {
-			continue // an empty changelog says nothing about its store
-		}
-		if err := db.Register(changelog.StoreInstance{Name: t.Store, Partition: t.Partition, Kind: kind, Topic: t.Topic}); err != nil {
-			return err
-		}
+	unknown, err := registerReplayed(db, targets, res)
+	if err != nil {
+		return err
 	}
 	if _, err := db.Checkpoint(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "replayed %d records into %s in %s (%.0f records/s); %d store partitions\n",
 		res.Records, f.dir, res.Duration.Round(time.Millisecond), float64(res.Records)/max(res.Duration.Seconds(), 1e-9), len(targets))
+	if len(unknown) > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "not registered (their changelogs hold input positions but no data, so their kind is unknown): %s\n",
+			strings.Join(unknown, ", "))
+	}
 	return nil
 }
 
