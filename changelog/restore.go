@@ -413,8 +413,7 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, tts []taskTarge
 			reason = fmt.Sprintf("local state from %s is older than delete.retention.ms (%s)", applied.At.Format(time.RFC3339), retention)
 		}
 		if reason != "" {
-			opts.Logger.Info("rebuilding store from its changelog", "store", t.Store, "partition", t.Partition,
-				"topic", t.Topic, "reason", reason, "from", so.Offset, "to", eo.Offset)
+			logRebuild(opts.Logger, t, found, applied.Offset, reason, so.Offset, eo.Offset)
 			if err := tdb.wipe(s.id, t.tp()); err != nil {
 				return nil, fmt.Errorf("changelog: rebuild store %q partition %d: wipe: %w", t.Store, t.Partition, err)
 			}

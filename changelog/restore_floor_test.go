@@ -3,6 +3,7 @@ package changelog
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,9 +124,24 @@ func TestKafkaRestoreRebuildsWhenTheChangelogWasRecreated(t *testing.T) {
 	other.commit()
 	other.stop()
 
+	var log logBuffer
+	e.opts.Logger = log.logger()
 	n = e.start(dir)
 	if len(n.res.Rebuilt) != 1 {
 		t.Fatalf("restore on the old local state rebuilt %v, want the recreated changelog's partition", n.res.Rebuilt)
 	}
 	equalMaps(t, "after the topic was recreated", contents(t, n.kv), map[string]string{"new": "2"})
+	// Local state thrown away is a warning that names what was wiped, not
+	// an Info line like a first start's rebuild.
+	var warned bool
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "wiping the store partition") &&
+			strings.Contains(line, "store=stock") && strings.Contains(line, "partition=0") &&
+			strings.Contains(line, "applied_offset=") && strings.Contains(line, "id changed") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("no warning names the wiped store partition and its offsets; log:\n%s", log.String())
+	}
 }
