@@ -159,16 +159,19 @@ const (
 // ErrPartitionUnknown.
 func (a *App) Get(ctx context.Context, storeName string, key []byte, opts ...QueryOption) (QueryResult, error) {
 	return a.query(ctx, storeQuery{name: storeName, kind: store.KindKeyValue, keyed: true, key: key, opts: opts,
-		read: func(st store.Store, r storeReader, res *QueryResult) error {
-			if r.versioned {
-				return r.versionedRange(st, key, append(bytes.Clone(key), 0), res)
-			}
-			v, ok, err := st.(store.KeyValue).Get(key)
-			if ok {
-				r.add(res, KV{Key: bytes.Clone(key), Value: bytes.Clone(v)})
-			}
-			return err
-		}})
+		read: func(st store.Store, r storeReader, res *QueryResult) error { return r.readKey(st, key, res) }})
+}
+
+// readKey is Get's read of key from a key-value store.
+func (r storeReader) readKey(st store.Store, key []byte, res *QueryResult) error {
+	if r.versioned {
+		return r.versionedGet(st, key, res)
+	}
+	v, ok, err := st.(store.KeyValue).Get(key)
+	if ok {
+		r.add(res, KV{Key: bytes.Clone(key), Value: bytes.Clone(v)})
+	}
+	return err
 }
 
 // Range reads the keys in [from, to) of a key-value store (nil: unbounded)
