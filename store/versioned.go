@@ -504,32 +504,54 @@ func (s *VersionedKeyValue) Range(from, to []byte, fn func(key, value []byte, ts
 		hi = appendVersionedPrefix([]byte{versionedDataPrefix}, to)
 		hi = hi[:len(hi)-2]
 	}
+	// A key's latest version comes first; its older versions follow, and
+	// after them, in a Badger store, the deletes of its expired versions
+	// until compaction. Reading on through them, a Range stepped over the
+	// key's whole history. At the first older version of a key the read
+	// starts again after the key: 0x01 esc(key) 0x00 0x02 is above every
+	// version of key (its terminator is 0x00 0x01) and below every other
+	// key after it. (A key whose history window holds no older version
+	// shows nothing to stop at: the deletes behind its latest version are
+	// still stepped over, as a new read per key would cost every key.)
 	var last []byte
-	var derr error
-	err := s.kv.Range(lo, hi, func(k, v []byte) bool {
-		key, ts, err := ParseVersionedKey(k)
-		if err == nil && last != nil && bytes.Equal(key, last) {
-			return true // an older version
-		}
-		var ver version
+	for {
+		var next []byte
+		var derr error
+		stopped := false
+		err := s.kv.Range(lo, hi, func(k, v []byte) bool {
+			key, ts, err := ParseVersionedKey(k)
+			if err == nil && last != nil && bytes.Equal(key, last) {
+				next = appendVersionedPrefix([]byte{versionedDataPrefix}, key)
+				next[len(next)-1] = 2
+				return false // an older version: skip the rest of key
+			}
+			var ver version
+			if err == nil {
+				ver, err = decodeVersion(ts, v)
+			}
+			if err != nil {
+				derr = err
+				return false
+			}
+			last = key
+			if ver.tombstone {
+				return true
+			}
+			if !fn(key, ver.value, ts) {
+				stopped = true
+				return false
+			}
+			return true
+		})
 		if err == nil {
-			ver, err = decodeVersion(ts, v)
+			err = derr
 		}
 		if err != nil {
-			derr = err
-			return false
+			return s.errorf("range: %w", err)
 		}
-		last = key
-		if ver.tombstone {
-			return true
+		if stopped || next == nil || bytes.Compare(next, hi) >= 0 {
+			return nil
 		}
-		return fn(key, ver.value, ts)
-	})
-	if err == nil {
-		err = derr
+		lo = next
 	}
-	if err != nil {
-		return s.errorf("range: %w", err)
-	}
-	return nil
 }

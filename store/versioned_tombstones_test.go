@@ -77,3 +77,42 @@ func TestVersionedPutsStepOverNoExpiredVersions(t *testing.T) {
 		t.Fatalf("a put stepped over %.1f tombstones on average (%d tombstones in the store)", per, len(kv.dead))
 	}
 }
+
+// A Range of a versioned store answers each key's latest version, which
+// comes first among the key's entries; the key's older versions and the
+// deletes of its expired ones (tombstones in Badger until compaction)
+// follow it. Range read on through all of them to reach the next key: a
+// query of a versioned table's store stepped over the whole history of
+// every key it returned. It skips to the next key instead.
+func TestVersionedRangeStepsOverNoExpiredVersions(t *testing.T) {
+	kv := newTombstoneKV()
+	vs := newVersioned(t, kv, 50*time.Millisecond)
+	const keys, puts = 10, 1500
+	for i := range puts {
+		if err := vs.Put([]byte(fmt.Sprint(i%keys)), int64(i), fmt.Appendf(nil, "v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(kv.dead) < puts/2 {
+		t.Fatalf("only %d tombstones: the versions did not expire", len(kv.dead))
+	}
+	kv.stepped = 0
+	var got []string
+	if err := vs.Range(nil, nil, func(k, v []byte, ts int64) bool {
+		got = append(got, fmt.Sprintf("%s=%s@%d", k, v, ts))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k := range keys {
+		i := puts - keys + k
+		want = append(want, fmt.Sprintf("%d=v%d@%d", k, i, i))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Range = %v, want %v", got, want)
+	}
+	if kv.stepped > keys {
+		t.Fatalf("a Range of %d keys stepped over %d tombstones (%d in the store)", keys, kv.stepped, len(kv.dead))
+	}
+}
