@@ -149,10 +149,17 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 	}
 	a.observed = max(a.observed, r.Timestamp)
 	// A session accepts records until no in-grace record could extend it:
-	// its end + gap passes stream time − grace, the rule emitClosed
-	// finalises it by (Kafka Streams' KStreamSessionWindowAggregate since
-	// 3.0). Without the gap a record that merges into a session still
-	// open would be dropped as late.
+	// its end + gap reaches stream time − grace (closeTime), the rule
+	// emitClosed finalises it by. Kafka Streams closes it then too: its
+	// suppression emits a session with end ≤ closeTime, and its store,
+	// which keeps gap + grace, no longer returns it to a record within
+	// gap. A record is late if the session it would form is closed by
+	// that rule. (Kafka Streams' KStreamSessionWindowAggregate drops only
+	// sessions ending before closeTime: one ending exactly at it is
+	// accepted and at once final, and a second record there emits it
+	// again, its count restarted; here such a record is late.) Without
+	// the gap a record that merges into a session still open would be
+	// dropped as late.
 	closeTime := a.observed - a.w.grace - a.w.gap
 	var err error
 	if a.kbuf, err = a.ks.Encode(a.kbuf[:0], r.Key); err != nil {
@@ -165,7 +172,7 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 		// A closed session is never reopened, even while the store
 		// still holds it (WithRetention beyond grace): its final result
 		// may have been emitted. The record forms a session without it.
-		if end >= closeTime {
+		if end > closeTime {
 			a.found = append(a.found, foundSession{start: start, end: end, value: bytes.Clone(v)})
 		}
 		return true
@@ -191,7 +198,7 @@ func (a *sessionAgg[K, V, VA]) process(r Record[K, V]) error {
 			agg = a.merge(r.Key, agg, olds[i])
 		}
 	}
-	if end < closeTime {
+	if end <= closeTime {
 		a.env.Dropped(a.env.node, DropLate)
 		return nil
 	}
@@ -291,11 +298,12 @@ func (a *sessionAgg[K, V, VA]) decodeFound() ([]VA, error) {
 }
 
 // emitClosed emits the final result of each session no record can extend
-// any more, ordered by end: end + gap < stream time − grace, as Kafka
-// Streams does since 3.0 (KAFKA-12718).
+// any more, ordered by end: end + gap ≤ stream time − grace, as Kafka
+// Streams' suppress(untilWindowCloses) does (end ≤ stream time − grace −
+// gap; KAFKA-12718).
 func (a *sessionAgg[K, V, VA]) emitClosed() error {
-	bound := a.observed - a.w.grace - a.w.gap // sessions with end < bound are final
-	if bound <= 0 || (a.indexFloor != math.MinInt64 && a.indexFloor >= bound) {
+	bound := a.observed - a.w.grace - a.w.gap // sessions with end ≤ bound are final
+	if bound < 0 || (a.indexFloor != math.MinInt64 && a.indexFloor > bound) {
 		return nil // no session in the index is final yet
 	}
 	var due [][]byte
@@ -305,7 +313,7 @@ func (a *sessionAgg[K, V, VA]) emitClosed() error {
 	}
 	// One scan takes the final sessions and the first one left, whose end
 	// is the new floor.
-	upper := binary.BigEndian.AppendUint64(nil, uint64(bound))
+	upper := binary.BigEndian.AppendUint64(nil, uint64(bound+1))
 	floor := int64(math.MaxInt64)
 	err := a.index.Range(from, nil, func(k, _ []byte) bool {
 		if bytes.Compare(k, upper) >= 0 {

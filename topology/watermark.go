@@ -68,9 +68,9 @@ import (
 //     window (≥ its start), every final result is forwarded once end < c − g,
 //     and an open window starts at ≥ c − g − d.
 //   - Emit-final sessions (session_agg.go) forward a session once its end
-//     < c − g − gap, with the end as timestamp; a record is dropped unless
-//     its merged session ends at ≥ c − g − gap, and that session is
-//     forwarded later with its end, ≥ c − g − gap.
+//     ≤ c − g − gap, with the end as timestamp; a record is dropped unless
+//     its merged session ends after c − g − gap, and that session is
+//     forwarded later with its end, > c − g − gap.
 //   - Eager sessions also forward a retraction of every session a new
 //     record t merges away, timestamped with that session's end (≥ t − gap),
 //     and the merge can reach back arbitrarily far through a long session:

@@ -47,9 +47,9 @@ func (w TimeWindows) starts(dst []int64, ts int64) []int64 {
 // SessionWindows group a key's records into sessions separated by gaps of
 // inactivity longer than gap. A record within gap of existing sessions
 // merges them. A session is closed once no in-grace record could extend
-// it (end + gap < stream time − grace, Kafka Streams' rule since 3.0): a
-// record is late, dropped and counted, only if the session it would form
-// ends before that bound.
+// it: end + gap ≤ stream time − grace, when Kafka Streams' suppression
+// emits it and its store stops returning it. A record is late, dropped and
+// counted, only if the session it would form is closed by that rule.
 type SessionWindows struct {
 	gap, grace int64
 }

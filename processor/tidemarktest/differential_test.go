@@ -88,8 +88,9 @@ type sessWin struct {
 // open sessions are recomputed from scratch as the maximal runs whose
 // consecutive timestamps are at most gap apart. Stream time is the largest
 // timestamp seen (the record included). A session is closed, for good, once
-// end + gap < stream time − grace; a record is late iff the session it would
-// form with the open sessions of its key ends before that bound.
+// end + gap ≤ stream time − grace (Kafka Streams' suppression emits it then,
+// and its store no longer returns it); a record is late iff the session it
+// would form with the open sessions of its key would be closed.
 type sessionModel struct {
 	gap, grace int64
 	observed   int64
@@ -114,7 +115,19 @@ func (m *sessionModel) clusters(ts []int64) [][]int64 {
 
 func (m *sessionModel) add(key string, t int64) {
 	m.observed = max(m.observed, t)
-	bound := m.observed - m.grace - m.gap // end < bound: closed
+	bound := m.observed - m.grace - m.gap // end ≤ bound: closed
+	m.close(bound)
+	for _, c := range m.clusters(append(slices.Clone(m.open[key]), t)) {
+		if slices.Contains(c, t) && c[len(c)-1] <= bound {
+			m.dropped++
+			return
+		}
+	}
+	m.open[key] = append(m.open[key], t)
+}
+
+// close moves the open sessions ending at or before bound to closed.
+func (m *sessionModel) close(bound int64) {
 	keys := make([]string, 0, len(m.open))
 	for k := range m.open {
 		keys = append(keys, k)
@@ -122,7 +135,7 @@ func (m *sessionModel) add(key string, t int64) {
 	for _, k := range keys {
 		var keep []int64
 		for _, c := range m.clusters(m.open[k]) {
-			if c[len(c)-1] < bound {
+			if c[len(c)-1] <= bound {
 				m.closed[sessWin{k, c[0], c[len(c)-1]}] = int64(len(c))
 			} else {
 				keep = append(keep, c...)
@@ -130,13 +143,6 @@ func (m *sessionModel) add(key string, t int64) {
 		}
 		m.open[k] = keep
 	}
-	for _, c := range m.clusters(append(slices.Clone(m.open[key]), t)) {
-		if slices.Contains(c, t) && c[len(c)-1] < bound {
-			m.dropped++
-			return
-		}
-	}
-	m.open[key] = append(m.open[key], t)
 }
 
 // all is every session, open or closed, with its count.
