@@ -13,6 +13,8 @@ type parityRecord struct {
 	Key    string
 	Value  string
 	Ts     int64 // ms
+	// Tombstone: a record with a null value (Value is unused).
+	Tombstone bool
 }
 
 // parityShape is how parityInput draws timestamps.
@@ -29,6 +31,9 @@ type parityShape struct {
 	LateShare float64
 	// TwoInputs splits the records evenly over two inputs (the join).
 	TwoInputs bool
+	// Tombstones is the share of records with a null value (the table
+	// aggregation's deletes; 0 elsewhere).
+	Tombstones float64
 }
 
 // parityInput draws the input of `bench parity` from seed: Zipf-skewed keys
@@ -63,6 +68,9 @@ func parityInput(seed uint64, s parityShape) []parityRecord {
 			rec.Value = fmt.Sprintf("L%d", i)
 		} else {
 			rec.Value = fmt.Sprintf("v%d", i)
+		}
+		if s.Tombstones > 0 && r.Float64() < s.Tombstones {
+			rec.Tombstone, rec.Value = true, ""
 		}
 		out = append(out, rec)
 	}

@@ -21,6 +21,9 @@ func init() { RegisterWorker("tidemark", runTidemark) }
 // the same as the Kafka Streams peer (internal/bench/streams): UTF-8 keys and values,
 // counts as decimal strings.
 func workloadTopology(job Job) (*topology.Topology, error) {
+	if job.Workload == "table-agg" { // its input is a table, not a stream
+		return tableAggTopology(job)
+	}
 	b := topology.NewBuilder(job.AppID)
 	in := b.Stream(job.Input, serde.String(), serde.String())
 	switch job.Workload {
@@ -53,6 +56,23 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 		in.Join(other, func(_ string, left, right string) string { return left + "|" + right },
 			topology.JoinWindowsOf(job.WindowSize, job.Grace), topology.Named("sjoin")).
 			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "stream-left-join":
+		// bench parity's left join: as stream-join, and each left record
+		// no right record joined as "L|null" once its window closes.
+		other := b.Stream(job.Table, serde.String(), serde.String())
+		in.LeftJoin(other, func(_ string, left, right string, found bool) string { return left + "|" + orNull(right, found) },
+			topology.JoinWindowsOf(job.WindowSize, job.Grace), topology.Named("sjoin")).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "stream-outer-join":
+		// bench parity's outer join: unjoined records of either side as
+		// "L|null" / "null|R" once their window closes.
+		other := b.Stream(job.Table, serde.String(), serde.String())
+		in.OuterJoin(other, func(_ string, left string, lok bool, right string, rok bool) string {
+			return orNull(left, lok) + "|" + orNull(right, rok)
+		}, topology.JoinWindowsOf(job.WindowSize, job.Grace), topology.Named("sjoin")).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "session":
+		sessionCountTo(in, job)
 	default:
 		return nil, fmt.Errorf("bench: unknown workload %q", job.Workload)
 	}

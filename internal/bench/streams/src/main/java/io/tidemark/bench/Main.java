@@ -13,16 +13,19 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -31,7 +34,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * shape, keys and values as UTF-8 strings, counts as decimal strings.
  *
  * <pre>
- * Main --bootstrap HOST:PORT --app-id ID --workload stateless|count|windowed|join|stream-join|latest|sweep
+ * Main --bootstrap HOST:PORT --app-id ID
+ *      --workload stateless|count|windowed|join|stream-join|stream-left-join|stream-outer-join|session|table-agg|latest|sweep
  *      --input TOPIC --output TOPIC [--table TOPIC] [--window-output TOPIC] [--commit-interval-ms N]
  *      [--report-commits-ms N]
  *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
@@ -53,7 +57,9 @@ public final class Main {
         String output = need(a, "output");
 
         StreamsBuilder b = new StreamsBuilder();
-        KStream<String, String> in = b.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
+        // table-agg reads its input as a table, and a topic has one source.
+        KStream<String, String> in = workload.equals("table-agg") ? null
+            : b.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
         switch (workload) {
             case "stateless" -> in
                 .filter((k, v) -> v != null && !v.startsWith("#"))
@@ -98,8 +104,53 @@ public final class Main {
                         StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
+            case "stream-left-join" -> {
+                // bench parity's left join: as stream-join, and each left
+                // record no right record joined as "L|null" once its window closes.
+                KStream<String, String> other = b.stream(need(a, "table"), Consumed.with(Serdes.String(), Serdes.String()));
+                in.leftJoin(other, (left, right) -> left + "|" + right, joinWindows(a),
+                        StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            case "stream-outer-join" -> {
+                // bench parity's outer join: unjoined records of either side
+                // as "L|null" / "null|R" once their window closes.
+                KStream<String, String> other = b.stream(need(a, "table"), Consumed.with(Serdes.String(), Serdes.String()));
+                in.outerJoin(other, (left, right) -> left + "|" + right, joinWindows(a),
+                        StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            case "session" -> in
+                // bench parity's session count: the final count of every
+                // session (gap window-ms, grace grace-ms) as
+                // "<key>@<start>@<end>"; suppression drops the tombstones
+                // of sessions a merge replaced.
+                .groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                    Duration.ofMillis(Long.parseLong(a.getOrDefault("window-ms", "500"))),
+                    Duration.ofMillis(Long.parseLong(a.getOrDefault("grace-ms", "500")))))
+                .count(Materialized.<String, Long, SessionStore<Bytes, byte[]>>as("session-counts"))
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream()
+                .map((wk, count) -> new org.apache.kafka.streams.KeyValue<>(
+                    wk.key() + "@" + wk.window().start() + "@" + wk.window().end(),
+                    count == null ? null : count.toString()))
+                .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            case "table-agg" -> b
+                // bench parity's table aggregation: the input as a table,
+                // re-keyed by category ("c" and the value's last two
+                // characters) and counted; a row that changes category is
+                // subtracted from its old one.
+                .table(input, Consumed.with(Serdes.String(), Serdes.String()),
+                    Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("rows"))
+                .groupBy((k, v) -> new org.apache.kafka.streams.KeyValue<>("c" + v.substring(Math.max(0, v.length() - 2)), k),
+                    Grouped.with(Serdes.String(), Serdes.String()))
+                .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("category-counts"))
+                .toStream()
+                .mapValues(Object::toString)
+                .to(output, Produced.with(Serdes.String(), Serdes.String()));
             default -> throw new IllegalArgumentException("unknown --workload " + workload
-                + " (want stateless, count, windowed, join, stream-join, latest or sweep)");
+                + " (want stateless, count, windowed, join, stream-join, stream-left-join, stream-outer-join, session, table-agg, latest or sweep)");
         }
 
         Properties p = new Properties();
@@ -127,6 +178,13 @@ public final class Main {
         if (a.containsKey("heartbeat-interval-ms")) {
             p.put(StreamsConfig.mainConsumerPrefix("heartbeat.interval.ms"), Integer.parseInt(a.get("heartbeat-interval-ms")));
         }
+        // Emit the null-padded results of left and outer joins on every
+        // record that advances stream time instead of at most once a
+        // second of wall-clock time (the internal default, 1000 ms): with
+        // the throttle, whether a late record still joins a record whose
+        // window has closed depends on when the last emission ran, not on
+        // the input, and parity compares inputs, not timing.
+        p.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
         if (a.containsKey("cache-bytes")) {
             // 0 turns off the record cache: every update is emitted, as tidemark does.
             p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(a.get("cache-bytes")));
@@ -166,6 +224,12 @@ public final class Main {
             reportCommits(streams, Long.parseLong(a.get("report-commits-ms")));
         }
         done.await();
+    }
+
+    private static JoinWindows joinWindows(Map<String, String> a) {
+        return JoinWindows.ofTimeDifferenceAndGrace(
+            Duration.ofMillis(Long.parseLong(a.getOrDefault("window-ms", "1000"))),
+            Duration.ofMillis(Long.parseLong(a.getOrDefault("grace-ms", "500"))));
     }
 
     private static void windowed(KStream<String, String> in, Map<String, String> a, String output) {
