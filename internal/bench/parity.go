@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -267,6 +268,12 @@ func (h *harness) runToEnd(ctx context.Context, s System, job Job) ([]outRecord,
 			break
 		}
 	}
+	if err == nil {
+		// The inputs' transactions are in: now the records they wrote to
+		// repartition topics must be consumed too (table-agg), or the
+		// output misses the last updates of every group.
+		err = h.drainRepartitions(ctx, job.AppID, 5*time.Minute)
+	}
 	if exited := p.exitedEarly(); exited != nil && err == nil {
 		err = exited
 	}
@@ -275,6 +282,35 @@ func (h *harness) runToEnd(ctx context.Context, s System, job Job) ([]outRecord,
 		return nil, err
 	}
 	return readToEnd(ctx, h.o.Brokers, job.Output, 4*time.Second)
+}
+
+// drainRepartitions waits until the group app has committed the end of
+// each of its repartition topics ("<app>-…-repartition", both systems'
+// naming).
+func (h *harness) drainRepartitions(ctx context.Context, app string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	topics, err := h.adm.ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	for _, t := range topics.Sorted() {
+		if !strings.HasPrefix(t.Topic, app+"-") || !strings.HasSuffix(t.Topic, "-repartition") {
+			continue
+		}
+		for {
+			p, err := groupProgress(ctx, h.adm, app, t.Topic)
+			if err == nil && p.committed >= p.end {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("bench parity: group %s did not finish %s in %s (committed %d of %d)", app, t.Topic, timeout, p.committed, p.end)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // readToEnd reads topic read_committed from the start until no record has
