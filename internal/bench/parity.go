@@ -19,11 +19,12 @@ import (
 // count, the tumbling-window count (final results only), the stream-stream
 // inner, left and outer joins, the session-window count (final results
 // only) and a table re-keyed and counted (a subtraction for every update).
-var ParityWorkloads = []string{"count", "windowed", "join", "left-join", "outer-join", "session", "table-agg"}
+var ParityWorkloads = []string{"count", "windowed", "join", "left-join", "outer-join", "session", "table-agg", "table-join"}
 
 // parityJoins are the join workloads and the peers' workload that runs
 // each: two inputs, compared as multisets of pairs.
-var parityJoins = map[string]string{"join": "stream-join", "left-join": "stream-left-join", "outer-join": "stream-outer-join"}
+var parityJoins = map[string]string{"join": "stream-join", "left-join": "stream-left-join", "outer-join": "stream-outer-join",
+	"table-join": "table-left-join"}
 
 // ParityOptions configure RunParity. Zero fields take defaults from
 // EnsureDefaults.
@@ -128,6 +129,8 @@ func (h *harness) parity(ctx context.Context, o ParityOptions, w string, base in
 		Late: (o.WindowSize + o.Grace).Milliseconds(), LateShare: 0.05}
 	peer, window, join := parityWorkload(o, w)
 	switch {
+	case w == "table-join":
+		shape.TwoInputs = true // the table (parityTableJoinInput)
 	case join:
 		// Late past what the join's stores keep: before + after + grace.
 		shape.Late, shape.TwoInputs = (2*o.JoinWindow + o.Grace).Milliseconds(), true
@@ -140,6 +143,10 @@ func (h *harness) parity(ctx context.Context, o ParityOptions, w string, base in
 		shape.Tombstones = 0.05
 	}
 	input := parityInput(o.Seed, shape)
+	if w == "table-join" {
+		input = parityTableJoinInput(o.Seed, shape)
+	}
+	res.RecordsIn = len(input)
 	h.seq++
 	id := fmt.Sprintf("parity-%d-%s-%d", time.Now().Unix(), w, h.seq)
 	in, in2 := id+"-in", ""

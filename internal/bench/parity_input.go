@@ -83,3 +83,28 @@ func parityInput(seed uint64, s parityShape) []parityRecord {
 func parityBase(now time.Time) int64 {
 	return now.Add(-time.Hour).Truncate(time.Minute).UnixMilli()
 }
+
+// parityTableJoinInput is the stream-table join's input: the stream is
+// parityInput's one-input records, and before it, on the second input (the
+// table), updates of a quarter as many rows, Zipf-skewed over the same keys,
+// 5% of them deletes, all timestamped ten minutes and more before Base,
+// before every stream record. Both systems process a task's inputs in
+// timestamp order and wait for a partition with records on the broker
+// (KIP-695), so every stream record meets each table row's last value: the
+// expected pairs follow from the input alone, whatever the fetch timing.
+func parityTableJoinInput(seed uint64, s parityShape) []parityRecord {
+	stream := parityInput(seed, parityShape{Records: s.Records, Keys: s.Keys, Base: s.Base, Step: s.Step, Late: s.Late, LateShare: s.LateShare})
+	r := rand.New(rand.NewPCG(seed^0x7ab1e, seed))
+	zipf := rand.NewZipf(r, 1.1, 2, uint64(s.Keys-1))
+	n := s.Records / 4
+	out := make([]parityRecord, 0, n+len(stream))
+	for i := range n {
+		rec := parityRecord{Second: true, Key: fmt.Sprintf("k%04d", zipf.Uint64()), Value: fmt.Sprintf("T%d", i),
+			Ts: s.Base - 10*60_000 + int64(i)}
+		if r.Float64() < 0.05 {
+			rec.Tombstone, rec.Value = true, ""
+		}
+		out = append(out, rec)
+	}
+	return append(out, stream...)
+}

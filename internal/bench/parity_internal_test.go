@@ -257,3 +257,70 @@ func TestParityNonZero(t *testing.T) {
 		t.Fatalf("mismatches %d %v", w.Mismatches, w.Examples)
 	}
 }
+
+// The stream-table join's input puts every table update before every
+// stream record in event time, so each stream record joins its key's last
+// table value ("null" for a deleted or never-written row); tidemark, run on
+// it, pairs exactly so.
+func TestParityTableJoinMatchesInput(t *testing.T) {
+	const seed = 42
+	t.Logf("seed %d", seed)
+	s := parityShape{Records: 4000, Keys: 200, Base: parityBase(time.Now()), Step: 10, Late: 2500, LateShare: 0.05}
+	in := parityTableJoinInput(seed, s)
+	topo, err := workloadTopology(Job{AppID: "parity-table-join", Workload: "table-left-join", Input: "in", Table: "rows", Output: "out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tidemarktest.New(topo, tidemarktest.WithDefaultPartitions(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	stream := tidemarktest.Input(d, "in", serde.String(), serde.String())
+	table := tidemarktest.Input(d, "rows", serde.String(), serde.String())
+	rows := map[string]string{}
+	var want []outRecord
+	deletes, lastTable := 0, int64(0)
+	for _, r := range in {
+		switch {
+		case r.Second && r.Tombstone:
+			deletes++
+			delete(rows, r.Key)
+			err = table.PipeTombstone(r.Key, r.Ts)
+		case r.Second:
+			rows[r.Key] = r.Value
+			err = table.Pipe(r.Key, r.Value, r.Ts)
+		default:
+			if r.Ts <= lastTable {
+				t.Fatalf("stream record %v not after the table's updates (last %d)", r, lastTable)
+			}
+			row, ok := rows[r.Key]
+			want = append(want, outRecord{r.Key, r.Value + "|" + orNull(row, ok)})
+			err = stream.Pipe(r.Key, r.Value, r.Ts)
+		}
+		if r.Second {
+			lastTable = max(lastTable, r.Ts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvs, err := tidemarktest.Output(d, "out", serde.String(), serde.String()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]outRecord, 0, len(kvs))
+	nulls := 0
+	for _, kv := range kvs {
+		got = append(got, outRecord{kv.Key, kv.Value})
+		if strings.HasSuffix(kv.Value, "|null") {
+			nulls++
+		}
+	}
+	var w ParityWorkload
+	compareEntries(&w, pairCounts(got), pairCounts(want))
+	t.Logf("%d stream records, %d table updates (%d deletes), %d unmatched", len(want), len(in)-len(want), deletes, nulls)
+	if w.Mismatches != 0 || nulls == 0 || nulls == len(want) {
+		t.Errorf("%d mismatches: %v", w.Mismatches, w.Examples)
+	}
+}

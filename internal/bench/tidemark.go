@@ -56,6 +56,12 @@ func workloadTopology(job Job) (*topology.Topology, error) {
 		in.Join(other, func(_ string, left, right string) string { return left + "|" + right },
 			topology.JoinWindowsOf(job.WindowSize, job.Grace), topology.Named("sjoin")).
 			WithSerdes(serde.String(), serde.String()).To(job.Output)
+	case "table-left-join":
+		// bench parity's stream-table left join: Table is the table.
+		rows := b.Table(job.Table, serde.String(), serde.String(), topology.Named("rows"))
+		in.LeftJoinTable(rows, func(_ string, v, row string, found bool) string { return v + "|" + orNull(row, found) },
+			topology.Named("enrich")).
+			WithSerdes(serde.String(), serde.String()).To(job.Output)
 	case "stream-left-join":
 		// bench parity's left join: as stream-join, and each left record
 		// no right record joined as "L|null" once its window closes.

@@ -22,7 +22,7 @@ func newParityCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "parity",
-		Short: "Compare tidemark's results with Kafka Streams' on the same input: counts (plain, windowed, session, table), stream-stream joins",
+		Short: "Compare tidemark's results with Kafka Streams' on the same input: counts (plain, windowed, session, table), stream-stream and stream-table joins",
 		Long: `parity produces one seeded input per workload (Zipf-skewed hot and cold keys,
 out-of-order timestamps, records later than the window's grace, equal
 timestamps; two inputs for the joins), runs Kafka Streams (exactly_once_v2,
@@ -45,6 +45,10 @@ output topic, reads both outputs read_committed to the end and compares them:
               table (5% of its records deletes), re-keyed by category (the
               value's last two characters) and counted: every update
               subtracts the row from its old category
+  table-join  the multiset of pairs of a stream-table left join, the
+              table's updates (a quarter as many, 5% deletes) all
+              timestamped before the stream, so every stream record meets
+              its row's last value
 
 Kafka Streams' record cache emits fewer intermediate updates, so count,
 windowed, session and table-agg compare last values, not update streams
@@ -83,7 +87,7 @@ in internal/bench/streams is built with Maven on first use.`,
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", os.Getenv("TIDEMARK_BROKERS"), "seed brokers (default: start or reuse the make kafka-up broker)")
 	f.StringVar(&out, "out", "", "results directory (default internal/bench/results/<time>-parity, copied to parity-latest; an explicit directory is not copied)")
-	f.StringSliceVar(&o.Workloads, "workloads", nil, "workloads to compare, of count, windowed, join, left-join, outer-join, session, table-agg (default all)")
+	f.StringSliceVar(&o.Workloads, "workloads", nil, "workloads to compare, of count, windowed, join, left-join, outer-join, session, table-agg, table-join (default all)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the input (default: the time; logged)")
 	f.IntVar(&o.Records, "records", 0, "input records per workload (default 20000; the join's split over its two inputs)")
 	f.IntVar(&o.Keys, "keys", 0, "distinct keys, Zipf-skewed (default 200)")

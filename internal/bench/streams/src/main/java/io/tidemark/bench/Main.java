@@ -35,7 +35,7 @@ import org.apache.kafka.streams.state.WindowStore;
  *
  * <pre>
  * Main --bootstrap HOST:PORT --app-id ID
- *      --workload stateless|count|windowed|join|stream-join|stream-left-join|stream-outer-join|session|table-agg|latest|sweep
+ *      --workload stateless|count|windowed|join|stream-join|stream-left-join|stream-outer-join|session|table-agg|table-left-join|latest|sweep
  *      --input TOPIC --output TOPIC [--table TOPIC] [--window-output TOPIC] [--commit-interval-ms N]
  *      [--report-commits-ms N]
  *      [--window-ms N] [--grace-ms N] [--state-dir DIR] [--threads N] [--cache-bytes N]
@@ -104,6 +104,14 @@ public final class Main {
                         StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
                     .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
+            case "table-left-join" -> {
+                // bench parity's stream-table left join: --table is the table.
+                KTable<String, String> rows = b.table(need(a, "table"),
+                    Consumed.with(Serdes.String(), Serdes.String()),
+                    Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("rows"));
+                in.leftJoin(rows, (v, row) -> v + "|" + row)
+                    .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
             case "stream-left-join" -> {
                 // bench parity's left join: as stream-join, and each left
                 // record no right record joined as "L|null" once its window closes.
@@ -150,7 +158,7 @@ public final class Main {
                 .mapValues(Object::toString)
                 .to(output, Produced.with(Serdes.String(), Serdes.String()));
             default -> throw new IllegalArgumentException("unknown --workload " + workload
-                + " (want stateless, count, windowed, join, stream-join, stream-left-join, stream-outer-join, session, table-agg, latest or sweep)");
+                + " (want stateless, count, windowed, join, stream-join, stream-left-join, stream-outer-join, session, table-agg, table-left-join, latest or sweep)");
         }
 
         Properties p = new Properties();
