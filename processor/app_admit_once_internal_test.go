@@ -26,6 +26,7 @@ import (
 // with placement) was held too. Here the tenant's records wait on the
 // repartition topic, already admitted at the input: none of them is held.
 func TestAdmissionChargesARecordOnceAcrossARepartition(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	b.Stream("in", serde.String(), serde.String(), topology.WithTenant(func(k, _ string) string { return k })).
 		Repartition(topology.Named("rp"), topology.WithPartitions(1)).To("out")

@@ -105,6 +105,7 @@ func newMergedSession(t *testing.T, perPass int, tenants map[string]frontier.Ten
 // of 30 here. Rate-limited, the result must be the unlimited one, only
 // later.
 func TestAdmissionHoldKeepsATasksTimestampOrder(t *testing.T) {
+	t.Parallel()
 	late, free := runMergedWindows(t, nil)
 	if late != 0 || free != "30" {
 		t.Fatalf("unlimited: %d late, hot's window counted %s, want 0 late and 30", late, free)
@@ -120,6 +121,7 @@ func TestAdmissionHoldKeepsATasksTimestampOrder(t *testing.T) {
 // partition, so its other partitions' queues would grow instead: they
 // are paused with it.
 func TestAdmissionHoldWithoutABoundPausesTheWholeTask(t *testing.T) {
+	t.Parallel()
 	s, tk, _, now := newMergedSession(t, UnlimitedRecordsPerTaskPass, map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}})
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
 	if err != nil {
@@ -148,6 +150,7 @@ func TestAdmissionHoldWithoutABoundPausesTheWholeTask(t *testing.T) {
 // counted as the commit controller's backlog they would stretch every
 // tenant's commit interval for a wait no interval changes.
 func TestAWaitingTasksBacklogIsNotTheControllers(t *testing.T) {
+	t.Parallel()
 	s, tk, _, now := newMergedSession(t, 500, map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}})
 	enq := func(topic, key string, ts0 int64, n int) {
 		var recs []*kgo.Record

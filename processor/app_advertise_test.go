@@ -6,6 +6,7 @@ import (
 )
 
 func TestAdvertisedAddrIsDialable(t *testing.T) {
+	t.Parallel()
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

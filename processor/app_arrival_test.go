@@ -12,6 +12,7 @@ import (
 // when the input reached the process (or its broker append time, which
 // includes the consumer lag), never the producer's event time.
 func TestArrivalIsPollTimeNotEventTime(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
 	polled := now.Add(-20 * time.Millisecond)
 	// RecordAttrs has no exported constructor; a record fetched from a

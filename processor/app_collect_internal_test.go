@@ -9,6 +9,7 @@ import (
 // value and an empty one stay different, and appending to the copied key
 // must not overwrite the value behind it.
 func TestCloneKeyValueKeepsNullEmptyAndBounds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		k, v []byte

@@ -10,6 +10,7 @@ import (
 // controller starts counting at zero, the closed sessions' counts are
 // added back, by reason too, without changing the earlier snapshot.
 func TestCommitTotalsCarryAcrossSessions(t *testing.T) {
+	t.Parallel()
 	var tot commitTotals
 	first := frontier.Snapshot{Commits: 7, Aborts: 2, CommitsBy: map[frontier.Reason]uint64{frontier.ReasonInterval: 5, frontier.ReasonStaleness: 2}}
 	tot.add(first)

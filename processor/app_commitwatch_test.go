@@ -9,6 +9,7 @@ import (
 )
 
 func TestCommitWatchFlagsAPhaseFarSlowerThanUsual(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	var w commitWatch

@@ -154,6 +154,7 @@ func (d *dropper) drop(t *testing.T, n int) {
 // tombstones are dropped by the count, undecodable records by the source,
 // and the exporter labels each with its task, operator and reason.
 func TestDroppedRecordsExportedByTaskNodeAndReason(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	b.Stream("in", serde.String(), serde.Int64(), topology.SkipUndecodable(), topology.Named("in")).
 		GroupByKey().Count(topology.Named("counts"))
@@ -207,6 +208,7 @@ func TestDroppedRecordsExportedByTaskNodeAndReason(t *testing.T) {
 // last line; a line that is due goes out even when nothing more was
 // dropped. The counter follows every drop at once.
 func TestDroppedRecordsLogRateLimit(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		at    time.Duration // since the start
 		drops int
@@ -268,6 +270,7 @@ func TestDroppedRecordsLogRateLimit(t *testing.T) {
 // counter keeps growing, the rate limit of the site carries over, and a
 // task that left has its pending count logged once it is due.
 func TestDroppedRecordsAcrossTaskInstances(t *testing.T) {
+	t.Parallel()
 	dt := newDropTest()
 	start := time.Unix(0, 0)
 	first := newDropper(t, "op", topology.DropNullKey)
@@ -296,6 +299,7 @@ func TestDroppedRecordsAcrossTaskInstances(t *testing.T) {
 }
 
 func TestFlushDroppedLogsPendingCounts(t *testing.T) {
+	t.Parallel()
 	dt := newDropTest()
 	d := newDropper(t, "op", topology.DropLate)
 	s := &session{app: &App{log: dt.log}, tasks: map[topology.TaskID]*liveTask{d.tk.ID(): {task: d.tk}}}

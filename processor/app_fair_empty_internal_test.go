@@ -26,6 +26,7 @@ func emptyFetch(topic string, lso int64) kgo.FetchTopic {
 // the lagging input's windows, and its records were then dropped as late
 // (100 of 130 here).
 func TestATaskWaitsForAPartitionFetchedEmptyWithRecordsLeft(t *testing.T) {
+	t.Parallel()
 	s, tk, counts, now := newMergedSession(t, 500, nil)
 	pass := func(fetches ...kgo.FetchTopic) {
 		t.Helper()
@@ -60,6 +61,7 @@ func TestATaskWaitsForAPartitionFetchedEmptyWithRecordsLeft(t *testing.T) {
 // An empty fetch of a partition fetched up to its last stable offset is
 // the partition caught up: the task goes on with its other inputs at once.
 func TestAPartitionFetchedEmptyAtItsEndIsCaughtUp(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{
 		feedMerged("a", "hot", 0, 1000, 30, 30), feedMerged("b", "cold", 0, 60000, 30, 30)}}}, *now); err != nil {
@@ -82,6 +84,7 @@ func TestAPartitionFetchedEmptyAtItsEndIsCaughtUp(t *testing.T) {
 // fetched, or, should no marker come (compacted away), until settleBehind
 // gives up on them: never for good.
 func TestATaskWaitsForAnAbortedTailOnlyUntilItsMarker(t *testing.T) {
+	t.Parallel()
 	for _, marker := range []bool{true, false} {
 		s, _, counts, now := newMergedSession(t, 500, nil)
 		// a: 30 records fetched; offsets 30-38 aborted, 39 the abort marker.
@@ -127,6 +130,7 @@ func TestATaskWaitsForAnAbortedTailOnlyUntilItsMarker(t *testing.T) {
 // which keep coming beside other partitions' records, must not restart
 // settleBehind's clock each time, or its task would wait for it for good.
 func TestEmptyFetchesOfAPartitionLeftBehindSettle(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	// a: 30 records fetched, its stable offset 40: offsets 30-39 emptied by compaction.
 	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{
@@ -162,6 +166,7 @@ func TestEmptyFetchesOfAPartitionLeftBehindSettle(t *testing.T) {
 // and the task waits for the records after it. A log that is empty (its
 // start at its stable offset, as a purged repartition topic's) is caught up.
 func TestAPartitionFirstFetchedEmptyIsBehindFromItsPosition(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // they were never processed, and the next commit took the position past
 // them, so they were lost for good.
 func TestRecordsFetchedWithAPartitionErrorAreProcessed(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	a := feedMerged("a", "hot", 0, 1000, 3, 10)
 	a.Partitions[0].Err = errors.New("encoded crc 1 does not match calculated crc 2")

@@ -117,6 +117,7 @@ func (r *fairRig) checkOffsetOrder(t *testing.T, p int32, n int) {
 // all go in the first pass, and the offsets a commit may carry stop at the
 // queue head.
 func TestFairPassTakesAtMostNPerTask(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 500, 1000, 2, frontier.Options{})
 	r.feed(0, "hot", 0, 1200)
 	r.feed(1, "cold", 0, 3)
@@ -142,6 +143,7 @@ func TestFairPassTakesAtMostNPerTask(t *testing.T) {
 // TestFairUnlimitedPassTakesEverything: UnlimitedRecordsPerTaskPass is the
 // old loop: one pass processes all that was polled.
 func TestFairUnlimitedPassTakesEverything(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, UnlimitedRecordsPerTaskPass, 1000, 2, frontier.Options{})
 	r.feed(0, "hot", 0, 1200)
 	r.feed(1, "cold", 0, 3)
@@ -155,6 +157,7 @@ func TestFairUnlimitedPassTakesEverything(t *testing.T) {
 // reach it in the same order as one pass over all of them would give:
 // lowest head timestamp first, each partition's own order kept.
 func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	b.Stream("carts", serde.String(), serde.String()).
 		Merge(b.Stream("payments", serde.String(), serde.String())).To("out")
@@ -203,6 +206,7 @@ func TestFairQueuesKeepTimestampOrderAcrossPassesAndPolls(t *testing.T) {
 // rewinds to the committed offsets), a revocation drops the revoked
 // partitions' queues only.
 func TestFairDiscardAndRevoke(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 10, 10, 2, frontier.Options{})
 	r.feed(0, "a", 0, 50)
 	r.feed(1, "b", 0, 50)
@@ -227,6 +231,7 @@ func TestFairDiscardAndRevoke(t *testing.T) {
 // TestFairBoundPausesFetchingUntilDrained: a task whose queue passes the
 // bound has its partitions paused; they resume once it drained to half.
 func TestFairBoundPausesFetchingUntilDrained(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -259,6 +264,7 @@ func TestFairBoundPausesFetchingUntilDrained(t *testing.T) {
 // is paused once their bytes pass queueByteBound, far below the record
 // bound, and resumed once they drained to half of it.
 func TestFairByteBoundPausesLargeRecords(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 1, 1, 1, frontier.Options{}) // record bound 4
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -295,6 +301,7 @@ func TestFairByteBoundPausesLargeRecords(t *testing.T) {
 // 16,000 records of 60 bytes) without pausing, so a backlogged input is not
 // paused, dropped and fetched again at every fetch.
 func TestFairDefaultBoundHoldsAFetch(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, DefaultMaxRecordsPerTaskPass, 10_000, 1, frontier.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -315,6 +322,7 @@ func TestFairDefaultBoundHoldsAFetch(t *testing.T) {
 // tenant's partition flows; the offsets a commit may carry stop at the
 // held partition's head.
 func TestAdmissionHoldsATenantsPartitionAtItsRate(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 500, 1000, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 2}}})
 	r.feed(0, "hot", 0, 30)
 	r.feed(1, "cold", 0, 30)
@@ -351,6 +359,7 @@ func TestAdmissionHoldsATenantsPartitionAtItsRate(t *testing.T) {
 // poll it made every commit look seconds late to the feedback loop. The
 // other tenant's records keep their poll time.
 func TestThrottledRecordsOriginateAtTheirRelease(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 500, 1000, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 2}}})
 	polled := r.now
 	var recs [2][]*kgo.Record
@@ -393,6 +402,7 @@ func TestThrottledRecordsOriginateAtTheirRelease(t *testing.T) {
 // TestMaxRecordsPerTaskPassValidated: NewApp's validation accepts n ≥ 1 and
 // UnlimitedRecordsPerTaskPass, and names the field otherwise.
 func TestMaxRecordsPerTaskPassValidated(t *testing.T) {
+	t.Parallel()
 	for n, ok := range map[int]bool{0: true, 1: true, 500: true, UnlimitedRecordsPerTaskPass: true, -2: false} {
 		c := Config{Brokers: []string{"x:9092"}}
 		WithMaxRecordsPerTaskPass(n)(&c)
@@ -427,6 +437,7 @@ func metricValue(m prometheus.Metric) float64 {
 // and refetch the partition's records over and over): what arrives
 // meanwhile queues, and the queue's bound pauses the partition once full.
 func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 5, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}}) // bound 20
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -467,6 +478,7 @@ func TestAdmissionReleasesAHoldWithAnEmptyQueue(t *testing.T) {
 // Without fair scheduling the queues have no bound, so a hold pauses its
 // partition at once.
 func TestAdmissionHoldPausesWithoutABound(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, UnlimitedRecordsPerTaskPass, 20, 1, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -485,6 +497,7 @@ func TestAdmissionHoldPausesWithoutABound(t *testing.T) {
 // A queued record reports the time of the poll that fetched it, however
 // many passes later it is processed: the controller's staleness origin.
 func TestQueuedRecordsKeepTheirPollTime(t *testing.T) {
+	t.Parallel()
 	f := newFairQueues(1, 1)
 	tp := changelog.TopicPartition{Topic: "in"}
 	t1, t2 := time.Unix(100, 0), time.Unix(200, 0)
@@ -516,6 +529,7 @@ func TestQueuedRecordsKeepTheirPollTime(t *testing.T) {
 // would stretch every tenant's commit interval), but stays in the lag
 // metrics; a second after its last hold it counts again.
 func TestThrottledBacklogIsNotTheControllersBacklog(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 20, 2, frontier.Options{Tenants: map[string]frontier.TenantOptions{"hot": {Rate: 10, Burst: 1}}})
 	r.feed(0, "hot", 0, 12)
 	r.feed(1, "cold", 0, 12)
@@ -543,6 +557,7 @@ func TestThrottledBacklogIsNotTheControllersBacklog(t *testing.T) {
 // record of why it was paused, and with it the only resume it would get.
 // The partition stayed paused for good, its task running and never fed.
 func TestRevokedAndReturnedPartitionIsNotLeftPaused(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -571,6 +586,7 @@ func TestRevokedAndReturnedPartitionIsNotLeftPaused(t *testing.T) {
 // it; a restoring task's partition (not running) stays paused, and so
 // does one paused for its backlog.
 func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 1, 3, frontier.Options{}) // bound 20
 	var buf syncBuffer
 	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -621,6 +637,7 @@ func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
 // App's, the partitions every stream thread paused: a thread with none
 // paused does not overwrite a sibling's count.
 func TestPausedPartitionsGaugeSumsThreads(t *testing.T) {
+	t.Parallel()
 	r0 := newFairRig(t, 5, 1, 2, frontier.Options{}) // bound 20
 	r1 := newFairRig(t, 5, 1, 2, frontier.Options{})
 	app := r0.s.app

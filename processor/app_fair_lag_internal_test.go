@@ -31,6 +31,7 @@ func feedMerged(topic, key string, off, ts0 int64, n int, lso int64) kgo.FetchTo
 // records here were dropped as late. As in Kafka Streams (KIP-695), the
 // task waits for the partition with records still on the broker.
 func TestATaskWaitsForItsPartitionWithRecordsOnTheBroker(t *testing.T) {
+	t.Parallel()
 	s, tk, counts, now := newMergedSession(t, 500, nil)
 	pass := func(fetches ...kgo.FetchTopic) {
 		t.Helper()
@@ -65,6 +66,7 @@ func TestATaskWaitsForItsPartitionWithRecordsOnTheBroker(t *testing.T) {
 // of a transactionally written topic (every repartition topic) would look
 // behind after each fetch and hold its task back.
 func TestAMarkerIsNotARecordLeftOnTheBroker(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	a := feedMerged("a", "hot", 0, 1000, 3, 4)
 	a.Partitions[0].Records = append(a.Partitions[0].Records, &kgo.Record{Topic: "a", Offset: 3,
@@ -88,6 +90,7 @@ func TestAMarkerIsNotARecordLeftOnTheBroker(t *testing.T) {
 // records: the task waits for it, but only unknownLagWait, since the
 // fetches of an empty partition seldom reach the loop.
 func TestATaskWaitsBoundedForAPartitionNeverFetched(t *testing.T) {
+	t.Parallel()
 	s, _, counts, now := newMergedSession(t, 500, nil)
 	if _, err := s.enqueueFetches(kgo.Fetches{{Topics: []kgo.FetchTopic{feedMerged("b", "cold", 0, 60000, 2, 2)}}}, *now); err != nil {
 		t.Fatal(err)
@@ -119,6 +122,7 @@ func TestATaskWaitsBoundedForAPartitionNeverFetched(t *testing.T) {
 // pausing the one it waits for (every partition of the task, as before)
 // stopped its fetches, and the task waited for good.
 func TestAFullTaskKeepsFetchingThePartitionItWaitsFor(t *testing.T) {
+	t.Parallel()
 	s, _, _, now := newMergedSession(t, 500, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("a", "b"))
 	if err != nil {
@@ -152,6 +156,7 @@ func TestAFullTaskKeepsFetchingThePartitionItWaitsFor(t *testing.T) {
 // time the task waited between fetches, and the least backlog of the
 // commit cycle, from which it judges an overload, was about zero.
 func TestATaskWaitingForAFetchReportsItsBacklogToTheController(t *testing.T) {
+	t.Parallel()
 	s, _, _, now := newMergedSession(t, 500, nil)
 	// a: fetched, nothing queued, 100,000 records left on the broker.
 	s.fair.enqueue(s.byInput[changelog.TopicPartition{Topic: "a"}].task.ID(), changelog.TopicPartition{Topic: "a"}, nil, 100_000, *now)

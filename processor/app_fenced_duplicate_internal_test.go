@@ -19,6 +19,7 @@ import (
 // and taking the member back from the newcomer; fenced while the group
 // still has its own member, it restarts as before.
 func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
+	t.Parallel()
 	a, group, topic := groupTestApp(t, "dupfence", WithInstanceID("same"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -71,6 +72,7 @@ func TestFencedSessionStopsWhenAnotherProcessTookItsInstanceID(t *testing.T) {
 // A second fence within instanceFenceWindow stops it; one after the
 // window restarts again.
 func TestAFirstInstanceFenceRestartsTheSession(t *testing.T) {
+	t.Parallel()
 	app := &App{log: slog.New(slog.DiscardHandler), cfg: Config{InstanceID: "i2"}}
 	th := &appThread{app: app}
 	app.threads = []*appThread{th}

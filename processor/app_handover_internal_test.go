@@ -19,6 +19,7 @@ import (
 // stayed open for the life of the process, with its memtables, and took
 // a share of every other task DB's index cache.
 func TestAHandOverEndsWhenTheRestoreStopsBeforeOpeningTheTask(t *testing.T) {
+	t.Parallel()
 	id := topology.TaskID{SubTopology: 0, Partition: 1}
 	for _, tc := range []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 // is base64 with key_encoding, as values are. Written raw, JSON turned
 // the invalid bytes into U+FFFD, and Int64 keys 200 and 201 read alike.
 func TestEntryEncodesBinaryKeysAndValues(t *testing.T) {
+	t.Parallel()
 	info := topology.StoreInfo{Spec: store.Spec{Kind: store.KindKeyValue}}
 	key := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 	var seen []string

@@ -10,6 +10,7 @@ import (
 )
 
 func TestIdleTrackerRules(t *testing.T) {
+	t.Parallel()
 	const tau = 5 * time.Second
 	t0 := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -101,6 +102,7 @@ func TestIdleTrackerRules(t *testing.T) {
 }
 
 func TestFollowTarget(t *testing.T) {
+	t.Parallel()
 	ref := func(p int32) frontier.TaskRef { return frontier.TaskRef{SubTopology: 0, Partition: p} }
 	mark := func(p int32, wm int64, idle bool) frontier.TaskMark {
 		return frontier.TaskMark{TaskRef: ref(p), WatermarkMs: wm, Idle: idle}

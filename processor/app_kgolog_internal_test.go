@@ -15,6 +15,7 @@ import (
 // app's log, naming the partition; franz-go's other info messages stay at
 // debug.
 func TestKgoLoggerWarnsOfOutOfRangeResume(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := &kgoLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "retries"})}

@@ -19,6 +19,7 @@ import (
 // application reports no lag and its thread no stall. Until then, while
 // records are queued, and while the partition is paused, they count.
 func TestCaughtUpTransactionalInputHasNoLag(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 500, 100, 2, frontier.Options{})
 	tp0 := changelog.TopicPartition{Topic: "in", Partition: 0}
 	t0 := r.now

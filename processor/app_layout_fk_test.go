@@ -12,6 +12,7 @@ import (
 // writing them (InternalTopic.SizedByReader), also when the right table
 // is read from a repartition topic.
 func TestSizeLayoutForeignKeyJoin(t *testing.T) {
+	t.Parallel()
 	for _, rekeyed := range []bool{false, true} {
 		b := topology.NewBuilder("app")
 		lines := b.Table("lines", serde.String(), serde.String(), topology.Named("lines"))

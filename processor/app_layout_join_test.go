@@ -18,6 +18,7 @@ import (
 // get the larger count, or the fixed one (Kafka Streams'
 // CopartitionedTopicsEnforcer).
 func TestSizeLayoutRekeyedJoinInput(t *testing.T) {
+	t.Parallel()
 	byCustomer := func(_ string, v string) string { return v }
 	cases := []struct {
 		name  string

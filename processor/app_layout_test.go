@@ -9,6 +9,7 @@ import (
 )
 
 func TestSizeLayout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		build     func(b *topology.Builder)

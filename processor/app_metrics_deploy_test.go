@@ -51,6 +51,7 @@ func describedMetrics(t *testing.T) map[string][]string {
 // TestOperatorMetricsExist: the per-task and per-operator metrics the
 // README promises for alerting exist with their labels.
 func TestOperatorMetricsExist(t *testing.T) {
+	t.Parallel()
 	have := describedMetrics(t)
 	for name, labels := range map[string][]string{
 		"tidemark_dropped_records_total":      {"app", "task", "node", "reason"},
@@ -132,6 +133,7 @@ func checkExpr(have map[string][]string, where, expr string) []string {
 // dashboard and the Prometheus alert rules in deploy/ use exists, so
 // neither goes silently blank after a rename.
 func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
+	t.Parallel()
 	have := describedMetrics(t)
 	var problems []string
 
@@ -204,6 +206,7 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 // TestCheckExprFindsMistakes: the checker itself catches a renamed metric,
 // a wrong label and a grouping by a label that is not there.
 func TestCheckExprFindsMistakes(t *testing.T) {
+	t.Parallel()
 	have := map[string][]string{"tidemark_x_total": {"app", "cause"}, "tidemark_h_seconds": {"app"}}
 	for expr, want := range map[string]int{
 		`sum by (app, cause) (rate(tidemark_x_total[5m]))`:                            0,

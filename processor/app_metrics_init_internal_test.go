@@ -11,6 +11,7 @@ import (
 // the start, at 0. A series that appears only with its first event leaves
 // the "aborts" panel blank and hides that first abort from rate().
 func TestCountersOfFixedCausesExportedAtZero(t *testing.T) {
+	t.Parallel()
 	m := newAppMetrics("app")
 	families, err := m.reg.Gather()
 	if err != nil {

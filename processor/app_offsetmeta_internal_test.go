@@ -9,6 +9,7 @@ import (
 )
 
 func TestOffsetMetadataRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := offsetMeta{inputTime: 1234, ops: map[string]int64{"per-window": 99, "odd name&=?": 7},
 		logs: map[string]int64{"count-store": 15523, "a.b": 3}}
 	md := in.encode()
@@ -29,6 +30,7 @@ func TestOffsetMetadataRoundTrip(t *testing.T) {
 // An older version wrote only clocks: such metadata resumes the clocks and
 // asks no changelog position.
 func TestOffsetMetadataOfAnOlderVersionHasNoPositions(t *testing.T) {
+	t.Parallel()
 	m, ok := decodeOffsetMeta("tidemark/1?c.w=5&st=10")
 	if !ok || m.inputTime != 10 || m.ops["w"] != 5 || len(m.logs) != 0 {
 		t.Fatalf("decode = %+v %v", m, ok)
@@ -41,6 +43,7 @@ func TestOffsetMetadataOfAnOlderVersionHasNoPositions(t *testing.T) {
 // offset.metadata.max.bytes (4096), which refused every commit; the
 // encoded form must fit, and decode to the same clocks and positions.
 func TestOffsetMetadataOfManyOperatorsFitsTheBrokerLimit(t *testing.T) {
+	t.Parallel()
 	in := offsetMeta{inputTime: 1765019000123, ops: map[string]int64{}, logs: map[string]int64{}}
 	for i := range 60 {
 		name := fmt.Sprintf("velocity-per-user-and-merchant-over-five-minutes-%02d", i)
@@ -69,6 +72,7 @@ func TestOffsetMetadataOfManyOperatorsFitsTheBrokerLimit(t *testing.T) {
 // commit for good, so each upgrade grew the offset metadata toward the
 // broker's limit. A commit keeps only its own stores' positions.
 func TestCommitMetadataDropsPositionsOfStoresTheTopologyNoLongerHas(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	b.Stream("in", serde.String(), serde.String()).GroupByKey().Count(topology.Named("counts"))
 	topo, err := b.Build()

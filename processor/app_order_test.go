@@ -19,6 +19,7 @@ import (
 // returns for a multi-input task reach it in timestamp order across its
 // input partitions, each partition's own order kept.
 func TestTaskInputsProcessInTimestampOrderAcrossPartitions(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	b.Stream("carts", serde.String(), serde.String()).
 		Merge(b.Stream("payments", serde.String(), serde.String())).To("out")

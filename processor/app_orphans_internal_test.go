@@ -12,6 +12,7 @@ import (
 // topics in no member's assignment, as the hole a cooperative move leaves
 // between its two rebalances.
 func TestOrphansAreThePartitionsNoMemberHas(t *testing.T) {
+	t.Parallel()
 	parts := map[string]int32{"in": 4, "other": 2}
 	members := map[string]map[string][]int32{
 		"m-t0": {"in": {0, 1}, "other": {0, 1}},
@@ -34,6 +35,7 @@ func TestOrphansAreThePartitionsNoMemberHas(t *testing.T) {
 // changed start the count over, and after forcing two more checks are
 // needed.
 func TestOrphanWatchActsOnAHoleThatStays(t *testing.T) {
+	t.Parallel()
 	var w orphanWatch
 	hole := []string{"in/2", "in/3"}
 	steps := []struct {
@@ -65,6 +67,7 @@ func TestOrphanWatchActsOnAHoleThatStays(t *testing.T) {
 // differs from the last one, so the coordinator rebalances instead of
 // answering with the stored assignment.
 func TestJoinMetadataCarriesTheRejoinCounter(t *testing.T) {
+	t.Parallel()
 	var rc rejoinCounter
 	b := &copartitionBalancer{info: memberInfo{Instance: "i", Thread: 1}, rejoin: &rc}
 	ud := func() joinUserData {

@@ -19,6 +19,7 @@ import (
 // member id (FENCED_INSTANCE_ID). With the current member id the removal
 // takes, and the group is left without the instance.
 func TestPeerRemovalSparesAnInstanceThatRejoined(t *testing.T) {
+	t.Parallel()
 	a, group, topic := groupTestApp(t, "peers")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -169,6 +169,7 @@ func maxUncommitted(t *testing.T, topic string) uint64 {
 // log at all (staged, not produced into the ending transaction). In the
 // end every output is committed exactly once.
 func TestPipelinedCommitProcessesWhileEnding(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	var rig *pipeRig
 	var held atomic.Bool
@@ -216,6 +217,7 @@ func (a abortingTransactor) End(ctx context.Context, commit bool, md txn.Metadat
 // over N's): N+1 must go with N, everything since the last commit is
 // redone, and every output is committed exactly once.
 func TestPipelinedAbortDiscardsNextAndRedoes(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	var rig *pipeRig
 	var aborted atomic.Bool
@@ -272,6 +274,7 @@ func gathered(t *testing.T, a *App, name, lv string) float64 {
 // stages one output while a transaction ends, then waits for it instead of
 // processing on.
 func TestPipelineBudgetBoundsStaging(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	var rig *pipeRig
 	var held atomic.Bool
@@ -330,6 +333,7 @@ func revokeDuringEnd(t *testing.T, n int, revs ...map[string][]int32) float64 {
 // exactly once. The revoked partition is one the session does not own:
 // the revocation is what counts, and the rig's one partition stays.
 func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
+	t.Parallel()
 	if got := revokeDuringEnd(t, 1000, map[string][]int32{"other-topic": {7}}); got < 1 {
 		t.Fatalf("aborts after the revocation = %v, want N+1 aborted", got)
 	}
@@ -341,6 +345,7 @@ func TestRevocationDuringPipelinedEndAbortsTheNext(t *testing.T) {
 // of the partitions that stay must commit: aborting them made the survivor
 // of a failover redo its own work just as the moved partitions arrived.
 func TestEmptyRevocationAbortsNothing(t *testing.T) {
+	t.Parallel()
 	if got := revokeDuringEnd(t, 1000, map[string][]int32{}, nil); got != 0 {
 		t.Fatalf("aborts after empty revocations = %v, want none", got)
 	}
@@ -353,6 +358,7 @@ func TestEmptyRevocationAbortsNothing(t *testing.T) {
 // or light load would look like a saturated loop (as it did on the real
 // broker: 50% load read as 85–98% utilisation).
 func TestIdleWaitForEndIsNotCommitCost(t *testing.T) {
+	t.Parallel()
 	const n, hold = 200, 300 * time.Millisecond
 	var rig *pipeRig
 	var held atomic.Int32

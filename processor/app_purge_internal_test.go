@@ -53,6 +53,7 @@ func (f *fakePurgeAdmin) DeleteRecords(_ context.Context, os kadm.Offsets) (kadm
 }
 
 func TestPurgerDeletesOnlyBelowCommittedOffsets(t *testing.T) {
+	t.Parallel()
 	const rep = "app-by-sku-repartition"
 	var purged int64
 	var errs int

@@ -20,6 +20,7 @@ import (
 // it, and not once it processed records, has nothing to do, or only
 // restores a task itself.
 func TestStalledThreadSaysWhatItWaitsOn(t *testing.T) {
+	t.Parallel()
 	r := newFairRig(t, 5, 1, 2, frontier.Options{})
 	var buf syncBuffer
 	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))

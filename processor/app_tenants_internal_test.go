@@ -16,6 +16,7 @@ import (
 // tenant crashed the process. The tenant is reported with its invalid
 // bytes replaced, and its outputs are counted.
 func TestTenantAccountingSurvivesAnInvalidUTF8Tenant(t *testing.T) {
+	t.Parallel()
 	m := newAppMetrics("app")
 	var a tenantAccounts
 	now := time.Unix(1_700_000_000, 0)
@@ -57,6 +58,7 @@ func TestTenantAccountingSurvivesAnInvalidUTF8Tenant(t *testing.T) {
 // in its histogram and overwrote its whole HTTP window, and each was a
 // Prometheus lookup on the commit path (6 ms a commit with 10,000 sellers).
 func TestOverflowTenantsAreOneAccountPerCommit(t *testing.T) {
+	t.Parallel()
 	m := newAppMetrics("app")
 	var a tenantAccounts
 	now := time.Unix(1_700_000_000, 0)
@@ -94,6 +96,7 @@ func TestOverflowTenantsAreOneAccountPerCommit(t *testing.T) {
 // added to its count and their staleness samples to its quantiles; it is
 // reported as "other" followed by U+FFFD.
 func TestATenantNamedOtherIsNotTheOverflow(t *testing.T) {
+	t.Parallel()
 	m := newAppMetrics("app")
 	var a tenantAccounts
 	now := time.Unix(1_700_000_000, 0)

@@ -30,6 +30,7 @@ import (
 //   - a partition moving between threads of one process is not tailed as
 //     an in-flight standby, nor warmed up.
 func TestAssignHAThreads(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
@@ -121,6 +122,7 @@ func TestAssignHAThreads(t *testing.T) {
 // TestTaskLeases: a task's lease is held by one user at a time; a waiter
 // gets it once released, and gives up when its context ends.
 func TestTaskLeases(t *testing.T) {
+	t.Parallel()
 	var l taskLeases
 	id := topology.TaskID{SubTopology: 0, Partition: 3}
 	rel, err := l.acquire(context.Background(), id, "thread 0 task")
@@ -163,6 +165,7 @@ func TestTaskLeases(t *testing.T) {
 // warn level, naming the task, the waiter and the holder, and again while
 // it lasts; the waiter logs when it finally gets the lease.
 func TestTaskLeaseWaitIsLogged(t *testing.T) {
+	t.Parallel()
 	var buf syncBuffer
 	l := taskLeases{warnAfter: 40 * time.Millisecond}
 	l.setLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -225,6 +228,7 @@ func (s *syncBuffer) String() string {
 // TestThreadInstanceIDs: one thread keeps the instance id (and so the
 // transactional id) of a single-threaded App; more get "-t<i>".
 func TestThreadInstanceIDs(t *testing.T) {
+	t.Parallel()
 	if got := threadInstanceID("inst", 0, 1); got != "inst" {
 		t.Fatalf("one thread: %q", got)
 	}
@@ -247,6 +251,7 @@ func TestThreadInstanceIDs(t *testing.T) {
 // round with the result as ownership moves nothing (no churn).
 // Randomised (logged seed).
 func TestPinHot(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 4))
@@ -314,6 +319,7 @@ func TestPinHot(t *testing.T) {
 // state could land last, and the App stayed not ready (or the gauge stale)
 // until the next assignment change.
 func TestThreadSumsDoNotLoseUpdates(t *testing.T) {
+	t.Parallel()
 	a := &App{metrics: newAppMetrics("app"), threads: newThreads(2)}
 	a.thm = newThreadMetrics(a.metrics.reg, "app")
 	for _, th := range a.threads {
@@ -345,6 +351,7 @@ func TestThreadSumsDoNotLoseUpdates(t *testing.T) {
 // partitions are pinned; WithPinnedPartitions names others, and with none
 // pins nothing.
 func TestPinnedPartitionsOption(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	hot := topology.NewTenantPlacement(map[string][]int32{"flash": {0, 1}})
 	b.Stream("in", serde.String(), serde.String()).To("out", topology.WithPlacement(hot))
@@ -371,6 +378,7 @@ func TestPinnedPartitionsOption(t *testing.T) {
 }
 
 func TestIsThreadInstanceOf(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		id   string
 		want bool
@@ -388,6 +396,7 @@ func TestIsThreadInstanceOf(t *testing.T) {
 // the dashboard) follows the stalest stream thread, not thread 0: with
 // pinned partitions thread 0 may be the idle one.
 func TestControllerSnapshotIsTheStalestThreads(t *testing.T) {
+	t.Parallel()
 	a := &App{}
 	th0, th1 := &appThread{app: a, index: 0}, &appThread{app: a, index: 1}
 	a.publishSnapshot(th0, frontier.Snapshot{ObservedP99: 10 * time.Millisecond, Interval: time.Millisecond})
@@ -410,6 +419,7 @@ func TestControllerSnapshotIsTheStalestThreads(t *testing.T) {
 // the dead process's member, must not stop as a duplicate (make soak saw
 // it do so once).
 func TestReplacedByNeedsAMembershipOfOurOwn(t *testing.T) {
+	t.Parallel()
 	th := &appThread{}
 	if th.replacedBy("dead-process-member") {
 		t.Fatal("a thread that never synced counts as taken over by the member the group still lists")

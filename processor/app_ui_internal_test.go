@@ -6,6 +6,7 @@ import (
 )
 
 func TestUIRingKeepsTheNewestSamplesInOrder(t *testing.T) {
+	t.Parallel()
 	var u uiState
 	for i := range uiSamples + 10 {
 		u.add(uiSample{TimeMs: int64(i)})
@@ -25,6 +26,7 @@ func TestUIRingKeepsTheNewestSamplesInOrder(t *testing.T) {
 }
 
 func TestUIStalenessQuantilesPerSinkOverTheWindow(t *testing.T) {
+	t.Parallel()
 	var u uiState
 	now := time.Unix(1000, 0)
 	u.observeStaleness("a", now.Add(-uiStaleWindow-time.Second), time.Hour) // out of the window

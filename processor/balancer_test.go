@@ -91,6 +91,7 @@ func numbers(t *testing.T, topics map[string]int32, got map[string][]int32) []in
 }
 
 func TestCopartitionBalancerRules(t *testing.T) {
+	t.Parallel()
 	two := map[string]int32{"orders": 4, "payments": 4}
 	for _, tc := range []struct {
 		name    string
@@ -206,6 +207,7 @@ func TestCopartitionBalancerRules(t *testing.T) {
 }
 
 func TestCopartitionBalancerCarriesInstanceInfo(t *testing.T) {
+	t.Parallel()
 	b := &copartitionBalancer{info: memberInfo{Instance: "i-1", HTTP: "10.0.0.1:8080"}}
 	var meta kmsg.ConsumerMemberMetadata
 	if err := meta.ReadFrom(b.JoinGroupMetadata([]string{"t"}, nil, 3)); err != nil {

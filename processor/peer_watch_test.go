@@ -7,6 +7,7 @@ import (
 )
 
 func TestWatchedPeersAreTheNextTwoInTheRing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		self      string
 		instances []string
@@ -46,6 +47,7 @@ func TestWatchedPeersAreTheNextTwoInTheRing(t *testing.T) {
 // minPeerRefusals of them; an accepted dial or an unknown outcome (a
 // timeout) starts over, and so does the verdict itself.
 func TestPeerWatchNeedsAFullRunOfRefusals(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	type step struct {
@@ -76,6 +78,7 @@ func TestPeerWatchNeedsAFullRunOfRefusals(t *testing.T) {
 }
 
 func TestPeerWatchForgetsUnwatchedPeers(t *testing.T) {
+	t.Parallel()
 	w := newPeerWatch(500 * time.Millisecond)
 	t0 := time.Unix(1000, 0)
 	w.observe("p", dialRefused, t0)
@@ -87,6 +90,7 @@ func TestPeerWatchForgetsUnwatchedPeers(t *testing.T) {
 }
 
 func TestPeerDeadAfterValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d  time.Duration
 		ok bool

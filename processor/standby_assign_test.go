@@ -64,6 +64,7 @@ func activesOf(plan haPlan, members int) [][]int32 {
 }
 
 func TestAssignHATable(t *testing.T) {
+	t.Parallel()
 	none := map[int32]int64(nil)
 	cases := []haCase{
 		{
@@ -265,6 +266,7 @@ func checkHAInvariants(t *testing.T, c haCase, plan haPlan) {
 // TestAssignHARandomised checks the invariants over random groups: members
 // with random ownership (as a group mid-failover has it) and random lags.
 func TestAssignHARandomised(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
@@ -334,6 +336,7 @@ func TestAssignHARandomised(t *testing.T) {
 // assignment, as the member's ParseSyncAssignment does; co-partitioning
 // of the active partitions holds.
 func TestHABalancerCarriesStandbys(t *testing.T) {
+	t.Parallel()
 	topics := map[string]int32{"a": 4, "b": 4}
 	names := slices.Sorted(maps.Keys(topics))
 	type mem struct {
@@ -406,6 +409,7 @@ func TestHABalancerCarriesStandbys(t *testing.T) {
 }
 
 func TestStandbyConfigValidation(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		opts []Option
 		ok   bool
@@ -442,6 +446,7 @@ func TestStandbyConfigValidation(t *testing.T) {
 // must settle within a bound, balanced, with no warm-up left (no endless
 // probing), and warm-ups must stay within the cap on the way.
 func TestAssignHAConverges(t *testing.T) {
+	t.Parallel()
 	type member struct {
 		process string
 		owned   map[int32]bool

@@ -16,6 +16,7 @@ import (
 // of whose stateful tasks has no measured state; nothing for stateless
 // tasks, which the leader counts as caught up everywhere.
 func TestHALagsReport(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("ha-lags")
 	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
 	b.Stream("views", serde.String(), serde.String()).GroupByKey(topology.Named("c2")).Count(topology.Named("c2"))
@@ -80,6 +81,7 @@ func TestHALagsReport(t *testing.T) {
 // partition to any caught-up standby elsewhere however little the restore
 // had left, and gives this member a warm-up to take it back.
 func TestHALagsReportRestoringTasks(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("ha-lags-restoring")
 	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
 	topo, err := b.Build()
@@ -114,6 +116,7 @@ func TestHALagsReportRestoringTasks(t *testing.T) {
 // never the lag the failed tail measured: a caught-up report would have
 // the leader hand the active task to a member that rebuilds it.
 func TestHALagsReportRebuildingStandby(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("ha-lags-rebuilding")
 	b.Stream("clicks", serde.String(), serde.String()).GroupByKey(topology.Named("c1")).Count(topology.Named("c1"))
 	topo, err := b.Build()
