@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TIDEMARK_TEST_CHILD") != "" {
 		os.Exit(runChild())
 	}
+	defaultParallel()
 	os.Exit(m.Run())
 }
 
@@ -237,6 +238,7 @@ func (c *child) terminate(t *testing.T) {
 // CRASH_TEST_THREADS runs the child with that many stream threads;
 // TestExactlyOnceUnderCrashesWithThreads runs it with two.
 func TestExactlyOnceUnderCrashes(t *testing.T) {
+	t.Parallel()
 	exactlyOnceUnderCrashes(t, crashRun{threads: os.Getenv("CRASH_TEST_THREADS"), partitions: 2})
 }
 
@@ -246,6 +248,7 @@ func TestExactlyOnceUnderCrashes(t *testing.T) {
 // transactions at its own controller's cadence, and a SIGKILL lands while
 // either may be mid-commit.
 func TestExactlyOnceUnderCrashesWithThreads(t *testing.T) {
+	t.Parallel()
 	exactlyOnceUnderCrashes(t, crashRun{threads: "2", partitions: 4, policy: "adaptive"})
 }
 
@@ -256,6 +259,7 @@ func TestExactlyOnceUnderCrashesWithThreads(t *testing.T) {
 // its inputs. A held update lost in a crash would leave a count short; one
 // forwarded from an aborted transaction and again on the redo, a repeat.
 func TestExactlyOnceUnderCrashesWithRecordCache(t *testing.T) {
+	t.Parallel()
 	exactlyOnceUnderCrashes(t, crashRun{partitions: 2, topo: "cached"})
 }
 
