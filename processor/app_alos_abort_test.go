@@ -18,6 +18,7 @@ import (
 // work must be retried from the committed offsets, never skipped, so the
 // group's committed offset never passes that input.
 func TestAtLeastOnceNeverSkipsAnInputWhoseOutputFailed(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	// Incompressible, so that the batch exceeds the limit after compression.
 	raw := make([]byte, 4096)

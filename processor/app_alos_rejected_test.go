@@ -28,6 +28,7 @@ func produceOneBig(t *testing.T, in string) {
 // its input record, and the outputs of the others are written (at least
 // once: the redos may repeat them).
 func TestAtLeastOnceRejectedOutputIsDeadLetteredAfterRetries(t *testing.T) {
+	t.Parallel()
 	in, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	topo := bigOnNine(t, in, out)
@@ -66,6 +67,7 @@ func TestAtLeastOnceRejectedOutputIsDeadLetteredAfterRetries(t *testing.T) {
 // With the default handler (fail) Run returns an error naming the input
 // record whose output is rejected, instead of restarting forever.
 func TestAtLeastOnceRejectedOutputFailsRunNamingTheRecord(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	topo := bigOnNine(t, in, out)
@@ -85,6 +87,7 @@ func TestAtLeastOnceRejectedOutputFailsRunNamingTheRecord(t *testing.T) {
 // With a handler that skips, the record is skipped and the inputs behind
 // it go on.
 func TestAtLeastOnceRejectedOutputIsSkipped(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	topo := bigOnNine(t, in, out)

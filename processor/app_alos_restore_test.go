@@ -23,6 +23,7 @@ import (
 // changelog carries is no proof that the outputs were written, so
 // at-least-once must not skip inputs below it.
 func TestAtLeastOnceRestartRetriesAnInputWhoseOutputFailed(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	// Incompressible, so that the batch exceeds the limit after compression.
 	raw := make([]byte, 4096)

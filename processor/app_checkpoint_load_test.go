@@ -25,6 +25,7 @@ import (
 // changelog) and never syncs Badger (a crash replays everything since
 // start, past the RestoreTarget cap).
 func TestCheckpointsAndSnapshotsWhileInputFlows(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "app")
 	topo := countTopology(t, appID, in, out)

@@ -25,6 +25,7 @@ func configTopology(t *testing.T) *topology.Topology {
 }
 
 func TestWithConfigOrder(t *testing.T) {
+	t.Parallel()
 	topo := configTopology(t)
 	file := processor.Config{Brokers: []string{"file:9092"}, HTTPAddr: ":1", Guarantee: processor.AtLeastOnce}
 	tests := []struct {
@@ -64,6 +65,7 @@ func TestWithConfigOrder(t *testing.T) {
 }
 
 func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
+	t.Parallel()
 	commit := frontier.Options{Policy: frontier.PolicyFixed}
 	c := processor.Config{Brokers: []string{"b:9092"}, Commit: &commit}
 	before := c
@@ -109,6 +111,7 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 // An instance id must leave room for its stream threads' "-t<i>": each
 // thread's group instance id is at most 249 bytes too.
 func TestInstanceIDLengthCountsTheThreadSuffix(t *testing.T) {
+	t.Parallel()
 	topo := configTopology(t)
 	for _, c := range []struct {
 		len, threads int

@@ -29,6 +29,7 @@ var quantity = serde.Func[int64]{
 }
 
 func TestDeadLetterTopicTakesUndecodableRecordsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	in, out, dlq := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), quantity).MapValues(func(_ string, v int64) int64 { return v * 10 }).To(out)
@@ -99,6 +100,7 @@ func TestDeadLetterTopicTakesUndecodableRecordsExactlyOnce(t *testing.T) {
 // SkipUndecodable on the source wins over the dead-letter topic: the
 // topology asked to drop poison, so nothing reaches the topic.
 func TestSkipUndecodableSourceDropsInsteadOfDeadLettering(t *testing.T) {
+	t.Parallel()
 	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), quantity, topology.SkipUndecodable()).To(out)
@@ -141,6 +143,7 @@ func globalJoin(t *testing.T, in, g, out string) *topology.Topology {
 // the stream records that look its key up: the app fails naming it, before
 // any stream record is blamed for it.
 func TestUndecodableGlobalRecordFailsRunNamingIt(t *testing.T) {
+	t.Parallel()
 	in, g, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	kafkatest.Produce(t, int64Record(g, 0, "m1", ptr(2)), int64Record(g, 0, "m2", nil))
 	kafkatest.Produce(t, int64Record(in, 0, "1", ptr(5)), int64Record(in, 0, "2", ptr(7)))
@@ -158,6 +161,7 @@ func TestUndecodableGlobalRecordFailsRunNamingIt(t *testing.T) {
 // counted: the stream records looking its key up are not failed, skipped
 // or dead-lettered for it.
 func TestUndecodableGlobalRecordIsSkippedWithADeadLetterTopic(t *testing.T) {
+	t.Parallel()
 	in, g, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	kafkatest.Produce(t, int64Record(g, 0, "m1", ptr(2)), int64Record(g, 0, "m2", nil))
 	kafkatest.Produce(t, int64Record(in, 0, "1", ptr(5)), int64Record(in, 0, "2", ptr(7)))
@@ -181,6 +185,7 @@ func TestUndecodableGlobalRecordIsSkippedWithADeadLetterTopic(t *testing.T) {
 // A transaction redone after an abort replays its undecodable records: the
 // error counters must count each bad record once, not once per attempt.
 func TestRedoneTransactionCountsItsUndecodableRecordOnce(t *testing.T) {
+	t.Parallel()
 	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), quantity).

@@ -87,6 +87,7 @@ func produceWithPoison(t *testing.T, in string) {
 }
 
 func TestProcessingErrorContinueSkipsTheWholeRecord(t *testing.T) {
+	t.Parallel()
 	in, mirror, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	topo := mirrorThenFail(t, in, mirror, out)
 	produceWithPoison(t, in)
@@ -107,6 +108,7 @@ func TestProcessingErrorContinueSkipsTheWholeRecord(t *testing.T) {
 }
 
 func TestProcessingErrorDeadLetterWritesTheInputWithItsOrigin(t *testing.T) {
+	t.Parallel()
 	in, mirror, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	topo := mirrorThenFail(t, in, mirror, out)
 	produceWithPoison(t, in)
@@ -158,6 +160,7 @@ func bigOnNine(t *testing.T, in, out string) *topology.Topology {
 }
 
 func TestRejectedOutputIsDeadLetteredAfterRetries(t *testing.T) {
+	t.Parallel()
 	in, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	topo := bigOnNine(t, in, out)
@@ -186,6 +189,7 @@ func TestRejectedOutputIsDeadLetteredAfterRetries(t *testing.T) {
 // A record the dead-letter topic rejects has nowhere to go: the app must
 // stop with an error naming it, not retry forever while lag grows.
 func TestDeadLetterTopicThatRejectsTheRecordFailsRun(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	dlq := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
@@ -206,6 +210,7 @@ func TestDeadLetterTopicThatRejectsTheRecordFailsRun(t *testing.T) {
 // Two apps in one process are independent: one failing on a bad record
 // does not stop the other.
 func TestOneAppsBadRecordDoesNotStopAnother(t *testing.T) {
+	t.Parallel()
 	inA, outA := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	inB, outB := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	failing := mirrorThenFail(t, inA, kafkatest.NewTopic(t, 1, nil), outA)
@@ -234,6 +239,7 @@ func TestOneAppsBadRecordDoesNotStopAnother(t *testing.T) {
 // or skip: after the retries the app must stop with an error naming the
 // changelog, not abort and redo the same transaction forever.
 func TestRejectedChangelogRecordFailsRun(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), serde.String()).GroupByKey().Reduce(func(agg, v string) string { return agg + v })
@@ -257,6 +263,7 @@ func TestRejectedChangelogRecordFailsRun(t *testing.T) {
 // With ProductionRetries 1 a rejected output still reaches the handler:
 // the batch that carried it is redone output by output first.
 func TestRejectedOutputWithOneRetryReachesTheHandler(t *testing.T) {
+	t.Parallel()
 	in, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "1024"})
 	var recs []*kgo.Record
@@ -280,6 +287,7 @@ func TestRejectedOutputWithOneRetryReachesTheHandler(t *testing.T) {
 // the app must stop saying so, not abort and redo the transaction forever
 // while the partition stalls.
 func TestDeletedDeadLetterTopicFailsRun(t *testing.T) {
+	t.Parallel()
 	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), quantity).To(out)
@@ -304,6 +312,7 @@ func TestDeletedDeadLetterTopicFailsRun(t *testing.T) {
 // past it: the broker would reject the batch, and every transaction would
 // be aborted and redone output by output.
 func TestBatchesRespectTheOutputTopicsMaxMessageBytes(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 1, nil)
 	out := kafkatest.NewTopic(t, 1, map[string]string{"max.message.bytes": "8192"})
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
@@ -330,6 +339,7 @@ func TestBatchesRespectTheOutputTopicsMaxMessageBytes(t *testing.T) {
 // will not read the record again, and over a long run such decisions
 // would pile up with every rebalance.
 func TestPoisonDecisionsOfAMovedPartitionAreForgotten(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), serde.Int64()).

@@ -180,6 +180,7 @@ func failOnPoisonRecord(t *testing.T, topo *topology.Topology, in, out string, p
 }
 
 func TestUndecodableRecordWithoutDeadLetterTopicFailsRun(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), serde.Int64()).MapValues(func(_ string, v int64) int64 { return v * 10 }).To(out)
@@ -197,6 +198,7 @@ func TestUndecodableRecordWithoutDeadLetterTopicFailsRun(t *testing.T) {
 }
 
 func TestPanicInUserCodeFailsRunNamingTaskAndRecord(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), serde.Int64()).MapValues(func(_ string, v int64) int64 {
@@ -243,6 +245,7 @@ func (p *panicky) Process(r topology.Record[string, int64]) error {
 func (p *panicky) Close() error { return nil }
 
 func TestPanicInPunctuatorFailsRunNamingTask(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), serde.Int64()).

@@ -172,6 +172,7 @@ func TestUnfairSchedulingTrickleWaitsForBacklog(t *testing.T) {
 // the queues); every other input's output is committed exactly once, in
 // offset order, also across a restart on a fresh state directory.
 func TestFairQueuesExactlyOnceAcrossRedo(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "fair-redo")
 	b := topology.NewBuilder(appID)
@@ -364,6 +365,7 @@ func metric(t *testing.T, app *processor.App, sample string) float64 {
 // departed member's open transaction is aborted, and every count is still
 // exactly 1..n.
 func TestFairQueuesExactlyOnceAcrossRebalance(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "fair-rebalance")
@@ -413,6 +415,7 @@ func buildTenantCount(app, in, out string) (*topology.Topology, error) {
 // grows, one instance is SIGKILLed mid-stream and another stops
 // gracefully; every count is still exactly 1..n, in order.
 func TestAdmissionExactlyOnceAcrossRebalance(t *testing.T) {
+	t.Parallel()
 	for _, perPass := range []string{"-1", "5"} {
 		t.Run("per-pass="+perPass, func(t *testing.T) {
 			in := kafkatestNewTopic(t, 4)

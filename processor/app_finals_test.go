@@ -24,6 +24,7 @@ import (
 // backlog. It must become visible to a read_committed reader while most
 // of the backlog is still to do, and every window's final exactly once.
 func TestWindowFinalCommitsBeforeTheRestOfThePass(t *testing.T) {
+	t.Parallel()
 	const backlog = 20_000
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	appID := kafkatest.UniqueName(t, "finals")

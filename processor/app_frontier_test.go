@@ -113,6 +113,7 @@ func finalCount(recs []*kgo.Record, k string, start int64) (int64, bool) {
 // result is committed, and a reader waiting for it (watch.WaitCovers) must
 // find the result readable when it returns.
 func TestFrontierCoversAWindowOnlyOnceItsFinalResultIsReadable(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	appID := kafkatest.UniqueName(t, "frontier-window")
 	t0 := windowBase()
@@ -269,6 +270,7 @@ func statelessApp(t *testing.T, app, in, out string) *topology.Topology {
 // and never publish less than was published, for any task or partition;
 // the old instance's record is then cleaned up with its claims absorbed.
 func TestFrontierNeverGoesBackAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "frontier-restart")
 	t0 := windowBase()

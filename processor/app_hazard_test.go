@@ -78,6 +78,7 @@ func markerExists(t *testing.T, dir string) bool {
 // the failure still counted. Checkpoints run meanwhile (on their own
 // goroutine) and are traced on /frontier.
 func TestFailureHazardAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "hazard"), in, out)
 	dir := t.TempDir()

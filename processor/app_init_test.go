@@ -61,6 +61,7 @@ func (p *initReader) Close() error { return nil }
 // must see the state restored from the changelog, as in the test driver,
 // not an empty store the restore fills afterwards.
 func TestInitReadsRestoredState(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "init"))
 	b.AddStore(store.Spec{Name: "totals", Kind: store.KindKeyValue, Logged: true})

@@ -17,6 +17,7 @@ import (
 // so, not linger in the group with no partitions while reporting ready
 // (it retried the fenced heartbeat for ever).
 func TestDuplicateInstanceIDStopsTheFencedInstance(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "dupid")
 	topo := countTopology(t, appID, in, out)

@@ -21,6 +21,7 @@ import (
 // stay at the markers and aborted records after the last fetched record,
 // forever.
 func TestIdleAppOnTransactionalInputReportsNoLag(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "lag"), in, out)
 

@@ -35,6 +35,7 @@ func waitRecordsIn(t *testing.T, app *processor.App, n float64) {
 // has not come yet: cancelling Run commits what it processed, so the next
 // run starts where it stopped and reprocesses nothing.
 func TestGracefulShutdownCommitsOpenWork(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "stop"), in, out)
 	dir := t.TempDir()
@@ -64,6 +65,7 @@ func TestGracefulShutdownCommitsOpenWork(t *testing.T) {
 // every count of every key reaches the output (repeats would be allowed,
 // losses are not).
 func TestAtLeastOnceOutputsAreComplete(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "alos"), in, out)
 	want := produceKeysN(t, in, 0, 300, 10, 2)

@@ -20,6 +20,7 @@ import (
 // directory, rather than write into Badger's memory maps and die of a
 // SIGBUS, and commit no input offset past what the state holds.
 func TestStateDiskFullStopsTheAppNamingStoreAndDir(t *testing.T) {
+	t.Parallel()
 	// A logged store is refused at its restore, an unlogged one (nothing
 	// to restore) at the first commit.
 	for _, logged := range []bool{true, false} {

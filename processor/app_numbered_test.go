@@ -15,6 +15,7 @@ import (
 // declaration order, so adding a third before them would hand their state
 // to the wrong operator: NewApp warns, naming them.
 func TestNewAppWarnsOfOrderNumberedState(t *testing.T) {
+	t.Parallel()
 	b := topology.NewBuilder("app")
 	g := b.Stream("in", serde.String(), serde.String()).GroupByKey()
 	g.Count()

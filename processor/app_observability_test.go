@@ -57,6 +57,7 @@ type frontierAnswer struct {
 }
 
 func TestMetricsReadinessAndFrontierReportWhatWasCommitted(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "obs"), in, out)
 	start := time.Now()

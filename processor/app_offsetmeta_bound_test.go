@@ -35,6 +35,7 @@ func windowedCounts(t *testing.T, n int, prefix string) *topology.Topology {
 // refuses it, naming the limit and what to change. One of realistic size
 // is accepted.
 func TestNewAppRefusesATopologyWhoseCommitMetadataCannotFit(t *testing.T) {
+	t.Parallel()
 	big := windowedCounts(t, 150, "velocity-per-user-and-merchant-over-five-minutes")
 	_, err := processor.NewApp(big, processor.WithBrokers("b:9092"), processor.WithStateDir(t.TempDir()))
 	if err == nil {
@@ -54,6 +55,7 @@ func TestNewAppRefusesATopologyWhoseCommitMetadataCannotFit(t *testing.T) {
 // A cluster whose brokers raised offset.metadata.max.bytes takes a larger
 // sub-topology once the App is told the limit; a negative limit is refused.
 func TestOffsetMetadataMaxBytesFollowsTheBrokers(t *testing.T) {
+	t.Parallel()
 	big := windowedCounts(t, 150, "velocity-per-user-and-merchant-over-five-minutes")
 	if _, err := processor.NewApp(big, processor.WithBrokers("b:9092"), processor.WithStateDir(t.TempDir()),
 		processor.WithOffsetMetadataMaxBytes(64<<10)); err != nil {

@@ -72,6 +72,7 @@ func produceSpaced(t *testing.T, in string, n int) {
 // the next one), and a wall-clock one stopped the application whatever
 // the handler said.
 func TestFailingPunctuatorGoesToTheHandler(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		typ      topology.PunctuationType
@@ -131,6 +132,7 @@ func TestFailingPunctuatorGoesToTheHandler(t *testing.T) {
 // With the default handler (Fail) a failing punctuator stops the
 // application with its error.
 func TestFailingPunctuatorStopsTheAppByDefault(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	topo := failingPunctuatorTopology(t, in, out, topology.StreamTime, 10*time.Second)
 	produceSpaced(t, in, 2)

@@ -73,6 +73,7 @@ func checkPurgedBelowCommitted(t *testing.T, group, topic string) (start, commit
 // the records deleted, and the outputs are still exactly one count per
 // input.
 func TestRepartitionTopicsArePurgedBelowTheCommittedOffsets(t *testing.T) {
+	t.Parallel()
 	for _, g := range []processor.Guarantee{processor.ExactlyOnce, processor.AtLeastOnce} {
 		t.Run(g.String(), func(t *testing.T) {
 			in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
@@ -134,6 +135,7 @@ func TestRepartitionTopicsArePurgedBelowTheCommittedOffsets(t *testing.T) {
 // TestRepartitionPurgeDisabled: a negative interval leaves the repartition
 // topic whole.
 func TestRepartitionPurgeDisabled(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	app := kafkatest.UniqueName(t, "nopurge")
 	topo, rep := repartitionCount(t, app, in, out)

@@ -79,6 +79,7 @@ func countOf(t *testing.T, value []byte) int64 {
 // beyond the committed position waits for the commit, or answers 503 with
 // the position the state has.
 func TestQueriesNeverAnswerUncommittedState(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	appID := kafkatest.UniqueName(t, "iq-committed")
 	topo := countTopology(t, appID, in, out)
@@ -176,6 +177,7 @@ func TestQueriesNeverAnswerUncommittedState(t *testing.T) {
 // keys at once, and the restoring partition's with 503; once the pin is
 // gone, it answers those too, with every count.
 func TestQueriesAnswerWhileAnotherTaskRestores(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "iq-restore")
 	topo := countTopology(t, appID, in, out)

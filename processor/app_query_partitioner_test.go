@@ -26,6 +26,7 @@ import (
 // partition is needed (ErrPartitionUnknown, 400 over HTTP), and find every
 // key with InPartition (?partition= over HTTP).
 func TestQueryOfAStoreBehindACustomPartitioner(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 4, nil)
 	part := func(_ string, k, _ string, n int32) int32 { return int32(k[len(k)-1]-'0') % n }
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "iq-partitioner"))

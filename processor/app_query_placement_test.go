@@ -25,6 +25,7 @@ import (
 // HTTP). Looked up by the default partitioner, most keys were reported
 // absent.
 func TestQueryFindsKeysOfAPlacedStore(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 2)
 	out := kafkatestNewTopic(t, 6)
 	appID := kafkatestName(t, "placedq")

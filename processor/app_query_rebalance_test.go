@@ -20,6 +20,7 @@ import (
 // is a lie. Run with -race: the queries read stores whose tasks close and
 // move between threads and instances meanwhile.
 func TestQueriesDuringRebalancesWithThreads(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 4, nil), kafkatest.NewTopic(t, 4, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "iq-rebalance"), in, out)
 	want := produceKeysN(t, in, 0, 400, 16, 4)

@@ -15,6 +15,7 @@ import (
 // its state any more (421 to the owner, or 503 while it moves): a kept
 // answering 200 with the count from before b's commits, silently.
 func TestQueriesStopAnsweringARevokedPartition(t *testing.T) {
+	t.Parallel()
 	s := startBlockedOwner(t, "iqrevoke")
 	for k, n := range s.want {
 		res, err := s.get(s.a, k)

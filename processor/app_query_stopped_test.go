@@ -19,6 +19,7 @@ import (
 // does), Range answered an empty success; before Run it says ErrNoOwner,
 // and so must it after.
 func TestRangeSaysWhenNoThreadIsAssigned(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "iq-stopped"), in, out)
 	want := produceKeysN(t, in, 0, 40, 8, 2)
@@ -56,6 +57,7 @@ func TestRangeSaysWhenNoThreadIsAssigned(t *testing.T) {
 // …: client closed", which reads like a broker fault. It must say the app
 // is not running (ErrNoOwner, 503), as it does before Run.
 func TestGetOfAStoppedAppSaysItIsNotRunning(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "iq-stopped-get"), in, out)
 	want := produceKeysN(t, in, 0, 40, 8, 2)

@@ -105,6 +105,7 @@ func equalSpans(t *testing.T, what string, got, want []span) {
 // and per session (5s gap) on two partitions, and checks every window and
 // session query, over HTTP and the Go API, against counts computed here.
 func TestWindowAndSessionStoreQueries(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	outW, outS := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "iq-windows"))

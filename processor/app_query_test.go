@@ -58,6 +58,7 @@ func (e queryEntry) count(t *testing.T) int64 {
 // the other redirects (421) to the owner's instance and advertised
 // address, which must be the address its server is bound to.
 func TestInteractiveQueriesAcrossTwoInstances(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 4, nil), kafkatest.NewTopic(t, 4, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "iq"), in, out)
 	want := produceKeysN(t, in, 0, 400, 16, 4)

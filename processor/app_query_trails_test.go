@@ -25,6 +25,7 @@ import (
 // that queries right after reading the outputs must bound its query
 // (integration/dsl TestTTLAcrossRestart once saw found=false there).
 func TestQueryTrailsVisibleOutputsUntilApplied(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	appID := kafkatest.UniqueName(t, "iq-trails")
 	gate := make(chan struct{})

@@ -19,6 +19,7 @@ import (
 // its own local state, and on an empty state dir (restored from the
 // changelogs): counts must go on exactly, no input counted twice.
 func TestStaleCommittedOffsetsDoNotCountInputsTwice(t *testing.T) {
+	t.Parallel()
 	for _, fresh := range []bool{false, true} {
 		name := "local state"
 		if fresh {

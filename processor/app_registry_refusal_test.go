@@ -25,6 +25,7 @@ const regCitySchema = `{"type":"record","name":"City","namespace":"acme","fields
 // tidemark cannot resolve it, so it must stop and say so, not dead-letter
 // (or skip) it as undecodable.
 func TestRegistryWriterWithReferencesStopsTheAppNotDeadLettered(t *testing.T) {
+	t.Parallel()
 	fake := srtest.NewRegistry(t)
 	cl := fake.Client(t)
 	in, out, dlq := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
@@ -57,6 +58,7 @@ func TestRegistryWriterWithReferencesStopsTheAppNotDeadLettered(t *testing.T) {
 // refused, so the app stops naming the cause rather than redoing its
 // transaction forever as if the registry were down.
 func TestUnregisteredOutputSchemaStopsTheApp(t *testing.T) {
+	t.Parallel()
 	fake := srtest.NewRegistry(t)
 	cl := fake.Client(t)
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)

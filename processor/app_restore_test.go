@@ -186,6 +186,7 @@ func reached(rs []*kgo.Record, want map[string]int) bool {
 // tasks is exactly once: 0_0's input, not consumed during the restore, is
 // processed after it, none lost or repeated.
 func TestRestoreRunsOffTheRecordLoop(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "restore-async"), in, out)
 	want := produceKeysN(t, in, 0, 200, 10, 2)
@@ -351,6 +352,7 @@ func (initEmitter) Close() error                                  { return nil }
 // restore goroutine, is held and committed by the loop once the task
 // runs, once per task opening (the race detector watches the hand-over).
 func TestInitOutputsCommitOnTheLoop(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "init-emit"))
 	b.Stream(in, serde.String(), serde.String()).

@@ -18,6 +18,7 @@ import (
 // state it had before b's commits (its own Badger state): every key's
 // counts must go 1, 2, 3, … across both owners, as exactly-once promises.
 func TestPartitionRegainedBeforeTheLoopClosedItsTaskIsRestored(t *testing.T) {
+	t.Parallel()
 	s := startBlockedOwner(t, "regain")
 	s.block(t)
 

@@ -47,6 +47,7 @@ func (h cancelOnLog) WithGroup(name string) slog.Handler {
 // another failed as failing too, and `tidemark run` exit with an error on
 // a SIGTERM during start-up.
 func TestShutdownWhileRestoringGlobalStoresIsClean(t *testing.T) {
+	t.Parallel()
 	in, out, merchants := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 1)
 	kafkatest.Produce(t, &kgo.Record{Topic: merchants, Key: []byte("m1"), Value: []byte("acme")})
 	b := topology.NewBuilder(kafkatestName(t, "global-stop"))

@@ -19,6 +19,7 @@ import (
 // attempt, as documented.) The long commit interval keeps the dropped
 // record's batch and the failing record's batch in one transaction.
 func TestRedoneTransactionCountsItsSkippedUndecodableRecordOnce(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "app"))
 	b.Stream(in, serde.String(), quantity, topology.SkipUndecodable()).

@@ -102,6 +102,7 @@ func waitSnapshotted(t *testing.T, ss *changelog.SnapshotStore, in string, want 
 // the 100k records of the count store's changelog), and counts the next
 // input exactly once from there.
 func TestAppRestoresFromSnapshotOnFreshState(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	out := kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "app")
@@ -178,6 +179,7 @@ func TestAppRestoresFromSnapshotOnFreshState(t *testing.T) {
 // the snapshots and continues: every key's counts must go on from the
 // committed count, never from one that includes an aborted update.
 func TestAppSnapshotHoldsNoUncommittedState(t *testing.T) {
+	t.Parallel()
 	in, out, mirror := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "app")
 	b := topology.NewBuilder(appID)
@@ -257,6 +259,7 @@ func TestAppSnapshotHoldsNoUncommittedState(t *testing.T) {
 // read the task's changelog from offset 0, before the task moves to B.
 // Counts stay exactly once across the move.
 func TestWarmUpLoadsSnapshotOnFreshState(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "warmsnap")
 	topo := countTopology(t, appID, in, out)

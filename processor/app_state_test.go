@@ -18,6 +18,7 @@ import (
 // on the first one's state directory must fail at start, naming both,
 // and leave the first one's state intact.
 func TestStateDirOfAnotherApplicationIsRefused(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	dir := t.TempDir()
 	first := countTopology(t, kafkatest.UniqueName(t, "first"), in, out)
@@ -52,12 +53,14 @@ func TestStateDirOfAnotherApplicationIsRefused(t *testing.T) {
 // move the damaged task DBs aside and restore from the changelogs, with
 // counts continuing exactly.
 func TestDamagedTableIsRebuiltFromTheChangelog(t *testing.T) {
+	t.Parallel()
 	damagedTableIsRebuilt(t)
 }
 
 // TestThreadsDamagedTableIsRebuilt: the same with two stream threads,
 // which share the state directory.
 func TestThreadsDamagedTableIsRebuilt(t *testing.T) {
+	t.Parallel()
 	damagedTableIsRebuilt(t, processor.WithThreads(2))
 }
 
@@ -109,6 +112,7 @@ func damagedTableIsRebuilt(t *testing.T, opts ...processor.Option) {
 // TestGarbledInstanceIDIsReplaced: a damaged instance-id file must not
 // crash-loop the service; it picks a new, valid id.
 func TestGarbledInstanceIDIsReplaced(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "instance-id"), []byte("ab/c\x00\xff weird\n"), 0o644); err != nil {

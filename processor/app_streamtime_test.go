@@ -20,6 +20,7 @@ import (
 // must be late after it (the committed offsets carry the stream time). A
 // task that restarted from stream time -1 would count it.
 func TestRestartKeepsStreamTimeSoLateRecordsStayLate(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 1, nil), kafkatest.NewTopic(t, 1, nil)
 	b := topology.NewBuilder(kafkatest.UniqueName(t, "st"))
 	g := b.Stream(in, serde.String(), serde.String()).GroupByKey()

@@ -99,6 +99,7 @@ func checkTaskStates(t *testing.T, lines []map[string]any, tasks ...string) map[
 // changelogs goes assigned → running → closed; a second run on a fresh
 // state directory restores in between, and says how much.
 func TestAppLogsOneLinePerTaskStateChange(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	out := kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "app"), in, out)
@@ -167,6 +168,7 @@ func TestAppLogsOneLinePerTaskStateChange(t *testing.T) {
 // session: its tasks are logged fenced, and the next session brings them
 // back, assigned → running.
 func TestAppLogsFencedTasks(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	out := kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "app")
@@ -218,6 +220,7 @@ func TestAppLogsFencedTasks(t *testing.T) {
 // revoked, the second assigned → running, and each closes what it holds
 // when stopped.
 func TestAppLogsRevokedTasks(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	out := kafkatest.NewTopic(t, 2, nil)
 	topo := countTopology(t, kafkatest.UniqueName(t, "app"), in, out)

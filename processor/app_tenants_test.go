@@ -22,6 +22,7 @@ import (
 // frontier endpoint's tenants section report each tenant's committed
 // outputs exactly, and the outputs do not carry the internal tenant header.
 func TestTenantAccountingPerTenant(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "tenants")
 	b := topology.NewBuilder(appID)

@@ -133,6 +133,7 @@ func checkCountRecords(t *testing.T, recs []*kgo.Record, want map[string]int) {
 }
 
 func TestAppCountsExactlyOnceAndResumesFromLocalState(t *testing.T) {
+	t.Parallel()
 	in := kafkatest.NewTopic(t, 2, nil)
 	out := kafkatest.NewTopic(t, 2, nil)
 	appID := kafkatest.UniqueName(t, "app")

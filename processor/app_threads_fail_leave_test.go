@@ -19,6 +19,7 @@ import (
 // the group, the failed thread's too, so its partitions move to the other
 // instances at once instead of after the session timeout (60s here).
 func TestFatalThreadErrorLeavesTheGroup(t *testing.T) {
+	t.Parallel()
 	for _, threads := range []int{1, 2} {
 		t.Run(map[int]string{1: "one thread", 2: "two threads"}[threads], func(t *testing.T) {
 			in, out := kafkatestNewTopic(t, 4), kafkatestNewTopic(t, 4)

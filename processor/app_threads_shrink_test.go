@@ -16,6 +16,7 @@ import (
 // before their sessions would expire, and the counts stay exactly once
 // (the transactions the dead threads left open are ended).
 func TestRestartWithFewerThreadsRemovesTheFormerThreadMembers(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 3), kafkatestNewTopic(t, 3)
 	appID := kafkatestName(t, "shrink")
 	topo := countTopology(t, appID, in, out)

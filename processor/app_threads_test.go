@@ -61,6 +61,7 @@ func waitThreadsRunning(t *testing.T, app *processor.App, base string, threads i
 // task restores from its changelog) takes the second half of the input:
 // counts continue, exactly once.
 func TestThreadsCountExactlyOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "threads")
@@ -183,6 +184,7 @@ func getText(t *testing.T, url string) string {
 // value joined with its latest right value (the reference), with the
 // updates randomised (logged seed) and interleaved between the two sides.
 func TestThreadsCopartitionedJoin(t *testing.T) {
+	t.Parallel()
 	left := kafkatestNewTopic(t, 4)
 	right := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
@@ -263,6 +265,7 @@ func TestThreadsCopartitionedJoin(t *testing.T) {
 // standbys), exactly once. Standbys are never on the process running the
 // task (a sibling thread shares its state directory).
 func TestThreadsRebalanceBetweenTwoProcesses(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "threads-rebalance")
@@ -325,6 +328,7 @@ func TestThreadsRebalanceBetweenTwoProcesses(t *testing.T) {
 // under the default fail policy ends the App, whichever thread runs its
 // task, and Run's error names the thread; the other thread stops too.
 func TestThreadsErrorStopsAppNamingThread(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "threads-fail")
@@ -363,6 +367,7 @@ func TestThreadsErrorStopsAppNamingThread(t *testing.T) {
 // task runs alone on thread 0 and the other tasks on thread 1; counts stay
 // exactly once.
 func TestThreadsPinHotPartitions(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "threads-pin")

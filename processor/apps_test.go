@@ -22,6 +22,7 @@ import (
 // interactive queries and serve their own /metrics, and cancelling the
 // shared context stops both cleanly.
 func TestSeveralAppsInOneProcess(t *testing.T) {
+	t.Parallel()
 	type class struct {
 		name    string
 		id      string
@@ -121,6 +122,7 @@ func TestSeveralAppsInOneProcess(t *testing.T) {
 // RunApps refuses apps that would collide: the same application id or
 // state dir.
 func TestRunAppsRejectsCollisions(t *testing.T) {
+	t.Parallel()
 	topo := countTopology(t, "same-app", "in", "out")
 	dir := t.TempDir()
 	a1, err := processor.NewApp(topo, processor.WithBrokers("127.0.0.1:1"), processor.WithStateDir(dir))

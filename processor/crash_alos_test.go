@@ -28,6 +28,7 @@ import (
 //     count that starts again from 1 is lost state);
 //   - each key's final count is at least the number of its inputs.
 func TestAtLeastOnceUnderCrashesKeepsState(t *testing.T) {
+	t.Parallel()
 	const partitions = 2
 	in := kafkatestNewTopic(t, partitions)
 	out := kafkatestNewTopic(t, partitions)

@@ -116,6 +116,7 @@ func joinReference(inputs []joinInput) (want map[joinPair]joinInput, atBound, ju
 // redo is a duplicate; a record the join's stores lost in a crash (or
 // expired too early, by a stream time that ran ahead) is a lost pair.
 func TestJoinExactlyOnceUnderCrashes(t *testing.T) {
+	t.Parallel()
 	if crashJoinDisorder > crashJoinWindow+crashJoinGrace {
 		t.Fatal("the disorder exceeds what the join's stores retain: the reference would not hold")
 	}

@@ -66,6 +66,7 @@ func buildTicks(app, in, out string) (*topology.Topology, error) {
 // without its store write would repeat a number after the restart; a store
 // write committed without its output would skip one.
 func TestPunctuatorOutputIsExactlyOnceUnderCrashes(t *testing.T) {
+	t.Parallel()
 	const partitions = 2
 	in, out := kafkatestNewTopic(t, partitions), kafkatestNewTopic(t, partitions)
 	appID := kafkatestName(t, "ticks")

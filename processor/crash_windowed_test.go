@@ -67,6 +67,7 @@ func windowedReference(byPartition map[int32][]*kgo.Record) (counts map[windowKe
 // are exactly 1..n, n the reference's, so no update is lost or repeated and
 // a record late before a crash is not counted after it.
 func TestWindowedExactlyOnceUnderCrashes(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	env := []string{"TIDEMARK_TEST_CHILD=1", "CHILD_TOPOLOGY=windowed", "CHILD_APP=" + kafkatestName(t, "wcrash"),
 		"CHILD_IN=" + in, "CHILD_OUT=" + out, "CHILD_BROKERS=" + brokers(t), "CHILD_STATE=" + t.TempDir(), "CHILD_SELF_KILL=0.05",

@@ -14,6 +14,7 @@ import (
 // committed offsets reflect: settling for the pinned last stable offset
 // would restore stale counts and make them go down.
 func TestNewOwnerRestoresPastADeadMembersOpenTransaction(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 1)
 	out := kafkatestNewTopic(t, 1)
 	appID := kafkatestName(t, "hanging")

@@ -62,6 +62,7 @@ func (holeBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) k
 // thread owning nothing idles). The App finds them and forces a rebalance
 // (app_orphans.go), and every record is counted.
 func TestRestartedThreadsTakeOrphanedPartitions(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "orphans")

@@ -17,6 +17,7 @@ import (
 // both tasks long before A's session would have expired. Counts stay
 // exactly once (B ends the transaction A left open).
 func TestPeerDetectorMovesADeadInstancesPartitionsBeforeItsSessionTimesOut(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "peers")
 	topo := countTopology(t, appID, in, out)
@@ -82,6 +83,7 @@ type peersView struct {
 // waits out A's session. B runs both tasks long before that, and counts
 // stay exactly once.
 func TestPeerDetectorRemovesADeadInstanceForItsReplacement(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "peers")
 	topo := countTopology(t, appID, in, out)

@@ -21,6 +21,7 @@ func childEnv(t *testing.T, appID, in, out, instance string, extra ...string) []
 // owners restore the state from the changelog; every count must still be
 // exactly 1..n.
 func TestRebalanceScaleUpAndDownStaysExactlyOnce(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 4)
 	out := kafkatestNewTopic(t, 4)
 	appID := kafkatestName(t, "rebalance")
@@ -57,6 +58,7 @@ func TestRebalanceScaleUpAndDownStaysExactlyOnce(t *testing.T) {
 // zombie. The zombie's commit must fail (its generation is fenced), none of
 // its outputs may become visible, and every count is exactly 1..n.
 func TestZombieCannotCommitAfterItsPartitionsMoved(t *testing.T) {
+	t.Parallel()
 	in := kafkatestNewTopic(t, 2)
 	out := kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "zombie")

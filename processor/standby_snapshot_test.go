@@ -35,6 +35,7 @@ func (b *logBuffer) snapshotsWritten(t *testing.T) map[string]int {
 // pruned the chain the other was still extending. Each of the two
 // instances runs one task and keeps the other's standby.
 func TestStandbysWriteNoSnapshots(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "standbysnap")
 	topo := countTopology(t, appID, in, out)

@@ -18,6 +18,7 @@ import (
 // clients every 250 ms), their lags must be back near 0 after it, and the
 // counts exactly once.
 func TestStandbyTailsWithoutNewClients(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "standby-tail")
 	topo := countTopology(t, appID, in, out)

@@ -89,6 +89,7 @@ var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.P
 // 100k records, in the DBs the standbys kept open (no reopen). The
 // outputs are exactly once: every key's counts are 1..n.
 func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "standby")
 	topo := countTopology(t, appID, in, out)
@@ -176,6 +177,7 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 // the acceptable lag, never the 20k records of a partition. Counts stay
 // exactly once.
 func TestWarmUpBeforeMovingActiveTasks(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 3), kafkatestNewTopic(t, 3)
 	appID := kafkatestName(t, "warmup")
 	topo := countTopology(t, appID, in, out)
@@ -225,6 +227,7 @@ func TestWarmUpBeforeMovingActiveTasks(t *testing.T) {
 // lag in the rebalance it joins with, instead of warming it up first and
 // taking it in a probing rebalance after.
 func TestNewInstanceTakesSmallTasksAtOnce(t *testing.T) {
+	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
 	appID := kafkatestName(t, "small-state")
 	topo := countTopology(t, appID, in, out)

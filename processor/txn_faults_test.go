@@ -286,6 +286,7 @@ func TestUnconfirmedEndTxnDoesNotStallForTheTransactionTimeout(t *testing.T) {
 // owner and, when the partitions came back, resumed them from its stale
 // local state instead of restoring what the owner had committed meanwhile.
 func TestIdleInstanceHearsEveryRevocation(t *testing.T) {
+	t.Parallel()
 	r := newFaultCluster(t, 6, buildCount)
 	r.keys = 24
 	apps := map[string]*processor.App{}
@@ -361,6 +362,7 @@ func (r *faultRig) waitTasksMatchAssignment(apps map[string]*processor.App, with
 // not confirm. The work is redone, and the abort is counted and logged as
 // what it was: no partition was revoked.
 func TestSessionAbortWithoutRevocationIsNotCountedAsRevoked(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t)
 	r.warmUp()
 	h := r.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.ConcurrentTransactions, Count: 2})
@@ -387,6 +389,7 @@ func TestSessionAbortWithoutRevocationIsNotCountedAsRevoked(t *testing.T) {
 // last commit without duplicates or losses, and says the transaction timed
 // out rather than that a newer producer fenced it.
 func TestStalledLoopTransactionTimeoutIsRedoneAndNamed(t *testing.T) {
+	t.Parallel()
 	var once sync.Once
 	build := func(app, in, out string) (*topology.Topology, error) {
 		b := topology.NewBuilder(app)
@@ -431,6 +434,7 @@ func TestStalledLoopTransactionTimeoutIsRedoneAndNamed(t *testing.T) {
 // transaction and redoes the work, without reporting a commit of unknown
 // outcome.
 func TestAbortAfterAStuckPrepareIsNotAnUnknownCommit(t *testing.T) {
+	t.Parallel()
 	r := newFaultRig(t, shortCommits, func(c *processor.Config) { c.TransactionTimeout = 6 * time.Second })
 	r.warmUp()
 	h := r.c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: r.out, Err: kerr.NotEnoughReplicas, Count: -1})
@@ -454,6 +458,7 @@ func TestAbortAfterAStuckPrepareIsNotAnUnknownCommit(t *testing.T) {
 // partitions from it kept the tasks of the second, next to their new
 // owner.
 func TestSecondRevocationBeforeEndIsHeard(t *testing.T) {
+	t.Parallel()
 	stalled, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	build := func(app, in, out string) (*topology.Topology, error) {
@@ -526,6 +531,7 @@ func (r *faultRig) waitAssigned(id string, within time.Duration) {
 // input a second time (make soak's broker-kill scenario: 6,746 counts over
 // on 446 keys after a broker restart served offset 0).
 func TestStaleOffsetsAndAnAbortDoNotCountInputsTwice(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := newFaultCluster(t, 2, buildCount)
 	var stop func()

@@ -82,6 +82,7 @@ func decodeKS(t *testing.T, recs []*kgo.Record, session bool, size int64, partit
 // with WindowedSerdes would: keys, windows and partitions must be Kafka
 // Streams'. Before, every key was written as key + start + end.
 func TestWindowedKeysOnTheBrokerAreKafkaStreams(t *testing.T) {
+	t.Parallel()
 	const parts = 3
 	in := kafkatest.NewTopic(t, parts, nil)
 	tumblingOut, sessionOut, throughOut := kafkatest.NewTopic(t, parts, nil), kafkatest.NewTopic(t, parts, nil), kafkatest.NewTopic(t, parts, nil)
