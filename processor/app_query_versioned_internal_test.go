@@ -29,6 +29,7 @@ func (s *visitCountingKV) Range(from, to []byte, fn func(k, v []byte) bool) erro
 // holds the registry's read lock that the session waits on. It reads the
 // latest version alone.
 func TestVersionedGetReadsOnlyTheLatestVersion(t *testing.T) {
+	t.Parallel()
 	kv := &visitCountingKV{KeyValue: memstore.NewKeyValue("prices")}
 	vs, err := store.NewVersioned(kv, time.Hour)
 	if err != nil {
