@@ -418,6 +418,7 @@ func TestAdmissionExactlyOnceAcrossRebalance(t *testing.T) {
 	t.Parallel()
 	for _, perPass := range []string{"-1", "5"} {
 		t.Run("per-pass="+perPass, func(t *testing.T) {
+			t.Parallel() // its own topics and application id
 			in := kafkatestNewTopic(t, 4)
 			out := kafkatestNewTopic(t, 4)
 			appID := kafkatestName(t, "admit-rebalance")
