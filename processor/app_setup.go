@@ -125,7 +125,7 @@ func (a *App) setup(ctx context.Context) error {
 	})
 	if err != nil {
 		cl.Close()
-		return fmt.Errorf("processor: reach brokers %v: %w", a.cfg.Brokers, err)
+		return a.startupTimedOut(ctx, sctx, "reach brokers", err)
 	}
 	err = retry.Do(sctx, a.log, "check and create topics", func(ctx context.Context) error {
 		var err error
@@ -134,6 +134,9 @@ func (a *App) setup(ctx context.Context) error {
 	})
 	if err != nil {
 		cl.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sctx.Err() != nil {
+			return a.startupTimedOut(ctx, sctx, "check and create topics", err)
+		}
 		return err
 	}
 	if err := a.openState(); err != nil {
