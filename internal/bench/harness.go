@@ -230,6 +230,9 @@ func (h *harness) rate(ctx context.Context, w string, s System, rate float64) Re
 	}
 	res.Throughput = float64(sent) / (h.o.Warmup + h.o.Measure).Seconds()
 	res.Outputs = got.st.Count
+	if err := noOutputs(sent, res.Outputs, h.o.Measure); err != nil {
+		res.Error = err.Error()
+	}
 	res.P50, res.P99, res.P999 = got.st.Quantile(50), got.st.Quantile(99), got.st.Quantile(99.9)
 	res.CPUSeconds = (after.CPU - before.CPU).Seconds()
 	res.PeakRSSMiB = float64(after.PeakRSS) / (1 << 20)
