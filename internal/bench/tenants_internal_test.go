@@ -276,3 +276,22 @@ func TestDriveTenantsSplitsTheHotTenantForTheFloor(t *testing.T) {
 		t.Errorf("hot tenant: %d inputs counted in the windows, want the %d sent to the input", counted, in)
 	}
 }
+
+// TestAtCommitP99MissingInAWindowIsNotZero: a window the worker reported no
+// at-commit p99 in (shorter than appP99Settle, as with --quick) reads n/a,
+// not 0.0, which would claim perfect freshness.
+func TestAtCommitP99MissingInAWindowIsNotZero(t *testing.T) {
+	for _, c := range []struct {
+		before, during float64
+		want           string
+	}{
+		{0, 66.1, "n/a / 66.1"},
+		{61.4, 0, "61.4 / n/a"},
+		{0, 0, "n/a"},
+		{61.4, 66.1, "61.4 / 66.1"},
+	} {
+		if got := appPair(c.before, c.during); got != c.want {
+			t.Errorf("appPair(%v, %v) = %q, want %q", c.before, c.during, got, c.want)
+		}
+	}
+}

@@ -90,13 +90,21 @@ func (r *TenantReport) summary(w io.Writer) {
 	fmt.Fprintln(w, "\nAt-commit p99: the app's own per-tenant account (App.TenantStats: one sample per commit, commit time − the oldest input timestamp among the tenant's outputs in it, over its last 1024 commits), the largest the worker reported from 10 s into the window to its end. It holds everything up to the commit but not the read_committed read after it, and it is each commit's worst output, so it runs above the per-output p99: compare it before and during the burst.")
 }
 
-// appPair renders at-commit p99s before and during the burst; n/a when the
-// worker reported none.
+// appPair renders at-commit p99s before and during the burst; n/a for a
+// window the worker reported none in (a window shorter than appP99Settle,
+// as in --quick), never a 0 that reads as perfect freshness.
 func appPair(before, during float64) string {
 	if before <= 0 && during <= 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f / %.1f", before, during)
+	return appP99(before) + " / " + appP99(during)
+}
+
+func appP99(v float64) string {
+	if v <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func pct(x float64) string {
