@@ -159,6 +159,19 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // unresolvable session is replaced by a new one without returning; any
 // other failure (bad topology against the cluster, a task error) returns.
 func (a *App) Run(ctx context.Context) (err error) {
+	// The HTTP address first: a taken port must fail the start before it
+	// creates topics or writes the state directory. The listener is
+	// served once the tasks can answer (startHTTP), closed if Run returns
+	// before that.
+	ln, err := a.listenHTTP()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}()
 	if err := a.setup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // shut down before it started: nothing to commit
@@ -212,10 +225,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 	a.removeFormerThreads(ctx)
 	peers := a.peerBookBeforeJoin(ctx)
 	g, gctx := errgroup.WithContext(ctx)
-	srv, err := a.startHTTP()
-	if err != nil {
-		return err
-	}
+	srv := a.startHTTP(ln)
+	ln = nil // srv's now: Shutdown closes it
 	g.Go(func() error {
 		// Handler may be mounted elsewhere, so /ui's samples are taken
 		// whether or not Run serves HTTP itself: one look a second.

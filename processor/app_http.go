@@ -24,23 +24,34 @@ import (
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
-// startHTTP binds HTTPAddr and returns the server, or nil when disabled.
-func (a *App) startHTTP() (*http.Server, error) {
+// listenHTTP binds HTTPAddr, or returns nil when it is empty. Run calls it
+// first, before it touches the cluster or the state directory, so a taken
+// or unusable address fails a start that has changed nothing yet.
+func (a *App) listenHTTP() (net.Listener, error) {
 	if a.cfg.HTTPAddr == "" {
 		return nil, nil
 	}
 	l, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
-		return nil, fmt.Errorf("processor: listen %s: %w", a.cfg.HTTPAddr, err)
+		return nil, fmt.Errorf("processor: cannot listen on the HTTP address %s (Config.HTTPAddr: WithHTTP, or http: in tidemark.yaml): %w; free the port or choose another address (nothing was created on the cluster or in the state directory)", a.cfg.HTTPAddr, err)
 	}
-	a.httpAddr.Store(l.Addr().String())
 	// Other instances hand this address to clients for our keys, so it
 	// must be one they can dial: the default (HTTPAddr) may name port 0 or
 	// no host.
 	a.cfg.AdvertisedHTTP = advertisedAddr(a.cfg.AdvertisedHTTP, l.Addr().String())
+	return l, nil
+}
+
+// startHTTP serves the App's API on l (from listenHTTP) and returns the
+// server, or nil when l is nil.
+func (a *App) startHTTP(l net.Listener) *http.Server {
+	if l == nil {
+		return nil
+	}
+	a.httpAddr.Store(l.Addr().String())
 	srv := &http.Server{Handler: a.Handler()}
 	go func() { _ = srv.Serve(l) }() // ends with Shutdown/Close in Run
-	return srv, nil
+	return srv
 }
 
 // advertisedAddr completes adv with what the listener bound: the bound port
