@@ -331,7 +331,7 @@ func newConfig(opts []Option) (Config, error) {
 }
 
 // instanceID returns the configured id, or the one persisted in the state
-// directory, creating it on first start.
+// directory, choosing one on first start (openState persists it).
 func (c *Config) instanceID() (string, error) {
 	if c.InstanceID != "" {
 		return c.InstanceID, nil
@@ -358,14 +358,9 @@ func (c *Config) instanceID() (string, error) {
 	}, host)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s-%s", host[:min(len(host), 200)], hex.EncodeToString(b[:]))
-	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
-		return "", fmt.Errorf("state dir %s: %w", c.StateDir, err)
-	}
-	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
-		return "", fmt.Errorf("persist instance id: %w", err)
-	}
-	return id, nil
+	// Written by openState, once the state directory is open: a start
+	// that fails before (a missing topic) leaves no directory behind.
+	return fmt.Sprintf("%s-%s", host[:min(len(host), 200)], hex.EncodeToString(b[:])), nil
 }
 
 // CheckInstanceID reports whether id can be WithInstanceID's id of an App

@@ -52,6 +52,9 @@ type appHazard struct {
 	dir     string
 	log     *slog.Logger
 	unclean bool // the running marker was found at start
+	// instance is the App's instance id, in the running marker: a start
+	// refused the locked directory names the holder (stateDirHolder).
+	instance string
 
 	saveMu sync.Mutex // one save at a time
 	failed *prometheus.CounterVec
@@ -91,7 +94,7 @@ func (a *App) startHazard(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("processor: failure hazard: %w", err)
 	}
-	h := &appHazard{est: est, dir: a.cfg.StateDir, log: a.log, by: map[string]uint64{}}
+	h := &appHazard{est: est, dir: a.cfg.StateDir, instance: a.cfg.InstanceID, log: a.log, by: map[string]uint64{}}
 	if old := a.hazard.Load(); old != nil {
 		// A second Run of the App: same metrics, fresh state from disk.
 		h.failed, h.gauge = old.failed, old.gauge
@@ -219,7 +222,8 @@ func (h *appHazard) save() {
 	}
 	marker := filepath.Join(h.dir, runningMarkerName)
 	if _, err := os.Stat(marker); errors.Is(err, fs.ErrNotExist) {
-		b, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "started": time.Now().UTC()})
+		host, _ := os.Hostname()
+		b, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "host": host, "instance": h.instance, "started": time.Now().UTC()})
 		if err := writeFileAtomic(h.dir, runningMarkerName, append(b, '\n')); err != nil {
 			h.log.Warn("failure hazard: write the running marker; an unclean stop will go unnoticed", "err", err)
 		}

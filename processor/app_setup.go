@@ -101,6 +101,9 @@ func (a *App) userClientOpts() []kgo.Opt {
 // would make results wrong later: a missing topic, inputs of a join with
 // different partition counts, a changelog that does not match its store.
 func (a *App) setup(ctx context.Context) error {
+	if err := a.checkStateDir(); err != nil {
+		return err
+	}
 	id, err := a.cfg.instanceID()
 	if err != nil {
 		return fmt.Errorf("processor: %w", err)

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/processor"
 )
 
@@ -116,4 +118,133 @@ func TestStartHTTPAddrTakenFailsFirst(t *testing.T) {
 		}
 	}
 	r.assertUntouched()
+}
+
+func TestStartStateDirIsAFileFailsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []processor.Option
+	}{
+		{"persisted instance id", nil},
+		{"configured instance id", []processor.Option{processor.WithInstanceID("i-1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newStartFailRig(t)
+			if err := os.WriteFile(r.stateDir, []byte("not a directory\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := r.run(tc.opts...)
+			t.Logf("Run: %v", err)
+			for _, want := range []string{r.stateDir, "not a directory", "WithStateDir", "state_dir"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+			for _, topic := range r.topics() {
+				if topic != "in" && topic != "out" {
+					t.Errorf("the failed start created topic %q", topic)
+				}
+			}
+			if b, _ := os.ReadFile(r.stateDir); string(b) != "not a directory\n" {
+				t.Errorf("the file in the state directory's place was changed: %q", b)
+			}
+		})
+	}
+}
+
+// A second App on a state directory another running App holds fails
+// before it creates anything, naming the directory and the holder.
+func TestStartStateDirInUseNamesTheHolder(t *testing.T) {
+	r := newStartFailRig(t)
+	topo, err := buildCount(r.appID+"-first", "in", "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...), processor.WithStateDir(r.stateDir),
+		processor.WithInstanceID("first-1"), processor.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("first App: %v", err)
+		}
+	}()
+	marker := filepath.Join(r.stateDir, "running")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first App did not open its state within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := r.topics()
+
+	// The second App, another application on the same directory.
+	err = r.run(processor.WithInstanceID("second-1"))
+	t.Logf("Run: %v", err)
+	for _, want := range []string{r.stateDir, "in use by another process", fmt.Sprintf("pid %d", os.Getpid()), "first-1", "WithStateDir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if after := r.topics(); len(after) != len(before) {
+		t.Errorf("the failed start created topics: before %v, after %v", before, after)
+	}
+}
+
+// A start that fails on a missing input topic leaves no state directory.
+func TestStartMissingTopicLeavesNothing(t *testing.T) {
+	r := newStartFailRig(t)
+	topo, err := buildCount(r.appID, "absent", "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
+		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if !errors.Is(err, processor.ErrMissingTopic) {
+		t.Fatalf("Run: %v, want ErrMissingTopic", err)
+	}
+	r.assertUntouched()
+}
+
+// A state directory another application's state is in is refused before
+// the start creates this application's topics.
+func TestStartStateDirOfAnotherApplicationFailsFirst(t *testing.T) {
+	r := newStartFailRig(t)
+	db, err := changelog.OpenDB(r.stateDir, changelog.Options{Owner: changelog.Owner{Application: "someone-else"},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = r.run()
+	t.Logf("Run: %v", err)
+	if !errors.Is(err, changelog.ErrOwnedByOtherApplication) {
+		t.Errorf("Run: %v, want ErrOwnedByOtherApplication", err)
+	}
+	for _, want := range []string{r.stateDir, "someone-else", "WithStateDir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	for _, topic := range r.topics() {
+		if topic != "in" && topic != "out" {
+			t.Errorf("the failed start created topic %q", topic)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package processor
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ func (a *App) openState() error {
 	}
 	opts.Owner = changelog.Owner{Application: a.topo.Application(), Fingerprint: stateFingerprint(a.topo)}
 	db, err := changelog.OpenDB(a.cfg.StateDir, opts)
+	if errors.Is(err, changelog.ErrInUse) {
+		return a.stateDirError(err)
+	}
 	if err != nil {
 		return fmt.Errorf("processor: open state in %s: %w", a.cfg.StateDir, err)
 	}
