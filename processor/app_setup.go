@@ -213,30 +213,38 @@ func (a *App) place(ctx context.Context) (*layout, error) {
 		}
 		internal = append(internal, changelog.Topic{Name: r.Name, Partitions: l.partitions[r.Name], ReplicationFactor: -1, Configs: cfg})
 	}
-	if err := ensurePlainTopics(ctx, a.adm, internal); err != nil {
-		return nil, err
-	}
 	var logs []changelog.Topic
+	logSub := map[string]int{} // changelog -> its store's sub-topology
 	for i, sub := range t.SubTopologies() {
 		for _, spec := range sub.Stores {
 			if spec.Logged {
 				ct := changelog.TopicFor(t.Application(), spec, l.tasks[i])
 				logs = append(logs, ct)
+				logSub[ct.Name] = i
 				l.partitions[ct.Name] = l.tasks[i]
 			}
 		}
 	}
+	var ft []changelog.Topic
+	if *a.cfg.PublishFrontier && a.cfg.Guarantee == ExactlyOnce {
+		l.frontier = t.Application() + "-frontier"
+		ft = []changelog.Topic{{Name: l.frontier, Partitions: 1, ReplicationFactor: -1,
+			Configs: map[string]string{"cleanup.policy": "compact"}}}
+		l.partitions[l.frontier] = 1
+	}
+	// Every existing internal topic is checked before any is created: a
+	// start refused for one must not leave the others behind.
+	if err := a.checkInternalCounts(ctx, l, slices.Concat(internal, logs, ft), logSub); err != nil {
+		return nil, err
+	}
+	if err := ensurePlainTopics(ctx, a.adm, internal); err != nil {
+		return nil, err
+	}
 	if err := changelog.EnsureTopics(ctx, a.adm, logs...); err != nil {
 		return nil, fmt.Errorf("processor: changelog topics: %w", err)
 	}
-	if *a.cfg.PublishFrontier && a.cfg.Guarantee == ExactlyOnce {
-		l.frontier = t.Application() + "-frontier"
-		ft := changelog.Topic{Name: l.frontier, Partitions: 1, ReplicationFactor: -1,
-			Configs: map[string]string{"cleanup.policy": "compact"}}
-		if err := ensurePlainTopics(ctx, a.adm, []changelog.Topic{ft}); err != nil {
-			return nil, err
-		}
-		l.partitions[l.frontier] = 1
+	if err := ensurePlainTopics(ctx, a.adm, ft); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/processor"
+	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // A start that fails on its configuration must fail before it changes
@@ -246,5 +249,61 @@ func TestStartStateDirOfAnotherApplicationFailsFirst(t *testing.T) {
 		if topic != "in" && topic != "out" {
 			t.Errorf("the failed start created topic %q", topic)
 		}
+	}
+}
+
+// An input whose partitions were added (2 to 4) finds the changelog with
+// the old count: the start is refused, naming the changelog, both counts
+// and the input, before it creates the topology's other internal topics.
+func TestStartChangelogOfAnotherCountFailsFirst(t *testing.T) {
+	r := newStartFailRig(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	compact := "compact"
+	changelogTopic := r.appID + "-per-user-changelog"
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": &compact}, changelogTopic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	before := r.topics()
+	b := topology.NewBuilder(r.appID)
+	b.Stream("orders", serde.String(), serde.String()).
+		SelectKey(func(_, v string) string { return v }).
+		GroupByKey(topology.Named("by-user")).Count(topology.Named("per-user")).ToStream().To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
+		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Run(ctx)
+	t.Logf("Run: %v", err)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run: %v, want a refused start before the deadline", err)
+	}
+	if !errors.Is(err, changelog.ErrChangelogMismatch) {
+		t.Errorf("Run: %v, want ErrChangelogMismatch", err)
+	}
+	for _, want := range []string{changelogTopic + " has 2 partitions, the topology needs 4", "orders (4)", "reset"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if after := r.topics(); !slices.Equal(after, before) {
+		t.Errorf("the failed start changed the topics: before %v, after %v", before, after)
+	}
+	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
 	}
 }
