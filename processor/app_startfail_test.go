@@ -307,3 +307,47 @@ func TestStartChangelogOfAnotherCountFailsFirst(t *testing.T) {
 		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
 	}
 }
+
+// Join inputs of different partition counts refuse the start before any
+// internal topic exists, naming both topics and counts.
+func TestStartJoinInputsNotCopartitionedFailsFirst(t *testing.T) {
+	r := newStartFailRig(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "other"); err != nil {
+		t.Fatal(err)
+	}
+	before := r.topics()
+	b := topology.NewBuilder(r.appID)
+	other := b.Stream("other", serde.String(), serde.String())
+	b.Stream("in", serde.String(), serde.String()).
+		Join(other, func(_, l, o string) string { return l + o }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
+		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Run(ctx)
+	t.Logf("Run: %v", err)
+	if !errors.Is(err, topology.ErrNotCopartitioned) {
+		t.Fatalf("Run: %v, want ErrNotCopartitioned", err)
+	}
+	if want := `"in" has 2 partitions, "other" has 4`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if after := r.topics(); !slices.Equal(after, before) {
+		t.Errorf("the failed start changed the topics: before %v, after %v", before, after)
+	}
+	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
+	}
+}
