@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -158,15 +159,20 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // and leaves the group. It returns nil after a clean shutdown. A fenced or
 // unresolvable session is replaced by a new one without returning; any
 // other failure (bad topology against the cluster, a task error) returns.
-func (a *App) Run(ctx context.Context) (err error) {
+func (a *App) Run(ctx context.Context) error {
 	// The HTTP address first: a taken port must fail the start before it
-	// creates topics or writes the state directory. The listener is
-	// served once the tasks can answer (startHTTP), closed if Run returns
-	// before that.
+	// creates topics or writes the state directory.
 	ln, err := a.listenHTTP()
 	if err != nil {
 		return err
 	}
+	return a.run(ctx, ln)
+}
+
+// run is Run with the HTTP listener listenHTTP bound (nil: no HTTP). The
+// listener is served once the tasks can answer (startHTTP), closed if run
+// returns before that.
+func (a *App) run(ctx context.Context, ln net.Listener) (err error) {
 	defer func() {
 		if ln != nil {
 			_ = ln.Close()

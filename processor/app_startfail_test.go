@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -350,4 +351,37 @@ func TestStartJoinInputsNotCopartitionedFailsFirst(t *testing.T) {
 	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
 	}
+}
+
+// RunApps binds every App's HTTP address before any App starts: the
+// second App's taken port fails the start before the first App creates
+// its topics.
+func TestRunAppsHTTPAddrTakenFailsFirst(t *testing.T) {
+	r := newStartFailRig(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var apps []*processor.App
+	for i, addr := range []string{"127.0.0.1:0", taken.Addr().String()} {
+		topo, err := buildCount(fmt.Sprintf("%s-%d", r.appID, i), "in", "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...), processor.WithHTTP(addr),
+			processor.WithStateDir(filepath.Join(r.stateDir, strconv.Itoa(i))), processor.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, app)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = processor.RunApps(ctx, apps...)
+	t.Logf("RunApps: %v", err)
+	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Fatalf("RunApps: %v, want an error naming %s", err, taken.Addr())
+	}
+	r.assertUntouched()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -56,6 +57,28 @@ func RunApps(ctx context.Context, apps ...*App) error {
 		}
 		seen[id], dirs[dir] = true, true
 	}
+	// Every app's HTTP address is bound, and its state directory checked,
+	// before any app starts: one app's taken port or unusable directory
+	// must not fail the start after the others created their topics.
+	lns := make([]net.Listener, len(apps))
+	closeAll := func() {
+		for _, ln := range lns {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+	}
+	for i, a := range apps {
+		ln, err := a.listenHTTP()
+		if err == nil {
+			lns[i] = ln
+			err = a.checkStateDir()
+		}
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("app %q: %w", a.topo.Application(), err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(apps))
@@ -64,7 +87,7 @@ func RunApps(ctx context.Context, apps ...*App) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := a.Run(ctx); err != nil {
+			if err := a.run(ctx, lns[i]); err != nil {
 				errs[i] = fmt.Errorf("app %q: %w", a.topo.Application(), err)
 				cancel()
 			}
