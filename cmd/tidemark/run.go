@@ -247,6 +247,11 @@ func (s *service) run(ctx context.Context, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.CreateTopics {
+		if err := s.preflight(app); err != nil {
+			return err
+		}
+	}
 	if err := s.createTopics(ctx, s.logger(logw)); err != nil {
 		return err
 	}

@@ -87,14 +87,23 @@ func (c serviceConfig) validateApps() ([]*service, error) {
 func runApps(ctx context.Context, svcs []*service, logw io.Writer) error {
 	var apps []*processor.App
 	for _, s := range svcs {
-		if err := s.createTopics(ctx, s.logger(logw)); err != nil {
-			return err
-		}
 		app, err := s.app(logw)
 		if err != nil {
 			return fmt.Errorf("run: app %q: %w", s.cfg.Application, err)
 		}
+		if s.cfg.CreateTopics {
+			if err := s.preflight(app); err != nil {
+				return fmt.Errorf("app %q: %w", s.cfg.Application, err)
+			}
+		}
 		apps = append(apps, app)
+	}
+	// Topics once every app passed its checks: one app's taken port must
+	// not follow another's created topics.
+	for _, s := range svcs {
+		if err := s.createTopics(ctx, s.logger(logw)); err != nil {
+			return err
+		}
 	}
 	if err := processor.RunApps(ctx, apps...); err != nil {
 		return fmt.Errorf("run: %w", err)
