@@ -91,6 +91,62 @@ func (r *startFailRig) topics() []string {
 	return td.Names()
 }
 
+// createTopic creates topic with partitions (and cleanup.policy, if not
+// empty) on the rig's cluster.
+func (r *startFailRig) createTopic(topic string, partitions int32, policy string) {
+	r.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.ListenAddrs()...))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cfg map[string]*string
+	if policy != "" {
+		cfg = map[string]*string{"cleanup.policy": &policy}
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, cfg, topic); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// runTopology runs an App of b's topology on the rig's cluster and state
+// directory to its end, which must be an error before the deadline.
+func (r *startFailRig) runTopology(b *topology.Builder) error {
+	t := r.t
+	t.Helper()
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
+		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	t.Logf("Run: %v", err)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run: %v, want a refused start before the deadline", err)
+	}
+	return err
+}
+
+// assertUnchanged fails the test if the topics differ from before or the
+// state directory was written.
+func (r *startFailRig) assertUnchanged(before []string) {
+	r.t.Helper()
+	if after := r.topics(); !slices.Equal(after, before) {
+		r.t.Errorf("the failed start changed the topics: before %v, after %v", before, after)
+	}
+	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
+		r.t.Errorf("the failed start wrote the state directory (stat: %v)", err)
+	}
+}
+
 // assertUntouched fails the test if the App created a topic or wrote its
 // state directory.
 func (r *startFailRig) assertUntouched() {
@@ -258,41 +314,15 @@ func TestStartStateDirOfAnotherApplicationFailsFirst(t *testing.T) {
 // and the input, before it creates the topology's other internal topics.
 func TestStartChangelogOfAnotherCountFailsFirst(t *testing.T) {
 	r := newStartFailRig(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	compact := "compact"
 	changelogTopic := r.appID + "-per-user-changelog"
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": &compact}, changelogTopic); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "orders"); err != nil {
-		t.Fatal(err)
-	}
+	r.createTopic(changelogTopic, 2, "compact")
+	r.createTopic("orders", 4, "")
 	before := r.topics()
 	b := topology.NewBuilder(r.appID)
 	b.Stream("orders", serde.String(), serde.String()).
 		SelectKey(func(_, v string) string { return v }).
 		GroupByKey(topology.Named("by-user")).Count(topology.Named("per-user")).ToStream().To("out")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
-		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = app.Run(ctx)
-	t.Logf("Run: %v", err)
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("Run: %v, want a refused start before the deadline", err)
-	}
+	err := r.runTopology(b)
 	if !errors.Is(err, changelog.ErrChangelogMismatch) {
 		t.Errorf("Run: %v, want ErrChangelogMismatch", err)
 	}
@@ -301,56 +331,27 @@ func TestStartChangelogOfAnotherCountFailsFirst(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if after := r.topics(); !slices.Equal(after, before) {
-		t.Errorf("the failed start changed the topics: before %v, after %v", before, after)
-	}
-	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
-	}
+	r.assertUnchanged(before)
 }
 
 // Join inputs of different partition counts refuse the start before any
 // internal topic exists, naming both topics and counts.
 func TestStartJoinInputsNotCopartitionedFailsFirst(t *testing.T) {
 	r := newStartFailRig(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "other"); err != nil {
-		t.Fatal(err)
-	}
+	r.createTopic("other", 4, "")
 	before := r.topics()
 	b := topology.NewBuilder(r.appID)
 	other := b.Stream("other", serde.String(), serde.String())
 	b.Stream("in", serde.String(), serde.String()).
 		Join(other, func(_, l, o string) string { return l + o }, topology.JoinWindowsOf(time.Minute, 0), topology.Named("j")).To("out")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
-		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = app.Run(ctx)
-	t.Logf("Run: %v", err)
+	err := r.runTopology(b)
 	if !errors.Is(err, topology.ErrNotCopartitioned) {
 		t.Fatalf("Run: %v, want ErrNotCopartitioned", err)
 	}
 	if want := `"in" has 2 partitions, "other" has 4`; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
-	if after := r.topics(); !slices.Equal(after, before) {
-		t.Errorf("the failed start changed the topics: before %v, after %v", before, after)
-	}
-	if _, err := os.Stat(r.stateDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the failed start wrote the state directory (stat: %v)", err)
-	}
+	r.assertUnchanged(before)
 }
 
 // RunApps binds every App's HTTP address before any App starts: the
