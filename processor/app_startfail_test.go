@@ -49,14 +49,22 @@ func newStartFailRig(t *testing.T) *startFailRig {
 		stateDir: filepath.Join(t.TempDir(), "state")}
 }
 
-// run runs the App with opts to its end, which must be an error.
+// run runs an App of buildCount with opts to its end, which must be an
+// error.
 func (r *startFailRig) run(opts ...processor.Option) error {
-	t := r.t
-	t.Helper()
+	r.t.Helper()
 	topo, err := buildCount(r.appID, "in", "out")
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
+	return r.runBuilt(topo, opts...)
+}
+
+// runBuilt runs an App of topo on the rig's cluster and state directory
+// with opts to its end, which must be an error before the deadline.
+func (r *startFailRig) runBuilt(topo *topology.Topology, opts ...processor.Option) error {
+	t := r.t
+	t.Helper()
 	app, err := processor.NewApp(topo, append([]processor.Option{processor.WithBrokers(r.c.ListenAddrs()...),
 		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
@@ -71,6 +79,7 @@ func (r *startFailRig) run(opts ...processor.Option) error {
 	if ctx.Err() != nil {
 		t.Fatalf("Run did not fail before its deadline: %v", err)
 	}
+	t.Logf("Run: %v", err)
 	return err
 }
 
@@ -111,28 +120,14 @@ func (r *startFailRig) createTopic(topic string, partitions int32, policy string
 	}
 }
 
-// runTopology runs an App of b's topology on the rig's cluster and state
-// directory to its end, which must be an error before the deadline.
+// runTopology runs an App of b's topology as runBuilt does.
 func (r *startFailRig) runTopology(b *topology.Builder) error {
-	t := r.t
-	t.Helper()
+	r.t.Helper()
 	topo, err := b.Build()
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
-		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = app.Run(ctx)
-	t.Logf("Run: %v", err)
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("Run: %v, want a refused start before the deadline", err)
-	}
-	return err
+	return r.runBuilt(topo)
 }
 
 // assertUnchanged fails the test if the topics differ from before or the
@@ -266,15 +261,7 @@ func TestStartMissingTopicLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := processor.NewApp(topo, processor.WithBrokers(r.c.ListenAddrs()...),
-		processor.WithStateDir(r.stateDir), processor.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	err = app.Run(ctx)
-	if !errors.Is(err, processor.ErrMissingTopic) {
+	if err := r.runBuilt(topo); !errors.Is(err, processor.ErrMissingTopic) {
 		t.Fatalf("Run: %v, want ErrMissingTopic", err)
 	}
 	r.assertUntouched()

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/marketplace/gen"
 	"github.com/tidemark-streams/tidemark/marketplace/pipelines"
@@ -62,15 +60,7 @@ func TestRunCreateTopicsWaitsForABrokerThatIsStarting(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("createTopics once the broker started: %v\nlogs:\n%s", err, logs.String())
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	topics, err := kadm.NewClient(cl).ListTopics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topics := listTopics(ctx, t, cluster.ListenAddrs())
 	for _, want := range []string{gen.DefaultTopics.Inventory, pipelines.DefaultOutputs.Availability} {
 		if !topics.Has(want) {
 			t.Errorf("topic %s was not created; have %v", want, topics.Names())

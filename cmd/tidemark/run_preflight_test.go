@@ -47,7 +47,15 @@ func TestRunCreateTopicsHTTPAddrTakenCreatesNothing(t *testing.T) {
 	if !strings.Contains(err.Error(), taken.Addr().String()) || !strings.Contains(err.Error(), "--http") {
 		t.Errorf("run: %v, want an error naming %s and --http", err, taken.Addr())
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if names := listTopics(ctx, t, cluster.ListenAddrs()).Names(); len(names) > 0 {
+		t.Errorf("the failed start created topics %v", names)
+	}
+}
+
+// listTopics lists the topics of the cluster at brokers.
+func listTopics(ctx context.Context, t *testing.T, brokers []string) kadm.TopicDetails {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +64,5 @@ func TestRunCreateTopicsHTTPAddrTakenCreatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := topics.Names(); len(names) > 0 {
-		t.Errorf("the failed start created topics %v", names)
-	}
+	return topics
 }
