@@ -6,31 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/store"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// syncBuffer is a log sink the restore may write from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRestoreSaysWhenItMerges: once a sorted rebuild has read its
 // changelog it merges its runs into the task DB, which takes seconds for
@@ -50,7 +32,7 @@ func TestRestoreSaysWhenItMerges(t *testing.T) {
 	}
 	n.commit()
 
-	var logs syncBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	db, err := OpenDB(t.TempDir(), Options{Logger: log, RestoreModeMinOffsets: 1, rebuildRunBytes: 16 << 10})
 	if err != nil {

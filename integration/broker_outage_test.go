@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,29 +18,12 @@ import (
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 	"github.com/tidemark-streams/tidemark/txn"
 )
-
-// lockedBuf is a log sink the App writes and the test reads.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestExactlyOnceAcrossBrokerOutageLongerThanTimeouts SIGKILLs the broker
 // while a transaction is open (its records produced, EndTxn not yet sent),
@@ -106,7 +88,7 @@ func TestExactlyOnceAcrossBrokerOutageLongerThanTimeouts(t *testing.T) {
 	// has taken the broker away: the transaction is open with records.
 	var armed atomic.Bool
 	atEnd := make(chan chan struct{})
-	logs := &lockedBuf{}
+	logs := &testlog.Buffer{}
 	app, err := processor.NewApp(topo,
 		processor.WithConfig(processor.Config{SessionTimeout: sessionTimeout, TransactionTimeout: txnTimeout}),
 		processor.WithBrokers(b.Bootstrap()...),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/store/memstore"
 	"github.com/tidemark-streams/tidemark/task"
@@ -588,7 +589,7 @@ func TestRevokedAndReturnedPartitionIsNotLeftPaused(t *testing.T) {
 func TestStrayPauseOfARunningPartitionIsLifted(t *testing.T) {
 	t.Parallel()
 	r := newFairRig(t, 5, 1, 3, frontier.Options{}) // bound 20
-	var buf syncBuffer
+	var buf testlog.Buffer
 	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestStalledThreadSaysWhatItWaitsOn(t *testing.T) {
 	t.Parallel()
 	r := newFairRig(t, 5, 1, 2, frontier.Options{})
-	var buf syncBuffer
+	var buf testlog.Buffer
 	r.s.app.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.ConsumeTopics("in"))
 	if err != nil {

@@ -1,33 +1,14 @@
 package processor
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStateLogsGoToTheAppsLogger: the state DB's log lines (here the
 // owner it records in a new state directory) go to WithLogger's logger,
@@ -36,7 +17,7 @@ func (l *lockedBuffer) String() string {
 // and "task DB written sorted" at info level, in the default format and
 // without app= or instance=.
 func TestStateLogsGoToTheAppsLogger(t *testing.T) {
-	var def lockedBuffer
+	var def testlog.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&def, nil)))
 	defer slog.SetDefault(old)
@@ -47,7 +28,7 @@ func TestStateLogsGoToTheAppsLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var own lockedBuffer
+	var own testlog.Buffer
 	a, err := NewApp(topo, WithBrokers("127.0.0.1:1"), WithStateDir(t.TempDir()),
 		WithLogger(slog.New(slog.NewTextHandler(&own, nil))))
 	if err != nil {

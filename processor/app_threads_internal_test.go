@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
 )
@@ -166,7 +166,7 @@ func TestTaskLeases(t *testing.T) {
 // it lasts; the waiter logs when it finally gets the lease.
 func TestTaskLeaseWaitIsLogged(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	l := taskLeases{warnAfter: 40 * time.Millisecond}
 	l.setLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	id := topology.TaskID{SubTopology: 0, Partition: 2}
@@ -205,24 +205,6 @@ func TestTaskLeaseWaitIsLogged(t *testing.T) {
 	if h, _ := l.holder(id); h != "" {
 		t.Fatalf("released lease still held by %q", h)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestThreadInstanceIDs: one thread keeps the instance id (and so the

@@ -15,10 +15,8 @@ import (
 // task.
 func (b *logBuffer) snapshotsWritten(t *testing.T) map[string]int {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	out := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if line == "" || json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "snapshot written" {
 			continue

@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark-streams/tidemark/frontier"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/serde"
 	"github.com/tidemark-streams/tidemark/topology"
@@ -29,24 +29,6 @@ import (
 // Tests of the commit path under broker-side errors, on kfake with
 // injected faults: a retriable error is ridden through (never fatal) and
 // every input's output is committed exactly once.
-
-// syncBuf is a log sink written by the App's goroutines and read by the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type faultRig struct {
 	t        *testing.T
@@ -58,7 +40,7 @@ type faultRig struct {
 	build    func(app, in, out string) (*topology.Topology, error)
 	app      *processor.App
 	done     <-chan error
-	logs     *syncBuf
+	logs     *testlog.Buffer
 	want     map[string]int
 	produced int
 }
@@ -81,7 +63,7 @@ func newFaultRigTopo(t *testing.T, build func(app, in, out string) (*topology.To
 // parts partitions, and no App.
 func newFaultCluster(t *testing.T, parts int32, build func(app, in, out string) (*topology.Topology, error)) *faultRig {
 	t.Helper()
-	r := &faultRig{t: t, in: "in", out: "out", parts: parts, keys: 8, build: build, logs: &syncBuf{}, want: map[string]int{},
+	r := &faultRig{t: t, in: "in", out: "out", parts: parts, keys: 8, build: build, logs: &testlog.Buffer{}, want: map[string]int{},
 		appID: "faults-" + strings.ReplaceAll(t.Name(), "/", "-")}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, r.in, r.out))
 	if err != nil {
