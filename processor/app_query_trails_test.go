@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
@@ -32,8 +33,22 @@ func TestQueryTrailsVisibleOutputsUntilApplied(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
 	var armed atomic.Bool // from the first record on: startup commits pass
+	// Only the commit that made the output visible is held: a commit in
+	// flight when the test arms the hook (or one with nothing in it) must
+	// pass, or the record's own commit never comes.
+	adm := kadm.NewClient(kafkatest.Client(t))
+	outputVisible := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := adm.ListCommittedOffsets(ctx, out)
+		if err != nil {
+			return false
+		}
+		o, ok := ends.Lookup(out, 0)
+		return ok && o.Err == nil && o.Offset > 0
+	}
 	hold := processor.WithFaultHook(func(pt txn.Point) {
-		if pt != txn.AfterCommit || !armed.Load() {
+		if pt != txn.AfterCommit || !armed.Load() || !outputVisible() {
 			return
 		}
 		select {
