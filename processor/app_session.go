@@ -317,6 +317,7 @@ func (s *session) onAssigned(ctx context.Context, cl *kgo.Client, added map[stri
 			s.assigned[t][p] = true
 		}
 	}
+	s.applyPendingStandby()
 	s.changed = true
 	s.assignMu.Unlock()
 	if anyPartition(added) {
@@ -466,6 +467,9 @@ func (s *session) syncTasks(ctx context.Context) error {
 	s.app.forgetPoison(s.th.index, s.inputsOf(want))
 	for id, lt := range s.tasks {
 		if !want[id] {
+			if s.standbyNext(id.Partition) {
+				s.handOverToStandby(id)
+			}
 			if err := lt.close(); err != nil {
 				s.app.log.Warn("close revoked task", "task", id.String(), "err", err)
 			}

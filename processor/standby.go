@@ -353,6 +353,13 @@ type standbySet struct {
 	// still closing their state (stopStandby).
 	stopping []chan struct{}
 	probe    context.CancelFunc // the prober, while warm-ups exist
+	// pending is the standby assignment of the sync being assigned
+	// (onStandby), applied with its active partitions (onAssigned).
+	pending *standbyAssignment
+	// handedOver are the closed active tasks whose DBs are held open for
+	// their standby here (handOverToStandby), until it opened them or
+	// settleHandOvers let them go.
+	handedOver map[topology.TaskID]bool
 	// epoch counts the distinct standby assignments synced (synced is
 	// the last); the prober forces at most one early rebalance per epoch.
 	epoch  atomic.Int64
@@ -360,11 +367,30 @@ type standbySet struct {
 }
 
 // onStandby receives the standby assignment of a sync (client goroutine).
+// It takes effect together with the sync's active partitions, when kgo
+// calls onAssigned (after every sync, even one that adds nothing): a loop
+// that saw the new standbys first stopped the standby of a task the same
+// sync had just made active here, without handing its open DB over
+// (changelog.DB.HandOver), and ~50 ms later the active task opened the
+// DB again, waiting for the standby's close (a memtable flush: seconds
+// under load) to do so.
 func (s *session) onStandby(sa standbyAssignment) {
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
+	s.standby.pending = &sa
+}
+
+// applyPendingStandby makes the standby assignment of the sync whose
+// active partitions are being assigned the wanted one. The caller holds
+// assignMu.
+func (s *session) applyPendingStandby() {
+	sa := s.standby.pending
+	if sa == nil {
+		return
+	}
+	s.standby.pending = nil
 	if !slices.Equal(sa.Standby, s.standby.want.Standby) || !slices.Equal(sa.WarmUp, s.standby.want.WarmUp) {
-		s.standby.want = sa
+		s.standby.want = *sa
 		s.changed = true
 	}
 }
@@ -408,6 +434,7 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		s.startStandby(ctx, id, warm[id.Partition])
 		started = append(started, id.String())
 	}
+	s.settleHandOvers(want)
 	s.app.ha.setStandbyGauge()
 	if len(started) > 0 {
 		sort.Strings(started)
@@ -418,6 +445,50 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		s.standby.epoch.Add(1)
 	}
 	s.syncProbe(ctx, len(sa.WarmUp) > 0)
+}
+
+// standbyNext reports whether partition p is among this member's
+// standbys or warm-ups in the standby assignment it is being synced with
+// (pending), or else the one it runs.
+func (s *session) standbyNext(p int32) bool {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	sa := &s.standby.want
+	if s.standby.pending != nil {
+		sa = s.standby.pending
+	}
+	return slices.Contains(sa.all(), p)
+}
+
+// handOverToStandby keeps the DB of active task id, which is being
+// closed, open for the standby of the task that starts here next: a task
+// moving to another member (a warm-up that caught up) leaves a standby on
+// its previous owner, and closing and reopening the DB between the two
+// flushed its memtable and started cold, on the member that still runs
+// its other tasks (changelog.DB.HandOver).
+func (s *session) handOverToStandby(id topology.TaskID) {
+	s.app.db.HandOver(id.String())
+	if s.standby.handedOver == nil {
+		s.standby.handedOver = map[topology.TaskID]bool{}
+	}
+	s.standby.handedOver[id] = true
+}
+
+// settleHandOvers ends the hand-overs of closed active tasks
+// (handOverToStandby) that no standby started here for and that did not
+// become active again: their DBs close. A standby that started takes its
+// DB over when it opens the task's state; one stopped before that leaves
+// it to the next sync's settle or to stopStandbys.
+func (s *session) settleHandOvers(want map[topology.TaskID]bool) {
+	for id := range s.standby.handedOver {
+		if _, tailing := s.standby.tasks[id]; tailing {
+			continue
+		}
+		if !want[id] {
+			s.app.db.EndHandOver(id.String())
+		}
+		delete(s.standby.handedOver, id)
+	}
 }
 
 // syncProbe runs the prober while this member warms up partitions: every
@@ -562,6 +633,7 @@ func (s *session) stopStandbys() {
 		<-done
 	}
 	s.standby.stopping = nil
+	s.settleHandOvers(nil)
 }
 
 // runStandby keeps task st.id's local state caught up with its changelogs

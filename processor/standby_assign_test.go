@@ -331,21 +331,19 @@ func TestAssignHARandomised(t *testing.T) {
 	}
 }
 
-// TestHABalancerCarriesStandbys runs the group balancer as the leader
-// and reads each member's standby assignment back from its sync
-// assignment, as the member's ParseSyncAssignment does; co-partitioning
-// of the active partitions holds.
-func TestHABalancerCarriesStandbys(t *testing.T) {
-	t.Parallel()
-	topics := map[string]int32{"a": 4, "b": 4}
+type haTestMember struct {
+	id    string
+	owned []int32
+	lags  map[int32]int64
+}
+
+// balanceHA runs the group balancer as the leader of members ms (one
+// standby, acceptable lag 10,000, up to 2 warm-ups, every partition
+// stateful) and reads each member's standby assignment and partitions
+// back from its sync assignment, as the member's ParseSyncAssignment does.
+func balanceHA(t *testing.T, topics map[string]int32, ms []haTestMember) (jms []kmsg.JoinGroupResponseMember, got map[string]standbyAssignment, parts map[string]map[string][]int32) {
+	t.Helper()
 	names := slices.Sorted(maps.Keys(topics))
-	type mem struct {
-		id    string
-		owned []int32
-		lags  map[int32]int64
-	}
-	ms := []mem{{"i-a", []int32{0, 1, 2, 3}, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}}, {"i-b", nil, map[int32]int64{3: 50_000}}}
-	var jms []kmsg.JoinGroupResponseMember
 	for _, m := range ms {
 		current := map[string][]int32{}
 		for _, topic := range names {
@@ -367,8 +365,8 @@ func TestHABalancerCarriesStandbys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]standbyAssignment{}
-	parts := map[string]map[string][]int32{}
+	got = map[string]standbyAssignment{}
+	parts = map[string]map[string][]int32{}
 	for _, sa := range into.IntoSyncAssignment() {
 		var received standbyAssignment
 		member := &copartitionBalancer{onStandby: func(a standbyAssignment) { received = a }}
@@ -378,6 +376,21 @@ func TestHABalancerCarriesStandbys(t *testing.T) {
 		}
 		got[sa.MemberID], parts[sa.MemberID] = received, ps
 	}
+	return jms, got, parts
+}
+
+// TestHABalancerCarriesStandbys runs the group balancer as the leader
+// and reads each member's standby assignment back from its sync
+// assignment, as the member's ParseSyncAssignment does; co-partitioning
+// of the active partitions holds.
+func TestHABalancerCarriesStandbys(t *testing.T) {
+	t.Parallel()
+	topics := map[string]int32{"a": 4, "b": 4}
+	names := slices.Sorted(maps.Keys(topics))
+	jms, got, parts := balanceHA(t, topics, []haTestMember{
+		{"i-a", []int32{0, 1, 2, 3}, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}},
+		{"i-b", nil, map[int32]int64{3: 50_000}},
+	})
 	// i-a keeps everything (i-b is not caught up), i-b warms up 2 and 3;
 	// the standby of 0 and 1 is i-b too (the only other instance).
 	want := map[string]standbyAssignment{
@@ -605,4 +618,33 @@ func TestAssignHAConverges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHABalancerHoldsPendingActivesAsStandbys: i-b's warm-ups of 2 and 3
+// caught up, so the leader moves them to i-b; the cooperative protocol
+// gives them to nobody this generation (i-a revokes them first). i-b
+// keeps them as standbys meanwhile, so the DBs its warm-ups kept open are
+// handed to the active tasks when they arrive, not closed and reopened.
+func TestHABalancerHoldsPendingActivesAsStandbys(t *testing.T) {
+	t.Parallel()
+	topics := map[string]int32{"a": 4, "b": 4}
+	_, got, parts := balanceHA(t, topics, []haTestMember{
+		{"i-a", []int32{0, 1, 2, 3}, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}},
+		{"i-b", nil, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}},
+	})
+	for topic := range topics {
+		if len(parts["member-i-a"][topic]) != 2 || len(parts["member-i-b"][topic]) != 0 {
+			t.Fatalf("actives %v: want i-a to keep 2 of %s and i-b none this generation", parts, topic)
+		}
+	}
+	moving := []int32{}
+	for p := range int32(4) {
+		if !slices.Contains(parts["member-i-a"]["a"], p) {
+			moving = append(moving, p)
+		}
+	}
+	if sb := got["member-i-b"]; !slices.Equal(sb.Standby, []int32{0, 1, 2, 3}) || len(sb.WarmUp) != 0 {
+		t.Fatalf("i-b's standby assignment %+v: want standbys of every partition (those i-a keeps and the moving %v), no warm-up", sb, moving)
+	}
+
 }

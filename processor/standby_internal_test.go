@@ -1,8 +1,10 @@
 package processor
 
 import (
+	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/tidemark-streams/tidemark/changelog"
@@ -154,5 +156,22 @@ func TestHALagsReportRebuildingStandby(t *testing.T) {
 	progress(changelog.RestoreProgress{Restored: 600_000, Remaining: 400_000, Total: 1_000_000})
 	if got, want := a.haLags(), map[int32]int64{0: 0, 1: 400_000}; !maps.Equal(got, want) {
 		t.Fatalf("rebuilding with 400k left: lags %v, want %v", got, want)
+	}
+}
+
+// TestStandbyAssignmentTakesEffectWithItsActivePartitions: kgo hands a
+// sync's standby assignment over (ParseSyncAssignment) before it assigns
+// the sync's active partitions (onAssigned). A loop that acted on the
+// standbys alone stopped the standby of a task the same sync made active
+// here without handing its DB over, and the active task reopened it.
+func TestStandbyAssignmentTakesEffectWithItsActivePartitions(t *testing.T) {
+	s := &session{assigned: map[string]map[int32]bool{}}
+	s.onStandby(standbyAssignment{Standby: []int32{0}, WarmUp: []int32{1}})
+	if s.changed || len(s.standby.want.Standby)+len(s.standby.want.WarmUp) != 0 {
+		t.Fatalf("standby assignment applied before its sync's active partitions: changed %v, want %+v", s.changed, s.standby.want)
+	}
+	s.onAssigned(context.Background(), nil, map[string][]int32{}) // nothing added: kgo calls it all the same
+	if !s.changed || !slices.Equal(s.standby.want.Standby, []int32{0}) || !slices.Equal(s.standby.want.WarmUp, []int32{1}) {
+		t.Fatalf("after onAssigned: changed %v, standby assignment %+v", s.changed, s.standby.want)
 	}
 }

@@ -12,19 +12,22 @@ import (
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/internal/kafkatest"
+	"github.com/tidemark-streams/tidemark/internal/testlog"
 	"github.com/tidemark-streams/tidemark/processor"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
 // tasksView is the body of GET /tasks.
 type tasksView struct {
-	Active  []string `json:"active"`
-	Standby []struct {
-		Task   string `json:"task"`
-		WarmUp bool   `json:"warmup"`
-		Lag    int64  `json:"lag"`
-	} `json:"standby"`
-	Lags map[string]int64 `json:"lags"`
+	Active  []string         `json:"active"`
+	Standby []standbyView    `json:"standby"`
+	Lags    map[string]int64 `json:"lags"`
+}
+
+type standbyView struct {
+	Task   string `json:"task"`
+	WarmUp bool   `json:"warmup"`
+	Lag    int64  `json:"lag"`
 }
 
 func getTasks(t *testing.T, app *processor.App) tasksView {
@@ -81,13 +84,16 @@ var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.P
 // TestStandbyTakesOverAfterAKillRestoringOnlyTheTail runs instance A (a
 // child process) alone on a count table of 100k keys, then instance B with
 // one standby replica: B tails both tasks' changelogs (one as a standby,
-// the other as a warm-up, A keeping both actives) until its lag is ~0.
-// A is SIGKILLed while it processes more input, with a transaction open;
-// B takes both tasks over once A's session times out and restores only
-// the changelog tail its standbys had not read (under a tenth of the
-// changelogs; typically nothing but A's aborted transaction), not the
-// 100k records, in the DBs the standbys kept open (no reopen). The
-// outputs are exactly once: every key's counts are 1..n.
+// the other as a warm-up, A keeping both actives) until its lag is ~0;
+// the warm-up's task may move to B as soon as it caught up (KIP-441),
+// taking the warm-up's open DB over. A is SIGKILLed while it processes
+// more input, with a transaction open; B takes both tasks over once A's
+// session times out and restores only the changelog tail its standbys
+// had not read (under a tenth of the changelogs; typically nothing but
+// A's aborted transaction), not the 100k records, in the DBs the
+// standbys kept open: no reopen from the baseline on, whether the
+// warm-up moved before it, after it or with the kill. The outputs are
+// exactly once: every key's counts are 1..n.
 func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
@@ -101,17 +107,33 @@ func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	t.Logf("A processed %d records in %v", keys, time.Since(start).Round(time.Millisecond))
 
 	rec := newRestoreRecorder()
+	var blog testlog.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("B's log:\n%s", blog.String())
+		}
+	})
 	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithStandbyReplicas(1), processor.WithRestoreListener(rec),
+		processor.WithLogger(slog.New(slog.NewTextHandler(&blog, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		processor.WithHTTP("127.0.0.1:0"), sessionTimeout(6*time.Second), fastCommits)
 	start = time.Now()
+	var warmups []string
 	v := waitTasks(t, b, 40*time.Second, "B's standbys caught up", func(v tasksView) bool {
-		if len(v.Active) != 0 {
-			t.Fatalf("B got active tasks %v while A is caught up and B is not", v.Active)
-		}
 		caught := 0
 		for _, s := range v.Standby {
 			if s.Lag >= 0 && s.Lag <= 100 {
 				caught++
+			}
+		}
+		for _, id := range v.Active {
+			if !slices.Contains(warmups, id) {
+				t.Fatalf("B got active task %s, not one it warmed up (%v), while A is caught up and B is not", id, warmups)
+			}
+			caught++
+		}
+		for _, s := range v.Standby {
+			if s.WarmUp && !slices.Contains(warmups, s.Task) {
+				warmups = append(warmups, s.Task)
 			}
 		}
 		return caught == 2
@@ -251,5 +273,41 @@ func TestNewInstanceTakesSmallTasksAtOnce(t *testing.T) {
 	}
 	t.Logf("B runs %v", v.Active)
 	more := produceKeysN(t, in, keys, 200, keys, 2)
+	checkCounts(t, out, addCounts(want, more))
+}
+
+// TestMovedTaskLeavesItsOpenDBToTheOldOwnersStandby runs A alone with one
+// standby replica on a count table of 2 partitions (20k keys), then B: B
+// warms one task up, the task moves to B once caught up, and A keeps a
+// standby of it. A's standby takes the DB its active task had open (no
+// close and reopen on the member that still runs its other task: a
+// memtable flush and cold caches right at the move) and tails from where
+// the active task left off. Counts stay exactly once.
+func TestMovedTaskLeavesItsOpenDBToTheOldOwnersStandby(t *testing.T) {
+	t.Parallel()
+	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
+	appID := kafkatestName(t, "handback")
+	topo := countTopology(t, appID, in, out)
+	const keys = 20_000
+	want := produceKeysN(t, in, 0, keys, keys, 2)
+	a, _ := runApp(t, topo, processor.WithInstanceID("a"), processor.WithStandbyReplicas(1), processor.WithHTTP("127.0.0.1:0"), fastCommits)
+	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
+	opens := metric(t, a, "tidemark_state_task_db_opens_total")
+	if opens != 2 {
+		t.Fatalf("A opened task DBs %v times running 2 tasks; want 2", opens)
+	}
+
+	b, _ := runApp(t, topo, processor.WithInstanceID("b"), processor.WithStandbyReplicas(1), processor.WithHTTP("127.0.0.1:0"), fastCommits)
+	v := waitTasks(t, b, 45*time.Second, "B got the task it warmed up", func(v tasksView) bool { return len(v.Active) == 1 })
+	moved := v.Active[0]
+	va := waitTasks(t, a, 30*time.Second, "A keeps a caught-up standby of the moved task", func(v tasksView) bool {
+		return slices.ContainsFunc(v.Standby, func(s standbyView) bool { return s.Task == moved && s.Lag >= 0 && s.Lag <= 100 })
+	})
+	t.Logf("B runs %s; A: %+v", moved, va)
+	if n := metric(t, a, "tidemark_state_task_db_opens_total"); n != opens {
+		t.Errorf("A opened task DBs %v more times as %s moved to B; want 0 (its standby takes the active task's open DB)", n-opens, moved)
+	}
+
+	more := produceKeysN(t, in, keys, 4_000, keys, 2)
 	checkCounts(t, out, addCounts(want, more))
 }
