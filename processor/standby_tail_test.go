@@ -19,11 +19,8 @@ import (
 // counts exactly once.
 func TestStandbyTailsWithoutNewClients(t *testing.T) {
 	t.Parallel()
-	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
-	appID := kafkatestName(t, "standby-tail")
-	topo := countTopology(t, appID, in, out)
 	const keys = 200
-	want := produceKeysN(t, in, 0, 2000, keys, 2)
+	in, out, _, topo, want := countOnTwoPartitions(t, "standby-tail", 2000, keys)
 	opts := func(id string) []processor.Option {
 		return []processor.Option{processor.WithInstanceID(id), processor.WithStandbyReplicas(1),
 			processor.WithHTTP("127.0.0.1:0"), sessionTimeout(6 * time.Second), fastCommits}

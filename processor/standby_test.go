@@ -75,6 +75,16 @@ func atLeast(n int) func([]*kgo.Record) bool {
 	return func(rs []*kgo.Record) bool { return len(rs) >= n }
 }
 
+// countOnTwoPartitions creates a count application's input and output
+// topics (2 partitions each) and produces n records over keys keys: the
+// rig of the standby tests.
+func countOnTwoPartitions(t *testing.T, name string, n, keys int) (in, out, appID string, topo *topology.Topology, want map[string]int) {
+	t.Helper()
+	in, out = kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
+	appID = kafkatestName(t, name)
+	return in, out, appID, countTopology(t, appID, in, out), produceKeysN(t, in, 0, n, keys, 2)
+}
+
 func sessionTimeout(d time.Duration) processor.Option {
 	return func(c *processor.Config) { c.SessionTimeout = d }
 }
@@ -96,11 +106,8 @@ var fastCommits = processor.WithCommitPolicy(frontier.Options{Policy: frontier.P
 // exactly once: every key's counts are 1..n.
 func TestStandbyTakesOverAfterAKillRestoringOnlyTheTail(t *testing.T) {
 	t.Parallel()
-	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
-	appID := kafkatestName(t, "standby")
-	topo := countTopology(t, appID, in, out)
 	const keys = 100_000
-	want := produceKeysN(t, in, 0, keys, keys, 2)
+	in, out, appID, topo, want := countOnTwoPartitions(t, "standby", keys, keys)
 	start := time.Now()
 	a := startChild(t, childEnv(t, appID, in, out, "a", "CHILD_STANDBYS=1"))
 	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
@@ -285,11 +292,8 @@ func TestNewInstanceTakesSmallTasksAtOnce(t *testing.T) {
 // the active task left off. Counts stay exactly once.
 func TestMovedTaskLeavesItsOpenDBToTheOldOwnersStandby(t *testing.T) {
 	t.Parallel()
-	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
-	appID := kafkatestName(t, "handback")
-	topo := countTopology(t, appID, in, out)
 	const keys = 20_000
-	want := produceKeysN(t, in, 0, keys, keys, 2)
+	in, out, _, topo, want := countOnTwoPartitions(t, "handback", keys, keys)
 	a, _ := runApp(t, topo, processor.WithInstanceID("a"), processor.WithStandbyReplicas(1), processor.WithHTTP("127.0.0.1:0"), fastCommits)
 	kafkatest.ConsumeUntil(t, out, 45*time.Second, atLeast(keys))
 	opens := metric(t, a, "tidemark_state_task_db_opens_total")
