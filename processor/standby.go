@@ -434,7 +434,7 @@ func (s *session) syncStandbys(ctx context.Context, want map[topology.TaskID]boo
 		s.startStandby(ctx, id, warm[id.Partition])
 		started = append(started, id.String())
 	}
-	s.settleHandOvers(want)
+	s.settleHandOvers(want, false)
 	s.app.ha.setStandbyGauge()
 	if len(started) > 0 {
 		sort.Strings(started)
@@ -475,13 +475,20 @@ func (s *session) handOverToStandby(id topology.TaskID) {
 }
 
 // settleHandOvers ends the hand-overs of closed active tasks
-// (handOverToStandby) that no standby started here for and that did not
-// become active again: their DBs close. A standby that started takes its
-// DB over when it opens the task's state; one stopped before that leaves
-// it to the next sync's settle or to stopStandbys.
-func (s *session) settleHandOvers(want map[topology.TaskID]bool) {
+// (handOverToStandby) that no standby started here for, that did not
+// become active again and, unless the session is closing (final), that
+// the standby assignment being synced does not start a standby for: the
+// loop can see a sync's revocations before kgo assigns its partitions,
+// which applies its standby assignment (applyPendingStandby). Their DBs
+// close. A standby that started takes its DB over when it opens the
+// task's state; one stopped before that leaves it to the next sync's
+// settle or to stopStandbys.
+func (s *session) settleHandOvers(want map[topology.TaskID]bool, final bool) {
 	for id := range s.standby.handedOver {
 		if _, tailing := s.standby.tasks[id]; tailing {
+			continue
+		}
+		if !final && !want[id] && s.standbyNext(id.Partition) {
 			continue
 		}
 		if !want[id] {
@@ -633,7 +640,7 @@ func (s *session) stopStandbys() {
 		<-done
 	}
 	s.standby.stopping = nil
-	s.settleHandOvers(nil)
+	s.settleHandOvers(nil, true)
 }
 
 // runStandby keeps task st.id's local state caught up with its changelogs

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidemark-streams/tidemark/changelog"
 	"github.com/tidemark-streams/tidemark/serde"
+	"github.com/tidemark-streams/tidemark/store"
 	"github.com/tidemark-streams/tidemark/topology"
 )
 
@@ -173,5 +174,58 @@ func TestStandbyAssignmentTakesEffectWithItsActivePartitions(t *testing.T) {
 	s.onAssigned(context.Background(), nil, map[string][]int32{}) // nothing added: kgo calls it all the same
 	if !s.changed || !slices.Equal(s.standby.want.Standby, []int32{0}) || !slices.Equal(s.standby.want.WarmUp, []int32{1}) {
 		t.Fatalf("after onAssigned: changed %v, standby assignment %+v", s.changed, s.standby.want)
+	}
+}
+
+// TestHandOverToStandbyWaitsForTheSyncBeingAssigned: an active task
+// revoked by a sync whose standby assignment keeps a standby of it here
+// hands its open DB over. The loop can close the task before kgo assigns
+// the sync's partitions (which applies its standby assignment): the
+// hand-over waits for that sync instead of closing the DB, and ends when
+// no standby is coming or the session closes.
+func TestHandOverToStandbyWaitsForTheSyncBeingAssigned(t *testing.T) {
+	db, err := changelog.OpenDB(t.TempDir(), changelog.Options{Logger: slog.New(slog.DiscardHandler), MemoryBudget: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	id := topology.TaskID{SubTopology: 0, Partition: 1}
+	s := &session{app: &App{db: db}, standby: standbySet{tasks: map[topology.TaskID]*standbyTask{}}}
+
+	// Revoked with the standby assignment still pending: kept open through
+	// a settle that runs before the assignment applies.
+	s.onStandby(standbyAssignment{Standby: []int32{1}})
+	closeActive(t, db, s, id)
+	s.settleHandOvers(map[topology.TaskID]bool{}, false)
+	if !db.HandedOver(id.String()) || db.Stats().OpenTaskDBs != 1 {
+		t.Fatalf("hand-over dropped before its standby assignment applied: held %v, %d DBs open", db.HandedOver(id.String()), db.Stats().OpenTaskDBs)
+	}
+	// The session closes instead: the DB closes.
+	s.settleHandOvers(nil, true)
+	if db.HandedOver(id.String()) || db.Stats().OpenTaskDBs != 0 {
+		t.Fatalf("session closed: held %v, %d DBs open; want none", db.HandedOver(id.String()), db.Stats().OpenTaskDBs)
+	}
+
+	// A sync whose standby assignment does not keep the task: nothing held.
+	s.onStandby(standbyAssignment{Standby: []int32{0}})
+	closeActive(t, db, s, id)
+	if db.HandedOver(id.String()) || db.Stats().OpenTaskDBs != 0 {
+		t.Fatalf("no standby coming: held %v, %d DBs open; want none", db.HandedOver(id.String()), db.Stats().OpenTaskDBs)
+	}
+}
+
+// closeActive opens task id's state as its active task would and closes
+// it as syncTasks closes a revoked task.
+func closeActive(t *testing.T, db *changelog.DB, s *session, id topology.TaskID) {
+	t.Helper()
+	st := db.NewTaskState(changelog.TaskStateConfig{ID: id.String(), AppID: "app", Partition: id.Partition})
+	if _, err := st.Open(store.Spec{Name: "kv", Kind: store.KindKeyValue}, id.Partition); err != nil {
+		t.Fatal(err)
+	}
+	if s.standbyNext(id.Partition) {
+		s.handOverToStandby(id)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
