@@ -342,7 +342,10 @@ type FleetStats struct {
 	// (their "task state … phase=snapshot … snapshot_duration=" lines);
 	// StandbyStarts the rounds of standbys and warm-ups they started.
 	SnapshotLoads, StandbyStarts int
-	Logs                         []string
+	// MovedAside counts the damaged task DBs and state directories the
+	// instances moved aside to rebuild (their "moving it aside" lines).
+	MovedAside int
+	Logs       []string
 }
 
 func (f *Fleet) Stats() FleetStats {
@@ -367,6 +370,7 @@ func (f *Fleet) Stats() FleetStats {
 		s.SortedRestores += countLines(in.LogPath, sortedRestoreLog)
 		s.SnapshotLoads += countLines(in.LogPath, snapshotLoadLog)
 		s.StandbyStarts += countLines(in.LogPath, standbyStartLog)
+		s.MovedAside += countLines(in.LogPath, damageLog)
 	}
 	sort.Strings(s.Logs)
 	return s

@@ -74,6 +74,10 @@ type Options struct {
 	// service's own policy checkpoints minutes apart: no snapshot would be
 	// written within a scenario); without, the service's default.
 	CheckpointMaxInterval time.Duration
+	// Damage is the chance that the kill campaign, restarting a killed
+	// instance with its state, damages that state first (Fleet.Damage).
+	// Default DefaultDamage; negative: never.
+	Damage float64
 	// DeleteTopics deletes the scenario's topics (its own and the
 	// service's internal ones) after a pass: for a shared broker.
 	DeleteTopics bool
@@ -87,6 +91,9 @@ const DefaultRestoreModeMinOffsets = 1000
 // DefaultSnapshotCheckpointInterval is Options.CheckpointMaxInterval's
 // default with Snapshots.
 const DefaultSnapshotCheckpointInterval = 5 * time.Second
+
+// DefaultDamage is Options.Damage's default.
+const DefaultDamage = 0.3
 
 func (o *Options) ensureDefaults() {
 	if o.Scale <= 0 {
@@ -109,6 +116,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.RestoreModeMinOffsets == 0 {
 		o.RestoreModeMinOffsets = DefaultRestoreModeMinOffsets
+	}
+	if o.Damage == 0 {
+		o.Damage = DefaultDamage
 	}
 	if o.Snapshots && o.CheckpointMaxInterval == 0 {
 		o.CheckpointMaxInterval = DefaultSnapshotCheckpointInterval
@@ -148,6 +158,7 @@ type Run struct {
 	mu      sync.Mutex
 	brKills int
 	pauses  int
+	damages int
 	events  []string
 }
 
@@ -242,6 +253,13 @@ func (r *Run) KillBroker(ctx context.Context, down time.Duration) error {
 	return nil
 }
 
+// damaged counts a damage done to a stopped instance's state.
+func (r *Run) damaged() {
+	r.mu.Lock()
+	r.damages++
+	r.mu.Unlock()
+}
+
 // PauseBroker freezes the broker (SIGSTOP) for d, then resumes it.
 func (r *Run) PauseBroker(ctx context.Context, d time.Duration) error {
 	b, err := r.hurtable()
@@ -273,6 +291,7 @@ type Result struct {
 	Fleet          FleetStats
 	BrokerKills    int
 	BrokerPauses   int
+	Damages        int           // stopped instances' states damaged (Fleet.Damage)
 	CaughtUpAfter  time.Duration // since input stopped; -1 if it never did
 	Drained        bool
 	AckedMissing   int // acknowledged records the input log does not hold
@@ -457,7 +476,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	res.Report = final.Report(log)
 	res.Fleet = r.Fleet.Stats()
 	r.mu.Lock()
-	res.BrokerKills, res.BrokerPauses = r.brKills, r.pauses
+	res.BrokerKills, res.BrokerPauses, res.Damages = r.brKills, r.pauses, r.damages
 	res.Events = append(res.Events, r.events...)
 	r.mu.Unlock()
 	res.Elapsed = time.Since(r.start)
@@ -675,8 +694,8 @@ func (r Result) Details() string {
 	if r.CaughtUpAfter >= 0 {
 		catch = r.CaughtUpAfter.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
-		r.Fleet.Kills, r.Fleet.Terms, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
+		r.Fleet.Kills, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
 	}
@@ -750,6 +769,7 @@ type Total struct {
 	Kills, BrokerKills, BrokerPauses, Crashes  int
 	SortedRestores                             int
 	SnapshotLoads, StandbyStarts               int
+	Damages, MovedAside                        int
 }
 
 func Totals(results []Result) Total {
@@ -767,6 +787,8 @@ func Totals(results []Result) Total {
 		t.SortedRestores += r.Fleet.SortedRestores
 		t.SnapshotLoads += r.Fleet.SnapshotLoads
 		t.StandbyStarts += r.Fleet.StandbyStarts
+		t.Damages += r.Damages
+		t.MovedAside += r.Fleet.MovedAside
 	}
 	return t
 }

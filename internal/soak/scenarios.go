@@ -9,9 +9,10 @@ import (
 // The four scenarios of the campaign.
 var (
 	// KillCampaign SIGKILLs one of 1–3 instances at random moments and
-	// restarts it, sometimes with its state directory deleted; now and then
+	// restarts it, sometimes with its state directory deleted or damaged
+	// (Fleet.Damage); now and then
 	// the fleet grows or shrinks (gracefully) within 1–3.
-	KillCampaign = Scenario{Name: "kill", About: "SIGKILL instances at random moments, restart (sometimes from empty state)", schedule: killCampaign}
+	KillCampaign = Scenario{Name: "kill", About: "SIGKILL instances at random moments, restart (sometimes from empty or damaged state)", schedule: killCampaign}
 	// BrokerKills SIGKILLs the broker and restarts it on the same data and
 	// ports while two instances run.
 	BrokerKills = Scenario{Name: "broker-kill", About: "SIGKILL the broker and restart it (same data, same ports)", BrokerFaults: true, schedule: brokerKills}
@@ -83,6 +84,15 @@ func killCampaign(ctx context.Context, r *Run) error {
 		if wipe {
 			if err := r.Fleet.Wipe(victim); err != nil {
 				return err
+			}
+		} else if r.Rand.Float64() < r.Opts.Damage {
+			what, err := r.Fleet.Damage(victim, r.Rand)
+			if err != nil {
+				return err
+			}
+			if what != "" {
+				r.damaged()
+				r.Logf("kill %d/%d: %s's state damaged: %s", k+1, kills, victim, what)
 			}
 		}
 		if err := sleep(ctx, down); err != nil {

@@ -48,6 +48,7 @@ func run() int {
 		snapshots = flag.Bool("snapshots", false, "give the fleet one file:// snapshot store in each scenario's work directory (processor.WithSnapshotStore)")
 		probing   = flag.Duration("probing-interval", 0, "the service's probing rebalance interval (processor.WithProbingRebalanceInterval), so warm-ups move tasks within a scenario; 0: tidemark's default (10m)")
 		ckptMax   = flag.Duration("checkpoint-max-interval", 0, "cap the service's checkpoint (and snapshot) interval; 0: 5s with --snapshots, else tidemark's default")
+		damage    = flag.Float64("damage", soak.DefaultDamage, "chance that the kill campaign damages a killed instance's state before restarting it (a table's bytes flipped, a write-ahead log torn, a MANIFEST garbled, ...); negative: never")
 		sortedMin = flag.Int64("restore-mode-min-offsets", soak.DefaultRestoreModeMinOffsets, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
 	)
 	flag.Parse()
@@ -94,6 +95,9 @@ func run() int {
 	if *threads > 0 {
 		replay += fmt.Sprintf(" --threads %d", *threads)
 	}
+	if *damage != soak.DefaultDamage {
+		replay += fmt.Sprintf(" --damage %g", *damage)
+	}
 	ha := soak.Options{Standbys: *standbys, Snapshots: *snapshots, ProbingInterval: *probing, CheckpointMaxInterval: *ckptMax}
 	replay += ha.HAFlags()
 	logf("soak: campaign seed %d, scenarios %s, work directory %s (replay: %s)", *seed, *scenarios, work, replay)
@@ -120,7 +124,7 @@ func run() int {
 	for _, sc := range run {
 		res, err := soak.RunScenario(ctx, sc, br, soak.Options{
 			Seed: *seed, Short: *short, Scale: *scale, Rate: *rate, Keys: *keys, PoisonFraction: *poison,
-			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, RestoreModeMinOffsets: *sortedMin,
+			Bin: bin, Dir: work, CatchUp: *catchUp, Guarantee: *guarantee, Threads: *threads, RestoreModeMinOffsets: *sortedMin, Damage: *damage,
 			Standbys: *standbys, Snapshots: *snapshots, ProbingInterval: *probing, CheckpointMaxInterval: *ckptMax, Logf: logf,
 		})
 		if err != nil {
@@ -142,8 +146,8 @@ func run() int {
 	fmt.Printf("soak campaign seed %d (replay: %s)\n", *seed, replay)
 	fmt.Print(soak.Summary(results))
 	total := soak.Totals(results)
-	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes; %d sorted restores, %d snapshot loads, %d standby/warm-up starts\n",
-		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores, total.SnapshotLoads, total.StandbyStarts)
+	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d broker kills, %d broker pauses, %d crashes; %d sorted restores, %d snapshot loads, %d standby/warm-up starts; %d states damaged, %d moved aside\n",
+		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores, total.SnapshotLoads, total.StandbyStarts, total.Damages, total.MovedAside)
 	if failed {
 		fmt.Printf("FAIL; work directory kept: %s (service logs per instance, broker log %s)\n", work, br.LogFile())
 		return 1
