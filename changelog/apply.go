@@ -60,6 +60,9 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 			return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, err)
 		}
 	}
+	if err := t.tdb.dirLost(); err != nil {
+		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, t.tdb.noteErr(err))
+	}
 	now := time.Now()
 	var bytes int64
 	meta := func(emit emitFunc) error {
@@ -92,6 +95,9 @@ func (t *TaskState) ApplyAt(offsets ChangelogOffsets, pos InputPosition) error {
 	}
 	if err != nil {
 		t.cache.clear()
+		if lost := t.tdb.checkDir(); lost != nil {
+			err = fmt.Errorf("%w (%v)", lost, err)
+		}
 		return fmt.Errorf("changelog: apply partition %d: %w", t.cfg.Partition, t.tdb.noteErr(err))
 	}
 	if staged {

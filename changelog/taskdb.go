@@ -34,6 +34,11 @@ type taskDB struct {
 	closed atomic.Bool // closed for good: a read of it is store.ErrClosed, not damage
 	marked atomic.Bool // found damaged; see markCorrupt
 
+	// The directory Badger opened, and when Apply last checked it is still
+	// there (lostdir.go).
+	dirInfo  os.FileInfo
+	dirCheck atomic.Int64
+
 	// Guarded by db.mu.
 	users     int
 	pinned    bool
@@ -298,6 +303,7 @@ func (tdb *taskDB) open(mode dbMode, shares int) error {
 		return fmt.Errorf("changelog: open task DB %s: %w", tdb.dir, err)
 	}
 	tdb.bdb, tdb.mode = bdb, mode
+	tdb.noteDir()
 	tdb.opens++
 	db.taskOpens.Add(1)
 	if mode == restoreMode {
@@ -325,6 +331,7 @@ func (tdb *taskDB) close() error {
 		return nil
 	}
 	tdb.dropSnapshotPin()
+	tdb.recreateLostDir()
 	if err := tdb.bdb.Close(); err != nil {
 		tdb.db.log.Warn("close task DB", "task", tdb.id, "err", err)
 		return fmt.Errorf("changelog: close task DB %s: %w", tdb.dir, err)
@@ -419,7 +426,9 @@ func (tdb *taskDB) markCorrupt(cause error) {
 		return
 	}
 	msg := fmt.Sprintf("%s\n%v\n", time.Now().UTC().Format(time.RFC3339), cause)
-	if err := os.WriteFile(filepath.Join(tdb.dir, corruptMarker), []byte(msg), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tdb.dir, corruptMarker), []byte(msg), 0o644); errors.Is(err, os.ErrNotExist) {
+		// Its directory was removed: recreateLostDir marks it as it closes.
+	} else if err != nil {
 		tdb.db.log.Warn("cannot mark a damaged task DB; Quarantine will move the whole state directory aside", "task", tdb.id, "err", err)
 	}
 }

@@ -73,6 +73,12 @@ func (s *session) committed(reason string, start time.Time, t *txnState, st txn.
 		s.th.commitWatch.observe(end, s.app.log, reason, phases)
 		s.app.threadMetrics().commits.WithLabelValues(strconv.Itoa(s.th.index)).Inc()
 		s.acknowledge(end, t)
+		if err != nil && changelog.IsCorrupt(err) {
+			// Committed, and local state is behind the commit because
+			// applying it found the state damaged (its directory
+			// removed, say): rebuild it from the changelogs.
+			return fmt.Errorf("%w: %v", errCorruptState, err)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %v", errRestartSession, err)
 		}

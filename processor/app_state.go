@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,12 +57,18 @@ func (a *App) rebuildState(cause error) error {
 	if err := a.db.Close(); err != nil {
 		a.log.Warn("close corrupt state", "err", err)
 	}
-	moved, err := changelog.Quarantine(a.cfg.StateDir, a.log)
-	if err != nil {
-		return fmt.Errorf("processor: %w: move corrupt state %s aside: %v (found: %v)", errFatal, a.cfg.StateDir, err, cause)
+	if _, err := os.Stat(a.cfg.StateDir); errors.Is(err, fs.ErrNotExist) {
+		// Removed while open, and no task DB open to make it again
+		// (changelog/lostdir.go): nothing to move aside.
+		a.log.Error("the state directory was removed; its tasks restore from their changelogs", "dir", a.cfg.StateDir, "cause", cause)
+	} else {
+		moved, err := changelog.Quarantine(a.cfg.StateDir, a.log)
+		if err != nil {
+			return fmt.Errorf("processor: %w: move corrupt state %s aside: %v (found: %v)", errFatal, a.cfg.StateDir, err, cause)
+		}
+		a.log.Error("local state is corrupt; moved it aside, its tasks restore from their changelogs",
+			"dir", a.cfg.StateDir, "moved_to", moved, "cause", cause)
 	}
-	a.log.Error("local state is corrupt; moved it aside, its tasks restore from their changelogs",
-		"dir", a.cfg.StateDir, "moved_to", moved, "cause", cause)
 	a.metrics.stateRebuilds.Inc()
 	if err := a.openState(); err != nil {
 		return fmt.Errorf("processor: %w: %v", errFatal, err)

@@ -126,3 +126,57 @@ func TestGarbledInstanceIDIsReplaced(t *testing.T) {
 		t.Fatalf("instance id file holds %q, want a new valid id", id)
 	}
 }
+
+// TestStateDirRemovedWhileRunningIsRebuilt: an operator removes the state
+// directory of a running instance (rm -rf, a /tmp cleaner). Badger can no
+// longer flush there and would retry forever, its writes stalling and its
+// Close never returning; the instance must notice, rebuild its tasks from
+// the changelogs into a new directory, keep counting exactly, and stop
+// cleanly.
+func TestStateDirRemovedWhileRunningIsRebuilt(t *testing.T) {
+	t.Parallel()
+	stateDirRemovedIsRebuilt(t)
+}
+
+// TestThreadsStateDirRemovedWhileRunningIsRebuilt: the same with two
+// stream threads, whose rebuild waits for both to stop.
+func TestThreadsStateDirRemovedWhileRunningIsRebuilt(t *testing.T) {
+	t.Parallel()
+	stateDirRemovedIsRebuilt(t, processor.WithThreads(2))
+}
+
+func stateDirRemovedIsRebuilt(t *testing.T, opts ...processor.Option) {
+	in, out := kafkatest.NewTopic(t, 2, nil), kafkatest.NewTopic(t, 2, nil)
+	dir := filepath.Join(t.TempDir(), "state")
+	topo := countTopology(t, kafkatest.UniqueName(t, "removed"), in, out)
+	want := produceKeys(t, in, 0, 400, 8)
+	_, stop := runApp(t, topo, append([]processor.Option{processor.WithStateDir(dir)}, opts...)...)
+	checkCounts(t, out, want)
+	id, _ := os.ReadFile(filepath.Join(dir, "instance-id"))
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Input keeps coming for longer than the DBs wait between checks of
+	// their directories.
+	for i := range 8 {
+		for k, n := range produceKeys(t, in, 400+i*40, 40, 8) {
+			want[k] += n
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	checkCounts(t, out, want)
+	stop() // fails the test if Run errs or does not return within 60 s
+
+	if aside, _ := filepath.Glob(filepath.Join(dir, "tasks", "*.corrupt-*")); len(aside) == 0 {
+		t.Errorf("no task DB of the removed directory moved aside in %s: the loss was not noticed", dir)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "instance-id")); string(got) != string(id) {
+		t.Errorf("instance id %q after the rebuild, want the same %q", got, id)
+	}
+	// The rebuilt state is the state: a restart on it continues the counts.
+	for k, n := range produceKeys(t, in, 720, 80, 8) {
+		want[k] += n
+	}
+	runApp(t, topo, append([]processor.Option{processor.WithStateDir(dir)}, opts...)...)
+	checkCounts(t, out, want)
+}

@@ -292,7 +292,7 @@ func (c *Committer) settle(ctx context.Context, r ended, parts []Participant) (S
 				// Kafka has the commit; local state lags it. A restart
 				// restores the tail from the changelog.
 				c.m.Reset()
-				return st, fmt.Errorf("%w: apply after commit: %v", ErrOutcomeUnknown, err)
+				return st, fmt.Errorf("%w: apply after commit: %w", ErrOutcomeUnknown, err)
 			}
 		}
 		st.Apply = c.now().Sub(as)
