@@ -14,9 +14,9 @@ import (
 // through the files it has open, but can never again write a table there,
 // and it retries the flush of a full memtable forever: its writes stall
 // once the memtables fill, and its Close, which flushes them, never
-// returns. So Apply checks the directory (dirLost) and fails with an error
-// wrapping ErrCorrupt, which the runtime answers as it answers a damaged
-// table: it closes the DB, moves it aside and rebuilds the task's stores
+// returns. So Apply (and a standby's tail) checks the directory (dirLost)
+// and fails with an error wrapping ErrCorrupt, which the runtime answers
+// as it answers a damaged table: it closes the DB, moves it aside and rebuilds the task's stores
 // from their changelogs. A Close of a DB whose directory is gone makes the
 // directory again first (recreateLostDir), so that Badger's last flush has
 // somewhere to go.

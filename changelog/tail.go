@@ -248,6 +248,9 @@ func (tl *tailer) run(ctx context.Context) error {
 // cancelled context: a fetch is applied and recorded whole, then the loop
 // ends.
 func (tl *tailer) apply(tdb *taskDB, fs kgo.Fetches) (n int64, moved bool, err error) {
+	if err := tdb.dirLost(); err != nil {
+		return 0, false, err
+	}
 	wb := tdb.bdb.NewWriteBatch()
 	defer wb.Cancel()
 	var written int64

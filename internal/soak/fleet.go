@@ -269,6 +269,14 @@ func (f *Fleet) Wipe(id string) error {
 	return os.RemoveAll(in.StateDir)
 }
 
+// RemoveState deletes instance id's state directory while it runs, as an
+// operator's rm -rf would.
+func (f *Fleet) RemoveState(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return os.RemoveAll(f.instance(id).StateDir)
+}
+
 // Running lists the instances running now, sorted.
 func (f *Fleet) Running() []string {
 	f.mu.Lock()

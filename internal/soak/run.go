@@ -75,7 +75,9 @@ type Options struct {
 	// written within a scenario); without, the service's default.
 	CheckpointMaxInterval time.Duration
 	// Damage is the chance that the kill campaign, restarting a killed
-	// instance with its state, damages that state first (Fleet.Damage).
+	// instance with its state, damages that state first (Fleet.Damage);
+	// a third of it, the chance that a round removes the state directory
+	// of a running instance instead of killing one (Fleet.RemoveState).
 	// Default DefaultDamage; negative: never.
 	Damage float64
 	// DeleteTopics deletes the scenario's topics (its own and the

@@ -10,7 +10,8 @@ import (
 var (
 	// KillCampaign SIGKILLs one of 1–3 instances at random moments and
 	// restarts it, sometimes with its state directory deleted or damaged
-	// (Fleet.Damage); now and then
+	// (Fleet.Damage); sometimes it removes the state directory of a
+	// running instance instead; now and then
 	// the fleet grows or shrinks (gracefully) within 1–3.
 	KillCampaign = Scenario{Name: "kill", About: "SIGKILL instances at random moments, restart (sometimes from empty or damaged state)", schedule: killCampaign}
 	// BrokerKills SIGKILLs the broker and restarts it on the same data and
@@ -75,6 +76,16 @@ func killCampaign(ctx context.Context, r *Run) error {
 			continue
 		}
 		victim := running[r.Rand.IntN(len(running))]
+		if r.Rand.Float64() < r.Opts.Damage/3 {
+			// Not a kill this time: the state directory of a running
+			// instance removed under it.
+			if err := r.Fleet.RemoveState(victim); err != nil {
+				return err
+			}
+			r.damaged()
+			r.Logf("kill %d/%d: %s's state directory removed while it runs", k+1, kills, victim)
+			continue
+		}
 		down := r.Between(0, 2*time.Second)
 		wipe := r.Rand.Float64() < 0.25
 		if err := r.Kill(victim); err != nil {

@@ -48,7 +48,7 @@ func run() int {
 		snapshots = flag.Bool("snapshots", false, "give the fleet one file:// snapshot store in each scenario's work directory (processor.WithSnapshotStore)")
 		probing   = flag.Duration("probing-interval", 0, "the service's probing rebalance interval (processor.WithProbingRebalanceInterval), so warm-ups move tasks within a scenario; 0: tidemark's default (10m)")
 		ckptMax   = flag.Duration("checkpoint-max-interval", 0, "cap the service's checkpoint (and snapshot) interval; 0: 5s with --snapshots, else tidemark's default")
-		damage    = flag.Float64("damage", soak.DefaultDamage, "chance that the kill campaign damages a killed instance's state before restarting it (a table's bytes flipped, a write-ahead log torn, a MANIFEST garbled, ...); negative: never")
+		damage    = flag.Float64("damage", soak.DefaultDamage, "chance that the kill campaign damages a killed instance's state before restarting it (a table's bytes flipped, a write-ahead log torn, a MANIFEST garbled, ...), and a third of it that a round removes a running instance's state directory instead of killing one; negative: never")
 		sortedMin = flag.Int64("restore-mode-min-offsets", soak.DefaultRestoreModeMinOffsets, "the service's changelog.Options.RestoreModeMinOffsets: restores of at least this many records into an empty task DB are sorted rebuilds; -1: the service's default (100,000)")
 	)
 	flag.Parse()
