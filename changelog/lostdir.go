@@ -16,10 +16,10 @@ import (
 // once the memtables fill, and its Close, which flushes them, never
 // returns. So Apply (and a standby's tail) checks the directory (dirLost)
 // and fails with an error wrapping ErrCorrupt, which the runtime answers
-// as it answers a damaged table: it closes the DB, moves it aside and rebuilds the task's stores
-// from their changelogs. A Close of a DB whose directory is gone makes the
-// directory again first (recreateLostDir), so that Badger's last flush has
-// somewhere to go.
+// as it answers a damaged table: it closes the DB, moves it aside and
+// rebuilds the task's stores from their changelogs. A Close of a DB whose
+// directory is gone makes the directory again first (recreateLostDir), so
+// that Badger's last flush has somewhere to go.
 
 // dirCheckEvery spaces an open task DB's checks of its directory: a stat
 // per Apply would cost more than the rare case is worth.
