@@ -27,7 +27,9 @@ const dirCheckEvery = time.Second
 
 // noteDir records the directory of a task DB Badger just opened.
 func (tdb *taskDB) noteDir() {
-	tdb.dirInfo, _ = os.Stat(tdb.dir)
+	if st, err := os.Stat(tdb.dir); err == nil {
+		tdb.dirInfo.Store(&st)
+	}
 	tdb.dirCheck.Store(time.Now().UnixNano())
 }
 
@@ -35,7 +37,7 @@ func (tdb *taskDB) noteDir() {
 // removed or replaced since Badger opened it; at most once per
 // dirCheckEvery it looks.
 func (tdb *taskDB) dirLost() error {
-	if tdb.dirInfo == nil || tdb.db.opts.ReadOnly {
+	if tdb.dirInfo.Load() == nil || tdb.db.opts.ReadOnly {
 		return nil
 	}
 	now, last := time.Now().UnixNano(), tdb.dirCheck.Load()
@@ -48,14 +50,15 @@ func (tdb *taskDB) dirLost() error {
 // checkDir is dirLost without the spacing: for a write that failed (Badger
 // cannot make a new memtable log in a removed directory), to say why.
 func (tdb *taskDB) checkDir() error {
-	if tdb.dirInfo == nil || tdb.db.opts.ReadOnly {
+	opened := tdb.dirInfo.Load()
+	if opened == nil || tdb.db.opts.ReadOnly {
 		return nil
 	}
 	st, err := os.Stat(tdb.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("changelog: task DB %s: %w: its directory was removed while the DB was open", tdb.dir, ErrCorrupt)
-	case err == nil && !os.SameFile(st, tdb.dirInfo):
+	case err == nil && !os.SameFile(st, *opened):
 		return fmt.Errorf("changelog: task DB %s: %w: its directory was replaced while the DB was open", tdb.dir, ErrCorrupt)
 	}
 	return nil
@@ -67,7 +70,7 @@ func (tdb *taskDB) checkDir() error {
 // directory), and the marker has the next Quarantine or OpenDB move them
 // aside.
 func (tdb *taskDB) recreateLostDir() {
-	if tdb.dirInfo == nil || tdb.db.opts.ReadOnly {
+	if tdb.dirInfo.Load() == nil || tdb.db.opts.ReadOnly {
 		return
 	}
 	if _, err := os.Stat(tdb.dir); !errors.Is(err, fs.ErrNotExist) {

@@ -36,7 +36,7 @@ type taskDB struct {
 
 	// The directory Badger opened, and when Apply last checked it is still
 	// there (lostdir.go).
-	dirInfo  os.FileInfo
+	dirInfo  atomic.Pointer[os.FileInfo]
 	dirCheck atomic.Int64
 
 	// Guarded by db.mu.
