@@ -264,6 +264,8 @@ func (a *App) run(ctx context.Context, ln net.Listener) (err error) {
 				_ = srv.Shutdown(sctx)
 			}
 		}()
+		stopWatch := a.watchLiveness()
+		defer stopWatch()
 		return a.runThreads(ctx, gctx)
 	})
 	err = g.Wait()
@@ -286,7 +288,9 @@ func (a *App) run(ctx context.Context, ln net.Listener) (err error) {
 // runThreads once every thread stopped.
 func (a *App) loop(ctx context.Context, th *appThread) error {
 	var backoff retry.Backoff
+	defer th.turned.Store(0)
 	for {
+		th.alive()
 		started := time.Now()
 		s, err := a.newSession(ctx, th)
 		if err == nil {

@@ -146,6 +146,13 @@ type Config struct {
 	// partitions move now rather than after SessionTimeout (app_peers.go).
 	// At least 100ms. Negative: off. Default DefaultPeerDeadAfter.
 	PeerDeadAfter time.Duration
+	// LivenessTimeout: a stream thread whose record loop has not turned
+	// for this long is stuck (a call that never returns: user code, a
+	// disk that turned read-only under Badger); GET /healthz then answers
+	// 503, so a liveness probe restarts the process, and the log shows
+	// every goroutine's stack (app_liveness.go). Negative: off. Default
+	// DefaultLivenessTimeout.
+	LivenessTimeout time.Duration
 	// OnDeserializationError and DeadLetterTopic: see their types.
 	OnDeserializationError OnDeserializationError
 	DeadLetterTopic        string
@@ -454,6 +461,9 @@ func (c *Config) EnsureDefaults(app string) *Config {
 	if c.PeerDeadAfter == 0 {
 		c.PeerDeadAfter = DefaultPeerDeadAfter
 	}
+	if c.LivenessTimeout == 0 {
+		c.LivenessTimeout = DefaultLivenessTimeout
+	}
 	if c.RestoreShare == 0 {
 		c.RestoreShare = DefaultRestoreShare
 	}
@@ -512,6 +522,9 @@ func (c *Config) Validate() error {
 	}
 	if err := checkPeerDeadAfter(d.PeerDeadAfter); err != nil {
 		return err
+	}
+	if d.LivenessTimeout > 0 && d.LivenessTimeout < MinLivenessTimeout {
+		return fmt.Errorf("config: LivenessTimeout %s must be at least %s (negative turns the check off)", d.LivenessTimeout, MinLivenessTimeout)
 	}
 	if d.RestoreShare < 0 || d.RestoreShare > 1 {
 		return fmt.Errorf("config: RestoreShare %g must be in (0, 1] (0 takes the default %g)", d.RestoreShare, DefaultRestoreShare)

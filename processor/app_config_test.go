@@ -99,6 +99,7 @@ func TestConfigEnsureDefaultsAndValidate(t *testing.T) {
 		{"a restore share above 1 is rejected", processor.Config{Brokers: []string{"b"}, RestoreShare: 1.5}, "RestoreShare 1.5"},
 		{"a negative restore share is rejected", processor.Config{Brokers: []string{"b"}, RestoreShare: -0.1}, "RestoreShare -0.1"},
 		{"a peer timeout under 100ms is rejected", processor.Config{Brokers: []string{"b"}, PeerDeadAfter: 10 * time.Millisecond}, "PeerDeadAfter 10ms"},
+		{"a liveness timeout under 1s is rejected", processor.Config{Brokers: []string{"b"}, LivenessTimeout: 50 * time.Millisecond}, "LivenessTimeout 50ms"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.cfg.Validate(); err == nil || !strings.Contains(err.Error(), "config: "+tt.field) {

@@ -79,7 +79,7 @@ func advertisedAddr(adv, bound string) string {
 // prefer that to Config.HTTPAddr.
 //
 //	GET /metrics                                    Prometheus metrics
-//	GET /healthz                                    200 while the process runs
+//	GET /healthz                                    200 while every stream thread's loop turns, 503 when one is stuck (LivenessTimeout)
 //	GET /readyz                                     200 once every assigned task is restored
 //	GET /peers                                      the peer failure detector: instances watched, removals (app_peers.go)
 //	GET /frontier[?sink=S&covers=T]                 committed output frontier per sink partition
@@ -127,7 +127,7 @@ func advertisedAddr(adv, bound string) string {
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", a.serveHealth)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.Ready() {
 			http.Error(w, "not ready: tasks are being assigned or restored", http.StatusServiceUnavailable)

@@ -29,6 +29,7 @@ type appMetrics struct {
 	fencedTxns            prometheus.Counter
 	peersRemoved          prometheus.Counter
 	stateRebuilds         prometheus.Counter
+	stuckThreads          prometheus.Gauge
 	processingErrors      *prometheus.CounterVec
 	productionErrors      *prometheus.CounterVec
 	dropped               *droppedRecords
@@ -99,6 +100,8 @@ func newAppMetrics(app string) *appMetrics {
 			Help: "Metadata refreshes the Kafka client triggered to retry produce batches the broker turned away (CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS): one per refresh, however many batches it retried. Batches franz-go retries in place after a backoff (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) are not counted.", ConstLabels: labels}),
 		reflectedSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_reflected_records_skipped_total",
 			Help: "Input records skipped because the local state already reflects them: the group's committed offsets were behind the position the state's changelogs carry.", ConstLabels: labels}),
+		stuckThreads: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_stuck_threads",
+			Help: "Stream threads whose record loop has not turned within LivenessTimeout (GET /healthz answers 503 while any is).", ConstLabels: labels}),
 		stateRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_state_rebuilds_total",
 			Help: "Times local state was found corrupt while running, moved aside and rebuilt from the changelogs.", ConstLabels: labels}),
 		fencedTxns: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_fenced_transactions_total",
@@ -141,7 +144,7 @@ func newAppMetrics(app string) *appMetrics {
 	m.dropped = newDroppedRecords(reg, labels)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.stuckThreads, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		m.repartitionPurged, m.repartitionPurgeErrors, m.tenantOutputs, m.tenantStaleness,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {

@@ -648,6 +648,7 @@ func (s *session) run(ctx context.Context) error {
 		s.orphansStop = func() { cancel(); <-done }
 	}
 	for {
+		s.th.alive()
 		if ctx.Err() != nil {
 			return s.shutdown()
 		}

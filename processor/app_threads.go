@@ -133,6 +133,10 @@ type appThread struct {
 	// each thread needs its own); the counters are the App's.
 	dropped *droppedRecords
 
+	// turned is when the thread's loop last showed it is not stuck (unix
+	// nanoseconds; 0 while no loop runs): app_liveness.go.
+	turned atomic.Int64
+
 	ready atomic.Bool  // every task assigned to the thread runs
 	tasks atomic.Int64 // tasks running
 	lag   atomic.Int64 // records behind the inputs' end offsets

@@ -168,6 +168,7 @@ func resolveServiceConfig(path string, getenv func(string) string, fl *pflag.Fla
 	set("max-records-per-task-pass", func() { cfg.MaxRecordsPerTaskPass = f.MaxRecordsPerTaskPass })
 	set("threads", func() { cfg.Threads = f.Threads })
 	set("peer-dead-after", func() { cfg.PeerDeadAfter = f.PeerDeadAfter })
+	set("liveness-timeout", func() { cfg.LivenessTimeout = f.LivenessTimeout })
 	set("restore-share", func() { cfg.RestoreShare = f.RestoreShare })
 	set("partitions", func() { cfg.Partitions = f.Partitions })
 	set("fraud-threshold", func() { cfg.FraudThreshold = f.FraudThreshold })

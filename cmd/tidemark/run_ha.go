@@ -36,6 +36,9 @@ type haConfig struct {
 	// PeerDeadAfter is processor.WithPeerDeadAfter: a Go duration, or
 	// "off"; empty keeps processor.DefaultPeerDeadAfter.
 	PeerDeadAfter string `yaml:"peer_dead_after" json:"peer_dead_after"`
+	// LivenessTimeout is processor.WithLivenessTimeout: a Go duration, or
+	// "off"; empty keeps processor.DefaultLivenessTimeout.
+	LivenessTimeout string `yaml:"liveness_timeout" json:"liveness_timeout"`
 	// RestoreShare is processor.WithRestoreShare; 0 keeps
 	// processor.DefaultRestoreShare.
 	RestoreShare float64 `yaml:"restore_share" json:"restore_share"`
@@ -49,14 +52,15 @@ func addHAFlags(fl *pflag.FlagSet, f *haConfig) {
 	fl.StringVar(&f.SnapshotStore, "snapshot-store", "", "blob store URL for task snapshots, e.g. file:///var/lib/tidemark-snapshots (shared by every instance)")
 	fl.IntVar(&f.Threads, "threads", 0, "record loops in this process, each its own group member with its own transactional producer (default 1)")
 	fl.StringVar(&f.PeerDeadAfter, "peer-dead-after", "", "remove an instance from the group once its HTTP port has refused connections this long, so its partitions move before its session times out; \"off\" to wait for the session timeout (default 500ms; needs --http)")
+	fl.StringVar(&f.LivenessTimeout, "liveness-timeout", "", "GET /healthz answers 503 once a record loop has not turned for this long (stuck in a call that never returns), so a liveness probe restarts the process; \"off\" never (default 5m)")
 	fl.Float64Var(&f.RestoreShare, "restore-share", 0, "most of its time a restore, standby catch-up or snapshot load may work while this instance runs tasks, in (0, 1]; 1: unpaced (default 0.5)")
 	fl.IntVar(&f.MaxRecordsPerTaskPass, "max-records-per-task-pass", 0, "records of one task per record-loop pass, so a backlogged task cannot starve the others (default 500; -1: off)")
 }
 
 // applyHAEnv reads TIDEMARK_STANDBY_REPLICAS, TIDEMARK_ACCEPTABLE_RECOVERY_LAG,
 // TIDEMARK_SNAPSHOT_STORE, TIDEMARK_MAX_RECORDS_PER_TASK_PASS, TIDEMARK_THREADS
-// TIDEMARK_PEER_DEAD_AFTER, TIDEMARK_RESTORE_SHARE, TIDEMARK_MAX_WARMUP_REPLICAS
-// and TIDEMARK_PROBING_REBALANCE_INTERVAL.
+// TIDEMARK_PEER_DEAD_AFTER, TIDEMARK_LIVENESS_TIMEOUT, TIDEMARK_RESTORE_SHARE,
+// TIDEMARK_MAX_WARMUP_REPLICAS and TIDEMARK_PROBING_REBALANCE_INTERVAL.
 func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	if v := getenv("TIDEMARK_SNAPSHOT_STORE"); v != "" {
 		f.SnapshotStore = v
@@ -66,6 +70,9 @@ func applyHAEnv(f *haConfig, getenv func(string) string) error {
 	}
 	if v := getenv("TIDEMARK_PEER_DEAD_AFTER"); v != "" {
 		f.PeerDeadAfter = v
+	}
+	if v := getenv("TIDEMARK_LIVENESS_TIMEOUT"); v != "" {
+		f.LivenessTimeout = v
 	}
 	if v := getenv("TIDEMARK_RESTORE_SHARE"); v != "" {
 		x, err := strconv.ParseFloat(v, 64)
@@ -120,6 +127,9 @@ func (f haConfig) validate() error {
 	if _, err := f.peerDeadAfter(); err != nil {
 		return err
 	}
+	if _, err := f.livenessTimeout(); err != nil {
+		return err
+	}
 	if f.RestoreShare < 0 || f.RestoreShare > 1 {
 		return fmt.Errorf("config: restore_share %g: want a share in (0, 1] (0: the default)", f.RestoreShare)
 	}
@@ -166,23 +176,38 @@ func (f haConfig) options() []processor.Option {
 	if d, _ := f.peerDeadAfter(); d != 0 {
 		opts = append(opts, processor.WithPeerDeadAfter(d))
 	}
+	if d, _ := f.livenessTimeout(); d != 0 {
+		opts = append(opts, processor.WithLivenessTimeout(d))
+	}
 	return opts
 }
 
 // peerDeadAfter parses PeerDeadAfter: "off" is -1, empty 0 (the default).
 func (f haConfig) peerDeadAfter() (time.Duration, error) {
-	switch f.PeerDeadAfter {
+	return durationOrOff("peer_dead_after", f.PeerDeadAfter, "500ms", processor.MinPeerDeadAfter)
+}
+
+// livenessTimeout parses LivenessTimeout: "off" is -1, empty 0 (the
+// default).
+func (f haConfig) livenessTimeout() (time.Duration, error) {
+	return durationOrOff("liveness_timeout", f.LivenessTimeout, "5m", processor.MinLivenessTimeout)
+}
+
+// durationOrOff parses setting name's value v: a Go duration of at least
+// least, "off" (-1) or empty (0, the default); example is one in the error.
+func durationOrOff(name, v, example string, least time.Duration) (time.Duration, error) {
+	switch v {
 	case "":
 		return 0, nil
 	case "off":
 		return -1, nil
 	}
-	d, err := time.ParseDuration(f.PeerDeadAfter)
+	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("config: peer_dead_after %q: want a positive duration such as 500ms, or off", f.PeerDeadAfter)
+		return 0, fmt.Errorf("config: %s %q: want a positive duration such as %s, or off", name, v, example)
 	}
-	if d < processor.MinPeerDeadAfter {
-		return 0, fmt.Errorf("config: peer_dead_after %s: want at least %s, or off", d, processor.MinPeerDeadAfter)
+	if d < least {
+		return 0, fmt.Errorf("config: %s %s: want at least %s, or off", name, d, least)
 	}
 	return d, nil
 }

@@ -13,7 +13,7 @@ import (
 // the flags, each later source winning.
 func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	snaps := "file://" + t.TempDir()
-	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\npeer_dead_after: 2s\nrestore_share: 0.8\nmax_warmup_replicas: 4\n")
+	path := writeFile(t, "tidemark.yaml", "brokers: [k:9092]\nstandby_replicas: 1\nacceptable_recovery_lag: 500\nsnapshot_store: "+snaps+"\nmax_records_per_task_pass: 100\nthreads: 2\npeer_dead_after: 2s\nrestore_share: 0.8\nmax_warmup_replicas: 4\nliveness_timeout: 90s\n")
 	var configPath string
 	f := defaultServiceConfig()
 	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
@@ -21,7 +21,7 @@ func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	if err := fl.Parse([]string{"--standby-replicas", "2", "--peer-dead-after", "750ms"}); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"TIDEMARK_MAX_RECORDS_PER_TASK_PASS": "-1", "TIDEMARK_STATE_DIR": t.TempDir(), "TIDEMARK_PROBING_REBALANCE_INTERVAL": "2m"}
+	env := map[string]string{"TIDEMARK_LIVENESS_TIMEOUT": "2m", "TIDEMARK_MAX_RECORDS_PER_TASK_PASS": "-1", "TIDEMARK_STATE_DIR": t.TempDir(), "TIDEMARK_PROBING_REBALANCE_INTERVAL": "2m"}
 	cfg, err := resolveServiceConfig(path, func(k string) string { return env[k] }, fl, f)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +37,9 @@ func TestRunConfigHASettingsReachTheApp(t *testing.T) {
 	got := app.Config()
 	if got.MaxWarmupReplicas != 4 || got.ProbingRebalanceInterval != 2*time.Minute {
 		t.Fatalf("MaxWarmupReplicas %d (want the file's 4), ProbingRebalanceInterval %s (want the env's 2m)", got.MaxWarmupReplicas, got.ProbingRebalanceInterval)
+	}
+	if got.LivenessTimeout != 2*time.Minute {
+		t.Fatalf("LivenessTimeout %s, want the env's 2m over the file's 90s", got.LivenessTimeout)
 	}
 	if got.PeerDeadAfter != 750*time.Millisecond || got.RestoreShare != 0.8 {
 		t.Fatalf("PeerDeadAfter %s (want the flag's 750ms), RestoreShare %g (want the file's 0.8)", got.PeerDeadAfter, got.RestoreShare)
@@ -58,6 +61,8 @@ func TestRunConfigHAErrorsNameTheField(t *testing.T) {
 		{file: "max_warmup_replicas: -1", want: "max_warmup_replicas -1"},
 		{file: "probing_rebalance_interval: often", want: `probing_rebalance_interval "often"`},
 		{file: "peer_dead_after: 50ms", want: "peer_dead_after 50ms: want at least 100ms"},
+		{file: "liveness_timeout: never", want: `liveness_timeout "never"`},
+		{file: "liveness_timeout: 10ms", want: "liveness_timeout 10ms: want at least 1s"},
 		{file: "snapshot_store: /no/scheme", want: `snapshot_store "/no/scheme"`},
 		{file: "snapshot_store: s3://bucket", want: "no s3:// driver"},
 		{env: "x", want: `TIDEMARK_STANDBY_REPLICAS="x"`},
