@@ -68,6 +68,7 @@ type Fleet struct {
 	reasons   []string // per crash: the error the instance logged last
 	kills     int
 	terms     int
+	freezes   int
 	unclean   []string
 	wg        sync.WaitGroup
 }
@@ -258,6 +259,40 @@ func (f *Fleet) Term(id string, timeout time.Duration) error {
 	return nil
 }
 
+// Suspend stops instance id (SIGSTOP), as a long GC pause, a VM stall or
+// a hung disk would: the process keeps its sockets and its open
+// transaction and answers nothing. Past the session timeout its group
+// moves its partitions to the others and a new owner ends its
+// transaction, so after Resume it comes back as a zombie. Kill ends a
+// suspended instance as it ends a running one.
+func (f *Fleet) Suspend(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instances[id]
+	if in == nil || in.cmd == nil || closed(in.done) {
+		return fmt.Errorf("soak: suspend %s: not running", id)
+	}
+	if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("soak: suspend %s: %w", id, err)
+	}
+	f.freezes++
+	return nil
+}
+
+// Resume continues a suspended instance (SIGCONT).
+func (f *Fleet) Resume(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instances[id]
+	if in == nil || in.cmd == nil || closed(in.done) {
+		return fmt.Errorf("soak: resume %s: not running", id)
+	}
+	if err := in.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("soak: resume %s: %w", id, err)
+	}
+	return nil
+}
+
 // Wipe deletes instance id's state directory; it must not be running.
 func (f *Fleet) Wipe(id string) error {
 	f.mu.Lock()
@@ -337,7 +372,9 @@ func (f *Fleet) KillAll() {
 // FleetStats is what the fleet saw.
 type FleetStats struct {
 	Kills, Terms, Starts int
-	Crashes, Unclean     []string
+	// Freezes counts the SIGSTOPs (Freeze).
+	Freezes          int
+	Crashes, Unclean []string
 	// CrashReasons counts crashes by the error the instance logged last
 	// (its first line; crashes whose errors differ only in numbers count
 	// under the first one's text).
@@ -359,7 +396,7 @@ type FleetStats struct {
 func (f *Fleet) Stats() FleetStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := FleetStats{Kills: f.kills, Terms: f.terms, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
+	s := FleetStats{Kills: f.kills, Terms: f.terms, Freezes: f.freezes, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
 		CrashReasons: map[string]int{}}
 	// Group by the first line with its numbers blanked (partitions,
 	// offsets, ports differ from crash to crash); keep one real example.

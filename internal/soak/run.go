@@ -255,6 +255,32 @@ func (r *Run) KillBroker(ctx context.Context, down time.Duration) error {
 	return nil
 }
 
+// Freeze suspends instance id (SIGSTOP) for d; then it resumes it, or,
+// with kill, SIGKILLs it still frozen and starts it again after a second
+// (a supervisor that gave up on a hung process). A cancelled ctx still
+// resumes it.
+func (r *Run) Freeze(ctx context.Context, id string, d time.Duration, kill bool) error {
+	if err := r.Fleet.Suspend(id); err != nil {
+		return err
+	}
+	r.Logf("SIGSTOP %s for %s%s", id, d.Round(time.Millisecond), map[bool]string{true: ", then SIGKILL"}[kill])
+	err := sleep(ctx, d)
+	if kill && err == nil {
+		if err := r.Kill(id); err != nil {
+			return err
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		return r.Start(id)
+	}
+	if rerr := r.Fleet.Resume(id); rerr != nil {
+		return rerr
+	}
+	r.Logf("SIGCONT %s", id)
+	return err
+}
+
 // damaged counts a damage done to a stopped instance's state.
 func (r *Run) damaged() {
 	r.mu.Lock()
@@ -662,16 +688,16 @@ func deleteTopics(ctx context.Context, brokers []string, prefix string) error {
 // Summary formats results as the campaign's table, one line per scenario.
 func Summary(results []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %5s %5s %7s %9s %s\n",
-		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "kills", "brk", "crashes", "max-stall", "result")
+	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %5s %5s %5s %7s %9s %s\n",
+		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "kills", "frz", "brk", "crashes", "max-stall", "result")
 	for _, r := range results {
 		verdict := "PASS"
 		if !r.Pass() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %5d %5s %7d %9s %s\n",
+		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %5d %5d %5s %7d %9s %s\n",
 			r.Scenario, r.Seed, r.ValidInLog+r.PoisonInLog, r.PoisonInLog, r.Outputs, r.Lost, r.Duplicated, r.Decreases, r.Repeats, r.Gaps,
-			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), r.Fleet.Kills,
+			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), r.Fleet.Kills, r.Fleet.Freezes,
 			fmt.Sprintf("%dk%dp", r.BrokerKills, r.BrokerPauses), len(r.Fleet.Crashes), r.MaxStall.Round(100*time.Millisecond), verdict)
 	}
 	return b.String()
@@ -696,8 +722,8 @@ func (r Result) Details() string {
 	if r.CaughtUpAfter >= 0 {
 		catch = r.CaughtUpAfter.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
-		r.Fleet.Kills, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
+		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
 	}
@@ -768,7 +794,8 @@ func RandomSeed() uint64 {
 // Total sums results across scenarios.
 type Total struct {
 	Lost, Duplicated, Decreases, Repeats, Gaps int
-	Kills, BrokerKills, BrokerPauses, Crashes  int
+	Kills, Freezes, BrokerKills, BrokerPauses  int
+	Crashes                                    int
 	SortedRestores                             int
 	SnapshotLoads, StandbyStarts               int
 	Damages, MovedAside                        int
@@ -783,6 +810,7 @@ func Totals(results []Result) Total {
 		t.Repeats += r.Repeats
 		t.Gaps += r.Gaps
 		t.Kills += r.Fleet.Kills
+		t.Freezes += r.Fleet.Freezes
 		t.BrokerKills += r.BrokerKills
 		t.BrokerPauses += r.BrokerPauses
 		t.Crashes += len(r.Fleet.Crashes)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The four scenarios of the campaign.
+// The scenarios of the campaign.
 var (
 	// KillCampaign SIGKILLs one of 1–3 instances at random moments and
 	// restarts it, sometimes with its state directory deleted or damaged
@@ -24,10 +24,17 @@ var (
 	// BrokerPause freezes the broker (SIGSTOP), longer than the group's
 	// session timeout, then resumes it.
 	BrokerPause = Scenario{Name: "broker-pause", About: "SIGSTOP the broker, then SIGCONT", BrokerFaults: true, schedule: brokerPause}
+	// Freezes suspends instances (SIGSTOP) for 0.2–20 s, now and then two
+	// at once, then resumes them, or kills them frozen and restarts them.
+	// Shorter than the session timeout a freeze only stalls; longer, the
+	// group moves the frozen instance's partitions while its transaction
+	// is open, and it resumes as a zombie; past the transaction timeout
+	// the broker has aborted that transaction too.
+	Freezes = Scenario{Name: "freeze", About: "SIGSTOP instances for 0.2-20 s (zombies past the session timeout), then SIGCONT or SIGKILL", schedule: freezes}
 )
 
 // Scenarios is the whole campaign, in order.
-var Scenarios = []Scenario{KillCampaign, BrokerKills, RebalanceStorm, BrokerPause}
+var Scenarios = []Scenario{KillCampaign, BrokerKills, RebalanceStorm, BrokerPause, Freezes}
 
 // ScenarioByName finds a scenario.
 func ScenarioByName(name string) (Scenario, bool) {
@@ -233,4 +240,68 @@ func brokerPause(ctx context.Context, r *Run) error {
 		return err
 	}
 	return sleep(ctx, r.Between(time.Duration(r.Pick(8, 25))*time.Second, time.Duration(r.Pick(10, 35))*time.Second))
+}
+
+func freezes(ctx context.Context, r *Run) error {
+	for range 2 + r.Rand.IntN(2) {
+		if err := r.Start(r.NewInstanceID()); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, r.Between(4*time.Second, 6*time.Second)); err != nil {
+		return err
+	}
+	// One freeze of a third of each kind: a stall within the session
+	// timeout, one past it (the transaction still open when the group has
+	// moved on), one past the transaction timeout too.
+	length := func() time.Duration {
+		switch r.Rand.IntN(3) {
+		case 0:
+			return r.Between(200*time.Millisecond, 3*time.Second)
+		case 1:
+			return r.Between(r.Opts.SessionTimeout, r.Opts.SessionTimeout+3*time.Second)
+		default:
+			return r.Between(11*time.Second, 20*time.Second)
+		}
+	}
+	rounds := r.Pick(4, 12)
+	for k := range rounds {
+		if err := sleep(ctx, r.Between(time.Second, 4*time.Second)); err != nil {
+			return err
+		}
+		running := r.Fleet.Running()
+		if len(running) == 0 {
+			continue
+		}
+		r.Rand.Shuffle(len(running), func(a, b int) { running[a], running[b] = running[b], running[a] })
+		victims := running[:1]
+		if len(running) > 1 && r.Rand.Float64() < 0.25 {
+			victims = running[:2]
+		}
+		r.Logf("freeze %d/%d: %v", k+1, rounds, victims)
+		// Each victim on its own clock, started a little apart, so two
+		// freezes overlap without ending together.
+		errs := make(chan error, len(victims))
+		for i, id := range victims {
+			d, kill := length(), r.Rand.Float64() < 0.2
+			lag := time.Duration(i) * r.Between(0, 2*time.Second)
+			go func() {
+				if err := sleep(ctx, lag); err != nil {
+					errs <- err
+					return
+				}
+				errs <- r.Freeze(ctx, id, d, kill)
+			}()
+		}
+		var first error
+		for range victims {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
+		}
+	}
+	return sleep(ctx, r.Between(4*time.Second, 5*time.Second))
 }
