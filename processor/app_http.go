@@ -49,6 +49,9 @@ func (a *App) startHTTP(l net.Listener) *http.Server {
 		return nil
 	}
 	a.httpAddr.Store(l.Addr().String())
+	// With port 0 this line is the only place an operator (or a harness)
+	// learns the port.
+	a.log.Info("serving HTTP", "addr", l.Addr().String(), "advertised", a.cfg.AdvertisedHTTP)
 	srv := &http.Server{Handler: a.Handler()}
 	go func() { _ = srv.Serve(l) }() // ends with Shutdown/Close in Run
 	return srv

@@ -40,12 +40,15 @@ type InputLog struct {
 	// Times holds each key's valid records' timestamps (ms) in offset
 	// order, to tell when a failing key's count ran ahead of its input.
 	Times map[string][]int64
+	// Offsets holds each key's valid records' coordinates, to check the
+	// interactive queries' answers (CheckQueries).
+	Offsets map[string][]Coord
 }
 
 // ScanInput reads topic from the start to its end offsets. The producer is
 // stopped and not transactional, so every offset below the end is a record.
 func ScanInput(ctx context.Context, brokers []string, topic string) (InputLog, error) {
-	log := InputLog{PerKey: map[string]int{}, Poison: map[Coord]bool{}, Valid: map[Coord]bool{}, Times: map[string][]int64{}}
+	log := InputLog{PerKey: map[string]int{}, Poison: map[Coord]bool{}, Valid: map[Coord]bool{}, Times: map[string][]int64{}, Offsets: map[string][]Coord{}}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return log, err
@@ -88,6 +91,7 @@ func ScanInput(ctx context.Context, brokers []string, topic string) (InputLog, e
 				log.Valid[c] = true
 				log.PerKey[string(r.Key)]++
 				log.Times[string(r.Key)] = append(log.Times[string(r.Key)], r.Timestamp.UnixMilli())
+				log.Offsets[string(r.Key)] = append(log.Offsets[string(r.Key)], c)
 			}
 			if r.Offset == end-1 {
 				delete(remaining, r.Partition)

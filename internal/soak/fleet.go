@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,11 @@ type Instance struct {
 	expected bool // the harness sent the signal it will exit from
 	want     bool // the supervisor keeps it running
 	starts   int
+	logStart int64 // the log's size when the current process started
+	// httpAddr is where the process of start number httpStart serves
+	// HTTP (HTTPAddr).
+	httpAddr  string
+	httpStart int
 }
 
 func NewFleet(cfg ServiceConfig, logf func(string, ...any)) *Fleet {
@@ -122,6 +128,9 @@ func (f *Fleet) startLocked(in *Instance) error {
 		return err
 	}
 	in.starts++
+	if st, err := logf.Stat(); err == nil {
+		in.logStart = st.Size()
+	}
 	fmt.Fprintf(logf, "=== soak: start #%d of %s at %s ===\n", in.starts, in.ID, time.Now().Format(time.RFC3339Nano))
 	args := []string{
 		"--brokers", strings.Join(f.cfg.Brokers, ","), "--app", f.cfg.App,
@@ -310,6 +319,62 @@ func (f *Fleet) RemoveState(id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return os.RemoveAll(f.instance(id).StateDir)
+}
+
+// HTTPAddr returns the address instance id's current process serves HTTP
+// on (the service listens on port 0 and logs the port it got), or "" while
+// it is not running or has not logged it yet.
+func (f *Fleet) HTTPAddr(id string) string {
+	f.mu.Lock()
+	in := f.instances[id]
+	if in == nil || in.cmd == nil || closed(in.done) {
+		f.mu.Unlock()
+		return ""
+	}
+	if in.httpStart == in.starts {
+		defer f.mu.Unlock()
+		return in.httpAddr
+	}
+	path, from, start := in.LogPath, in.logStart, in.starts
+	f.mu.Unlock()
+	addr := findHTTPAddr(path, from)
+	if addr != "" {
+		f.mu.Lock()
+		if in.starts == start {
+			in.httpAddr, in.httpStart = addr, start
+		}
+		f.mu.Unlock()
+	}
+	return addr
+}
+
+// httpLog is the line in which the service names its HTTP address.
+const httpLog = `msg="serving HTTP"`
+
+// findHTTPAddr reads the addr attribute of the first httpLog line of the
+// log at path from byte from.
+func findHTTPAddr(path string, from int64) string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	if _, err := fh.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, httpLog) {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, " addr="); ok {
+			addr, _, _ := strings.Cut(rest, " ")
+			return addr
+		}
+	}
+	return ""
 }
 
 // Running lists the instances running now, sorted.

@@ -175,11 +175,17 @@ func (r *Run) Logf(format string, args ...any) {
 
 // Between returns a random duration in [lo, hi], scaled.
 func (r *Run) Between(lo, hi time.Duration) time.Duration {
+	return time.Duration(float64(r.Unscaled(lo, hi)) * r.Opts.Scale)
+}
+
+// Unscaled returns a random duration in [lo, hi], not scaled: for a
+// fault whose length matters against the service's timeouts.
+func (r *Run) Unscaled(lo, hi time.Duration) time.Duration {
 	d := lo
 	if hi > lo {
 		d += time.Duration(r.Rand.Int64N(int64(hi - lo)))
 	}
-	return time.Duration(float64(d) * r.Opts.Scale)
+	return d
 }
 
 // Pick returns short or full by the run's size.
@@ -309,6 +315,13 @@ func (r *Run) PauseBroker(ctx context.Context, d time.Duration) error {
 	return err
 }
 
+// queryStore is the service's count store; queryEvery how often the
+// querier asks an instance for a key.
+const (
+	queryStore = "counts"
+	queryEvery = 100 * time.Millisecond
+)
+
 // Result is one scenario's outcome.
 type Result struct {
 	Scenario string
@@ -317,6 +330,7 @@ type Result struct {
 	Produced Produced
 	Report
 	Fleet          FleetStats
+	Queries        QueryReport
 	BrokerKills    int
 	BrokerPauses   int
 	Damages        int           // stopped instances' states damaged (Fleet.Damage)
@@ -408,6 +422,11 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	go func() { defer close(pdone); p.Run(pctx) }()
 	defer func() { pcancel(); <-pdone; p.Stop(0) }() // an aborted run
 	w.Measure(true)
+	qr := NewQuerier(r.Fleet, queryStore, in, o.Keys, queryEvery, seed, r.start)
+	qctx, qcancel := context.WithCancel(ctx)
+	qdone := make(chan struct{})
+	go func() { defer close(qdone); qr.Run(qctx) }()
+	defer func() { qcancel(); <-qdone }()
 	r.Logf("producing %d records/s over %d keys into %s (4 partitions), %.2f%% poison pills", o.Rate, o.Keys, in, 100*o.PoisonFraction)
 
 	// The schedule: faults while input flows.
@@ -460,6 +479,8 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 		}
 	}
 
+	qcancel()
+	<-qdone
 	r.Fleet.StopAll(30 * time.Second)
 	r.Logf("service stopped")
 	// Drain: barriers behind everything the service committed; the live
@@ -502,6 +523,8 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	<-wdone
 
 	res.Report = final.Report(log)
+	qAnswers, qStatuses := qr.Answers()
+	res.Queries = CheckQueries(qAnswers, qStatuses, log)
 	res.Fleet = r.Fleet.Stats()
 	r.mu.Lock()
 	res.BrokerKills, res.BrokerPauses, res.Damages = r.brKills, r.pauses, r.damages
@@ -560,6 +583,8 @@ func (res *Result) judge() {
 	fail(rp.PoisonMissing > 0, "poison pills not dead-lettered: %d of %d", rp.PoisonMissing, rp.PoisonInLog)
 	fail(rp.PoisonDuplicated > 0, "poison pills dead-lettered more than once: %d extra", rp.PoisonDuplicated)
 	fail(rp.DeadLetterWrong > 0, "dead-letter records that are not poison pills: %d", rp.DeadLetterWrong)
+	fail(res.Queries.Wrong > 0, "interactive queries answered counts that are not the input's below the position they name: %d of %d", res.Queries.Wrong, res.Queries.Checked)
+	fail(res.Queries.Checked == 0, "no interactive query was answered (%s)", res.Queries)
 	fail(len(res.Fleet.Crashes) > 0, "instances exited by themselves: %d", len(res.Fleet.Crashes))
 	fail(len(res.Fleet.Unclean) > 0, "unclean stops on SIGTERM: %d", len(res.Fleet.Unclean))
 	fail(res.AckedMissing > 0, "the broker lost %d acknowledged input records (not the service's fault)", res.AckedMissing)
@@ -688,16 +713,16 @@ func deleteTopics(ctx context.Context, brokers []string, prefix string) error {
 // Summary formats results as the campaign's table, one line per scenario.
 func Summary(results []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %5s %5s %5s %7s %9s %s\n",
-		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "kills", "frz", "brk", "crashes", "max-stall", "result")
+	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %9s %5s %5s %5s %7s %9s %s\n",
+		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "queries", "kills", "frz", "brk", "crashes", "max-stall", "result")
 	for _, r := range results {
 		verdict := "PASS"
 		if !r.Pass() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %5d %5d %5s %7d %9s %s\n",
+		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %9s %5d %5d %5s %7d %9s %s\n",
 			r.Scenario, r.Seed, r.ValidInLog+r.PoisonInLog, r.PoisonInLog, r.Outputs, r.Lost, r.Duplicated, r.Decreases, r.Repeats, r.Gaps,
-			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), r.Fleet.Kills, r.Fleet.Freezes,
+			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), fmt.Sprintf("%d/%d", r.Queries.Checked-r.Queries.Wrong, r.Queries.Checked), r.Fleet.Kills, r.Fleet.Freezes,
 			fmt.Sprintf("%dk%dp", r.BrokerKills, r.BrokerPauses), len(r.Fleet.Crashes), r.MaxStall.Round(100*time.Millisecond), verdict)
 	}
 	return b.String()
@@ -724,6 +749,10 @@ func (r Result) Details() string {
 	}
 	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
 		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  queries: %s\n", r.Queries)
+	for _, e := range r.Queries.Examples {
+		fmt.Fprintf(&b, "    wrong answer: %s\n", e)
+	}
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
 	}

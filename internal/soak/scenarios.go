@@ -257,11 +257,11 @@ func freezes(ctx context.Context, r *Run) error {
 	length := func() time.Duration {
 		switch r.Rand.IntN(3) {
 		case 0:
-			return r.Between(200*time.Millisecond, 3*time.Second)
+			return r.Unscaled(200*time.Millisecond, 3*time.Second)
 		case 1:
-			return r.Between(r.Opts.SessionTimeout, r.Opts.SessionTimeout+3*time.Second)
+			return r.Unscaled(r.Opts.SessionTimeout, r.Opts.SessionTimeout+3*time.Second)
 		default:
-			return r.Between(11*time.Second, 20*time.Second)
+			return r.Unscaled(11*time.Second, 20*time.Second)
 		}
 	}
 	rounds := r.Pick(4, 12)

@@ -1,0 +1,259 @@
+package soak
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The querier asks the instances' interactive query endpoint for random
+// keys while the faults go on, and the checker holds every answer to what
+// the service documents: an answer reads committed state only, at the
+// input position it names. So a count answered for a key must equal the
+// number of that key's valid input records below the position, in the
+// partition the answer read: ahead of it is uncommitted state, behind it
+// a position that lies. Like the rest of the checker it decodes the
+// answers itself (JSON, the value's 8 big-endian bytes) and imports
+// nothing of the service.
+
+// QueryAnswer is one answer of GET /stores/{store}/keys/{key}: 200, or
+// 404 (the key not in the state at that position).
+type QueryAnswer struct {
+	Instance  string
+	Key       string
+	Found     bool
+	Value     int64
+	Partition int32
+	// Position is the next offset of the key's input partition that the
+	// state answered from reflects; 0 when the answer names none (a task
+	// that has committed nothing yet reflects no input).
+	Position int64
+	At       time.Duration
+}
+
+// Querier queries the fleet's instances at random.
+type Querier struct {
+	fleet        *Fleet
+	store, input string
+	every        time.Duration
+	start        time.Time
+	rng          *rand.Rand
+	zf           *rand.Zipf
+	client       *http.Client
+
+	mu       sync.Mutex
+	answers  []QueryAnswer
+	statuses map[string]int
+}
+
+// NewQuerier queries store (whose state counts records of topic input) on
+// the fleet's running instances, one query every every, keys drawn like
+// the producer's (keys k000000.., Zipf).
+func NewQuerier(f *Fleet, store, input string, keys int, every time.Duration, seed uint64, start time.Time) *Querier {
+	rng := rand.New(rand.NewPCG(seed, 0x9e7))
+	return &Querier{
+		fleet: f, store: store, input: input, every: every, start: start, rng: rng,
+		zf:       rand.NewZipf(rng, 1.1, 4, uint64(keys-1)),
+		client:   &http.Client{Timeout: 2 * time.Second},
+		statuses: map[string]int{},
+	}
+}
+
+// Run queries until ctx is done.
+func (q *Querier) Run(ctx context.Context) {
+	t := time.NewTicker(q.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		running := q.fleet.Running()
+		if len(running) == 0 {
+			continue
+		}
+		id := running[q.rng.IntN(len(running))]
+		key := Key(int(q.zf.Uint64()))
+		addr := q.fleet.HTTPAddr(id)
+		if addr == "" {
+			q.count("no address yet")
+			continue
+		}
+		q.query(ctx, id, addr, key, false)
+	}
+}
+
+func (q *Querier) count(status string) {
+	q.mu.Lock()
+	q.statuses[status]++
+	q.mu.Unlock()
+}
+
+// queryAnswer is the part of an answer the checker reads.
+type queryAnswer struct {
+	Value     string                      `json:"value"`
+	Encoding  string                      `json:"encoding"`
+	Partition *int32                      `json:"partition"`
+	Position  map[string]map[string]int64 `json:"position"`
+}
+
+// query asks instance id at addr for key; redirected says it was sent
+// there by another instance's 421.
+func (q *Querier) query(ctx context.Context, id, addr, key string, redirected bool) {
+	u := fmt.Sprintf("http://%s/stores/%s/keys/%s", addr, url.PathEscape(q.store), url.PathEscape(key))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		q.count("request: " + err.Error())
+		return
+	}
+	at := time.Since(q.start)
+	resp, err := q.client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.count("no answer") // refused (restarting), timed out (frozen)
+		}
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	status := strconv.Itoa(resp.StatusCode)
+	if resp.StatusCode == http.StatusMisdirectedRequest && !redirected {
+		// Another instance owns the key: ask it, as a client would.
+		var owner struct {
+			Instance string `json:"owner"`
+			HTTP     string `json:"owner_http"`
+		}
+		if json.Unmarshal(body, &owner) == nil && owner.HTTP != "" && owner.Instance != "" {
+			q.count(status)
+			q.query(ctx, owner.Instance, owner.HTTP, key, true)
+			return
+		}
+	}
+	if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound) {
+		q.count(status)
+		return
+	}
+	a, err := decodeAnswer(body, resp.StatusCode == http.StatusOK, q.input)
+	if err != nil {
+		q.count(status + " undecodable: " + err.Error())
+		return
+	}
+	a.Instance, a.Key, a.At = id, key, at
+	q.mu.Lock()
+	q.statuses[status]++
+	q.answers = append(q.answers, a)
+	q.mu.Unlock()
+}
+
+func decodeAnswer(body []byte, found bool, input string) (QueryAnswer, error) {
+	var raw queryAnswer
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return QueryAnswer{}, err
+	}
+	if raw.Partition == nil {
+		return QueryAnswer{}, fmt.Errorf("no partition in %s", body)
+	}
+	a := QueryAnswer{Found: found, Partition: *raw.Partition}
+	if off, ok := raw.Position[input][strconv.Itoa(int(a.Partition))]; ok {
+		a.Position = off
+	}
+	if !found {
+		return a, nil
+	}
+	if raw.Encoding != "base64" {
+		return a, fmt.Errorf("value encoding %q, want base64 (8 bytes)", raw.Encoding)
+	}
+	v, err := base64.StdEncoding.DecodeString(raw.Value)
+	if err != nil || len(v) != 8 {
+		return a, fmt.Errorf("value %q is not 8 base64 bytes", raw.Value)
+	}
+	a.Value = int64(binary.BigEndian.Uint64(v))
+	return a, nil
+}
+
+// Answers returns what the querier got: its answers, and every status
+// (an HTTP code, "no answer", ...) with its count.
+func (q *Querier) Answers() ([]QueryAnswer, map[string]int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := make(map[string]int, len(q.statuses))
+	for k, v := range q.statuses {
+		st[k] = v
+	}
+	return append([]QueryAnswer(nil), q.answers...), st
+}
+
+// QueryReport is the interactive queries' verdict.
+type QueryReport struct {
+	// Checked counts the answers held to the input log (200 and 404),
+	// Found those that found the key; Wrong those whose count is not
+	// the input's below their position (Examples shows some).
+	Checked, Found, Wrong int
+	Examples              []string
+	Statuses              map[string]int
+}
+
+// CheckQueries holds each answer to the input log: the count of the key's
+// valid records in the answer's partition below its position.
+func CheckQueries(answers []QueryAnswer, statuses map[string]int, log InputLog) QueryReport {
+	rp := QueryReport{Statuses: statuses}
+	wrong := func(a QueryAnswer, format string, args ...any) {
+		rp.Wrong++
+		if len(rp.Examples) < maxExamples {
+			rp.Examples = append(rp.Examples, fmt.Sprintf("%s at +%s, key %s, partition %d, position %d: ", a.Instance, a.At.Round(100*time.Millisecond), a.Key, a.Partition, a.Position)+fmt.Sprintf(format, args...))
+		}
+	}
+	for _, a := range answers {
+		rp.Checked++
+		if a.Found {
+			rp.Found++
+		}
+		below, elsewhere := 0, int32(-1)
+		for _, c := range log.Offsets[a.Key] {
+			switch {
+			case c.Partition != a.Partition:
+				elsewhere = c.Partition
+			case c.Offset < a.Position:
+				below++
+			}
+		}
+		got := int64(0)
+		if a.Found {
+			got = a.Value
+		}
+		switch {
+		case elsewhere >= 0:
+			wrong(a, "the key's input is in partition %d", elsewhere)
+		case got != int64(below) && !a.Found:
+			wrong(a, "answered not found, the input below that position holds %d of the key's records", below)
+		case got != int64(below):
+			wrong(a, "answered %d, the input below that position holds %d of the key's records", got, below)
+		}
+	}
+	return rp
+}
+
+// String renders the report's summary line.
+func (rp QueryReport) String() string {
+	keys := make([]string, 0, len(rp.Statuses))
+	for k := range rp.Statuses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := fmt.Sprintf("%d answers checked (%d found the key), %d wrong; statuses:", rp.Checked, rp.Found, rp.Wrong)
+	for _, k := range keys {
+		s += fmt.Sprintf(" %s×%d", k, rp.Statuses[k])
+	}
+	return s
+}
