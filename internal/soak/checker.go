@@ -278,6 +278,27 @@ func (w *Watcher) onOutput(r *kgo.Record) {
 	ks.history = append(ks.history, output{v, r.Timestamp.UnixMilli(), r.Partition, r.Offset})
 }
 
+// OutputOf finds key's output of count in what the watcher read. Run must
+// have returned.
+func (w *Watcher) OutputOf(key string, count int64) (Coord, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ks := w.keys[key]
+	if ks == nil {
+		return Coord{}, false
+	}
+	// In a passing run a key's outputs are its counts 1, 2, … in order.
+	if i := int(count) - 1; i >= 0 && i < len(ks.history) && ks.history[i].value == count {
+		return Coord{ks.history[i].partition, ks.history[i].offset}, true
+	}
+	for _, o := range ks.history {
+		if o.value == count {
+			return Coord{o.partition, o.offset}, true
+		}
+	}
+	return Coord{}, false
+}
+
 // aheadOfInput finds a key's first output whose count is ahead of its
 // input: count v stamped earlier than the key's v-th input record. A count
 // is stamped with the latest timestamp it aggregates, so a record counted

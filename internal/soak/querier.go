@@ -41,28 +41,45 @@ type QueryAnswer struct {
 	At       time.Duration
 }
 
+// FrontierAnswer is one answer of GET /frontier for the output topic.
+type FrontierAnswer struct {
+	Instance string
+	// Watermark: every output stamped at or before it is committed, the
+	// answer says; Offsets: per output partition, the next offset after
+	// the highest committed output.
+	Watermark int64
+	Offsets   []int64
+	At        time.Duration
+}
+
+// frontierEvery is how many key queries the querier sends per frontier
+// query.
+const frontierEvery = 10
+
 // Querier queries the fleet's instances at random.
 type Querier struct {
-	fleet        *Fleet
-	store, input string
-	every        time.Duration
-	start        time.Time
-	rng          *rand.Rand
-	zf           *rand.Zipf
-	client       *http.Client
+	fleet              *Fleet
+	store, input, sink string
+	every              time.Duration
+	start              time.Time
+	rng                *rand.Rand
+	zf                 *rand.Zipf
+	client             *http.Client
 
-	mu       sync.Mutex
-	answers  []QueryAnswer
-	statuses map[string]int
+	mu        sync.Mutex
+	answers   []QueryAnswer
+	frontiers []FrontierAnswer
+	statuses  map[string]int
 }
 
 // NewQuerier queries store (whose state counts records of topic input) on
 // the fleet's running instances, one query every every, keys drawn like
-// the producer's (keys k000000.., Zipf).
-func NewQuerier(f *Fleet, store, input string, keys int, every time.Duration, seed uint64, start time.Time) *Querier {
+// the producer's (keys k000000.., Zipf), and every frontierEvery-th time
+// the frontier of sink too.
+func NewQuerier(f *Fleet, store, input, sink string, keys int, every time.Duration, seed uint64, start time.Time) *Querier {
 	rng := rand.New(rand.NewPCG(seed, 0x9e7))
 	return &Querier{
-		fleet: f, store: store, input: input, every: every, start: start, rng: rng,
+		fleet: f, store: store, input: input, sink: sink, every: every, start: start, rng: rng,
 		zf:       rand.NewZipf(rng, 1.1, 4, uint64(keys-1)),
 		client:   &http.Client{Timeout: 2 * time.Second},
 		statuses: map[string]int{},
@@ -73,7 +90,7 @@ func NewQuerier(f *Fleet, store, input string, keys int, every time.Duration, se
 func (q *Querier) Run(ctx context.Context) {
 	t := time.NewTicker(q.every)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -90,8 +107,60 @@ func (q *Querier) Run(ctx context.Context) {
 			q.count("no address yet")
 			continue
 		}
+		if n%frontierEvery == 0 {
+			q.frontier(ctx, id, addr)
+		}
 		q.query(ctx, id, addr, key, false)
 	}
+}
+
+// frontier asks instance id at addr for the sink's frontier.
+func (q *Querier) frontier(ctx context.Context, id, addr string) {
+	u := fmt.Sprintf("http://%s/frontier?sink=%s", addr, url.QueryEscape(q.sink))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return
+	}
+	at := time.Since(q.start)
+	resp, err := q.client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.count("frontier no answer")
+		}
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	resp.Body.Close()
+	status := "frontier " + strconv.Itoa(resp.StatusCode)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		q.count(status)
+		return
+	}
+	var raw struct {
+		Sinks map[string]struct {
+			Partitions []struct {
+				Offset int64 `json:"offset"`
+			} `json:"partitions"`
+			Watermark int64 `json:"watermark_ms"`
+		} `json:"sinks"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		q.count(status + " undecodable: " + err.Error())
+		return
+	}
+	sk, ok := raw.Sinks[q.sink]
+	if !ok {
+		q.count(status + " without the sink")
+		return
+	}
+	a := FrontierAnswer{Instance: id, Watermark: sk.Watermark, At: at}
+	for _, p := range sk.Partitions {
+		a.Offsets = append(a.Offsets, p.Offset)
+	}
+	q.mu.Lock()
+	q.statuses[status]++
+	q.frontiers = append(q.frontiers, a)
+	q.mu.Unlock()
 }
 
 func (q *Querier) count(status string) {
@@ -182,16 +251,17 @@ func decodeAnswer(body []byte, found bool, input string) (QueryAnswer, error) {
 	return a, nil
 }
 
-// Answers returns what the querier got: its answers, and every status
-// (an HTTP code, "no answer", ...) with its count.
-func (q *Querier) Answers() ([]QueryAnswer, map[string]int) {
+// Answers returns what the querier got: its key answers, its frontier
+// answers, and every status (an HTTP code, "no answer", ...) with its
+// count.
+func (q *Querier) Answers() ([]QueryAnswer, []FrontierAnswer, map[string]int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := make(map[string]int, len(q.statuses))
 	for k, v := range q.statuses {
 		st[k] = v
 	}
-	return append([]QueryAnswer(nil), q.answers...), st
+	return append([]QueryAnswer(nil), q.answers...), append([]FrontierAnswer(nil), q.frontiers...), st
 }
 
 // QueryReport is the interactive queries' verdict.
@@ -200,8 +270,13 @@ type QueryReport struct {
 	// Found those that found the key; Wrong those whose count is not
 	// the input's below their position (Examples shows some).
 	Checked, Found, Wrong int
-	Examples              []string
-	Statuses              map[string]int
+	// Frontiers counts the frontier answers checked, FrontierWrong those
+	// that claimed an output committed before it was; FrontierCounts the
+	// key counts the answers' watermarks covered, all answers together
+	// (0: the watermarks never covered anything, and the check is void).
+	Frontiers, FrontierWrong, FrontierCounts int
+	Examples                                 []string
+	Statuses                                 map[string]int
 }
 
 // CheckQueries holds each answer to the input log: the count of the key's
@@ -251,9 +326,62 @@ func (rp QueryReport) String() string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	s := fmt.Sprintf("%d answers checked (%d found the key), %d wrong; statuses:", rp.Checked, rp.Found, rp.Wrong)
+	s := fmt.Sprintf("%d answers checked (%d found the key), %d wrong; %d frontiers checked (covering %d key counts), %d wrong; statuses:", rp.Checked, rp.Found, rp.Wrong, rp.Frontiers, rp.FrontierCounts, rp.FrontierWrong)
 	for _, k := range keys {
 		s += fmt.Sprintf(" %s×%d", k, rp.Statuses[k])
 	}
 	return s
+}
+
+// CheckFrontiers holds each frontier answer to the outputs: an answer with
+// watermark W says that every output stamped at or before W is committed,
+// below the offsets it names. A key's n-th count is stamped with the
+// latest timestamp of its first n valid input records, so for every key
+// the highest count stamped at or before W must be in the output log
+// below the answer's offset of its partition. outputOf finds a key's
+// output of a count in the final read of the outputs.
+func (rp *QueryReport) CheckFrontiers(answers []FrontierAnswer, log InputLog, outputOf func(key string, count int64) (Coord, bool)) {
+	wrong := func(a FrontierAnswer, format string, args ...any) {
+		rp.FrontierWrong++
+		if len(rp.Examples) < 2*maxExamples {
+			rp.Examples = append(rp.Examples, fmt.Sprintf("frontier of %s at +%s, watermark %d: ", a.Instance, a.At.Round(100*time.Millisecond), a.Watermark)+fmt.Sprintf(format, args...))
+		}
+	}
+	// Per key, the stamp of each count: the running maximum of its
+	// inputs' timestamps.
+	stamps := make(map[string][]int64, len(log.Times))
+	for key, times := range log.Times {
+		run := make([]int64, len(times))
+		for i, t := range times {
+			run[i] = t
+			if i > 0 && run[i-1] > t {
+				run[i] = run[i-1]
+			}
+		}
+		stamps[key] = run
+	}
+	for _, a := range answers {
+		rp.Frontiers++
+	keys:
+		for key, run := range stamps {
+			// The highest count stamped at or before the watermark.
+			n := sort.Search(len(run), func(i int) bool { return run[i] > a.Watermark })
+			if n == 0 {
+				continue
+			}
+			rp.FrontierCounts++
+			c, ok := outputOf(key, int64(n))
+			switch {
+			case !ok:
+				wrong(a, "key %s's count %d (stamped %d) was never output", key, n, run[n-1])
+				break keys
+			case int(c.Partition) >= len(a.Offsets):
+				wrong(a, "key %s's count %d is in partition %d, the answer names %d partitions", key, n, c.Partition, len(a.Offsets))
+				break keys
+			case c.Offset >= a.Offsets[c.Partition]:
+				wrong(a, "key %s's count %d (stamped %d) is at offset %d of partition %d, not below the committed offset %d the answer names", key, n, run[n-1], c.Offset, c.Partition, a.Offsets[c.Partition])
+				break keys
+			}
+		}
+	}
 }

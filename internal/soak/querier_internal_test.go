@@ -60,3 +60,50 @@ func TestDecodeAnswerReadsTheServiceAnswer(t *testing.T) {
 		t.Fatal("a value that is not 8 bytes decoded")
 	}
 }
+
+// TestCheckFrontiersHoldsTheWatermarkToTheOutputs: a frontier answer with
+// watermark W must have every count stamped at or before W committed below
+// the offsets it names.
+func TestCheckFrontiersHoldsTheWatermarkToTheOutputs(t *testing.T) {
+	log := InputLog{Times: map[string][]int64{
+		"a": {100, 200, 150, 300}, // counts stamped 100, 200, 200, 300
+		"b": {250},
+	}}
+	outputs := map[string][]Coord{
+		"a": {{0, 0}, {0, 1}, {0, 5}, {0, 9}},
+		"b": {{1, 3}},
+	}
+	outputOf := func(key string, count int64) (Coord, bool) {
+		out := outputs[key]
+		if count < 1 || int(count) > len(out) {
+			return Coord{}, false
+		}
+		return out[count-1], true
+	}
+	right := []FrontierAnswer{
+		{Watermark: 99, Offsets: []int64{0, 0}},
+		{Watermark: 200, Offsets: []int64{6, 0}}, // a's count 3 (stamped 200) at 5
+		{Watermark: 260, Offsets: []int64{6, 4}},
+		{Watermark: 300, Offsets: []int64{10, 4}},
+	}
+	var rp QueryReport
+	rp.CheckFrontiers(right, log, outputOf)
+	if rp.FrontierWrong != 0 || rp.Frontiers != len(right) || rp.FrontierCounts != 5 {
+		t.Fatalf("consistent frontiers: %+v", rp)
+	}
+	wrong := []FrontierAnswer{
+		{Watermark: 200, Offsets: []int64{5, 0}}, // a's count 3 at offset 5 is not below 5
+		{Watermark: 260, Offsets: []int64{6, 3}}, // b's count 1 at 3
+		{Watermark: 300, Offsets: []int64{10}},   // b's partition not named
+	}
+	rp = QueryReport{}
+	rp.CheckFrontiers(wrong, log, outputOf)
+	if rp.FrontierWrong != len(wrong) {
+		t.Fatalf("wrong frontiers: %d of %d flagged: %v", rp.FrontierWrong, len(wrong), rp.Examples)
+	}
+	rp = QueryReport{}
+	rp.CheckFrontiers([]FrontierAnswer{{Watermark: 400, Offsets: []int64{10, 4}}}, InputLog{Times: map[string][]int64{"c": {1}}}, outputOf)
+	if rp.FrontierWrong != 1 || !strings.Contains(rp.Examples[0], "never output") {
+		t.Fatalf("a count never output: %+v", rp)
+	}
+}

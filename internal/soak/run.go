@@ -422,7 +422,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	go func() { defer close(pdone); p.Run(pctx) }()
 	defer func() { pcancel(); <-pdone; p.Stop(0) }() // an aborted run
 	w.Measure(true)
-	qr := NewQuerier(r.Fleet, queryStore, in, o.Keys, queryEvery, seed, r.start)
+	qr := NewQuerier(r.Fleet, queryStore, in, out, o.Keys, queryEvery, seed, r.start)
 	qctx, qcancel := context.WithCancel(ctx)
 	qdone := make(chan struct{})
 	go func() { defer close(qdone); qr.Run(qctx) }()
@@ -523,8 +523,11 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	<-wdone
 
 	res.Report = final.Report(log)
-	qAnswers, qStatuses := qr.Answers()
+	qAnswers, qFrontiers, qStatuses := qr.Answers()
 	res.Queries = CheckQueries(qAnswers, qStatuses, log)
+	if res.Drained {
+		res.Queries.CheckFrontiers(qFrontiers, log, final.OutputOf)
+	}
 	res.Fleet = r.Fleet.Stats()
 	r.mu.Lock()
 	res.BrokerKills, res.BrokerPauses, res.Damages = r.brKills, r.pauses, r.damages
@@ -585,6 +588,8 @@ func (res *Result) judge() {
 	fail(rp.DeadLetterWrong > 0, "dead-letter records that are not poison pills: %d", rp.DeadLetterWrong)
 	fail(res.Queries.Wrong > 0, "interactive queries answered counts that are not the input's below the position they name: %d of %d", res.Queries.Wrong, res.Queries.Checked)
 	fail(res.Queries.Checked == 0, "no interactive query was answered (%s)", res.Queries)
+	fail(res.Queries.FrontierWrong > 0, "frontier answers that claimed outputs committed before they were: %d of %d", res.Queries.FrontierWrong, res.Queries.Frontiers)
+	fail(res.Drained && res.Queries.FrontierCounts == 0, "no frontier query was answered with a watermark that covers an output (%s)", res.Queries)
 	fail(len(res.Fleet.Crashes) > 0, "instances exited by themselves: %d", len(res.Fleet.Crashes))
 	fail(len(res.Fleet.Unclean) > 0, "unclean stops on SIGTERM: %d", len(res.Fleet.Unclean))
 	fail(res.AckedMissing > 0, "the broker lost %d acknowledged input records (not the service's fault)", res.AckedMissing)
@@ -751,7 +756,7 @@ func (r Result) Details() string {
 		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	fmt.Fprintf(&b, "  queries: %s\n", r.Queries)
 	for _, e := range r.Queries.Examples {
-		fmt.Fprintf(&b, "    wrong answer: %s\n", e)
+		fmt.Fprintf(&b, "    wrong: %s\n", e)
 	}
 	for e, n := range r.Produced.Failures {
 		fmt.Fprintf(&b, "  producer: %d records failed: %s\n", n, e)
