@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,6 +23,9 @@ import (
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND): it logs those at debug level only,
 // and none of its hooks sees a produce error.
 //
+// franz-go's errors that only say the group or the transaction moved on
+// without this member are lowered to warnings (see membershipChurn).
+//
 // One info message is raised to a warning (see outOfRangeOnResume): an
 // input partition whose committed offset is outside its log.
 type kgoLogger struct {
@@ -33,6 +38,10 @@ func (l *kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
 func (l *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	switch level {
 	case kgo.LogLevelError:
+		if err := membershipChurn(keyvals); err != nil {
+			l.log.Warn("kafka client: "+msg, append(keyvals[:len(keyvals):len(keyvals)], "meaning", churnMeaning)...)
+			return
+		}
 		l.log.Error("kafka client: "+msg, keyvals...)
 	case kgo.LogLevelWarn:
 		l.log.Warn("kafka client: "+msg, keyvals...)
@@ -63,3 +72,30 @@ func (l *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 const outOfRangeOnResume = "received OFFSET_OUT_OF_RANGE on the first fetch"
 
 const outOfRangeMeaning = "the partition's log no longer holds this offset (records deleted by retention before they were processed, or the topic recreated); consumption resumes at the log start"
+
+// membershipChurn returns the error of a franz-go error message when it
+// is one the app recovers from by itself: this member was removed from the
+// group (its session expired while it was frozen, or a peer removed it) or
+// its producer was fenced or timed out, so its session restarts, rejoins
+// and restores. franz-go logs them at error level ("group manage loop
+// errored", "fatal InitProducerID error"); alerting on them would page
+// someone for a recovery the app's own warnings ("restarting session")
+// already describe. A fence that repeats because two processes share an
+// instance id still stops the app with an error of its own.
+func membershipChurn(keyvals []any) error {
+	for i := 1; i < len(keyvals); i += 2 {
+		err, ok := keyvals[i].(error)
+		if !ok {
+			continue
+		}
+		for _, churn := range []error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
+			kerr.FencedInstanceID, kerr.ProducerFenced, kerr.InvalidProducerEpoch} {
+			if errors.Is(err, churn) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+const churnMeaning = "this member left the group or its producer was fenced (a session timeout, a freeze, a peer's removal); its session restarts and rejoins"

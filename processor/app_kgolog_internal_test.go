@@ -2,11 +2,13 @@ package processor
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -34,5 +36,31 @@ func TestKgoLoggerWarnsOfOutOfRangeResume(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "level=DEBUG") {
 		t.Errorf("other info messages stay at debug: %s", lines[1])
+	}
+}
+
+// A member removed from the group or fenced (a zombie after a freeze)
+// recovers by itself: franz-go's error lines for it become warnings; other
+// errors stay errors.
+func TestKgoLoggerLowersMembershipChurnToWarnings(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := &kgoLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "retries"})}
+	// The messages as franz-go v1.22.3 logs them (consumer_group.go, producer.go).
+	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", kerr.UnknownMemberID, "consecutive_errors", 1)
+	l.Log(kgo.LogLevelError, "fatal InitProducerID error, failing all buffered records", "broker", "1", "err", fmt.Errorf("init: %w", kerr.ProducerFenced))
+	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", kerr.GroupAuthorizationFailed)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 log lines, got %d:\n%s", len(lines), buf.String())
+	}
+	for _, line := range lines[:2] {
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "session restarts") {
+			t.Errorf("churn is not a warning that says what follows: %s", line)
+		}
+	}
+	if !strings.Contains(lines[2], "level=ERROR") {
+		t.Errorf("an authorization failure must stay an error: %s", lines[2])
 	}
 }
