@@ -52,6 +52,9 @@ type ServiceConfig struct {
 	// set: snapshots are written at checkpoints, which tidemark's default
 	// policy spaces minutes apart, longer than a scenario.
 	CheckpointMaxInterval time.Duration
+	// Proxied gives every instance a Proxy of its own to the broker (one
+	// broker only), so a scenario can partition it (Fleet.Partition).
+	Proxied bool
 }
 
 // Fleet runs instances of the service as child processes and supervises
@@ -70,6 +73,7 @@ type Fleet struct {
 	kills     int
 	terms     int
 	freezes   int
+	cuts      int
 	unclean   []string
 	wg        sync.WaitGroup
 }
@@ -87,7 +91,8 @@ type Instance struct {
 	expected bool // the harness sent the signal it will exit from
 	want     bool // the supervisor keeps it running
 	starts   int
-	logStart int64 // the log's size when the current process started
+	logStart int64  // the log's size when the current process started
+	proxy    *Proxy // with ServiceConfig.Proxied, kept across restarts
 	// httpAddr is where the process of start number httpStart serves
 	// HTTP (HTTPAddr).
 	httpAddr  string
@@ -132,8 +137,26 @@ func (f *Fleet) startLocked(in *Instance) error {
 		in.logStart = st.Size()
 	}
 	fmt.Fprintf(logf, "=== soak: start #%d of %s at %s ===\n", in.starts, in.ID, time.Now().Format(time.RFC3339Nano))
+	brokers := strings.Join(f.cfg.Brokers, ",")
+	var proxyArgs []string
+	if f.cfg.Proxied {
+		if in.proxy == nil {
+			if len(f.cfg.Brokers) != 1 {
+				logf.Close()
+				return fmt.Errorf("soak: a proxied fleet needs exactly one broker, got %v", f.cfg.Brokers)
+			}
+			p, err := NewProxy(f.cfg.Brokers[0])
+			if err != nil {
+				logf.Close()
+				return fmt.Errorf("soak: proxy for %s: %w", in.ID, err)
+			}
+			in.proxy = p
+		}
+		brokers = in.proxy.Addr()
+		proxyArgs = []string{"--broker-proxy", in.proxy.Addr()}
+	}
 	args := []string{
-		"--brokers", strings.Join(f.cfg.Brokers, ","), "--app", f.cfg.App,
+		"--brokers", brokers, "--app", f.cfg.App,
 		"--in", f.cfg.In, "--out", f.cfg.Out, "--dlq", f.cfg.DLQ,
 		"--state-dir", in.StateDir, "--instance-id", in.ID,
 		// HTTP on a free port, as a deployed instance serves its metrics:
@@ -142,6 +165,7 @@ func (f *Fleet) startLocked(in *Instance) error {
 		// exercise those removals and the rebalances they start.
 		"--http", "127.0.0.1:0",
 	}
+	args = append(args, proxyArgs...)
 	if f.cfg.SessionTimeout > 0 {
 		args = append(args, "--session-timeout", f.cfg.SessionTimeout.String())
 	}
@@ -288,6 +312,49 @@ func (f *Fleet) Suspend(id string) error {
 	return nil
 }
 
+// Cut partitions instance id from the broker (its Proxy drops every
+// packet) while it keeps running and serving HTTP. The fleet must be
+// Proxied.
+func (f *Fleet) Cut(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instances[id]
+	if in == nil || in.proxy == nil {
+		return fmt.Errorf("soak: cut %s: no proxy (ServiceConfig.Proxied)", id)
+	}
+	in.proxy.Cut()
+	f.cuts++
+	return nil
+}
+
+// Heal ends instance id's partition.
+func (f *Fleet) Heal(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instances[id]
+	if in == nil || in.proxy == nil {
+		return fmt.Errorf("soak: heal %s: no proxy (ServiceConfig.Proxied)", id)
+	}
+	in.proxy.Heal()
+	return nil
+}
+
+// closeProxies closes the instances' proxies once no process needs them.
+func (f *Fleet) closeProxies() {
+	f.mu.Lock()
+	var ps []*Proxy
+	for _, in := range f.instances {
+		if in.proxy != nil {
+			ps = append(ps, in.proxy)
+			in.proxy = nil
+		}
+	}
+	f.mu.Unlock()
+	for _, p := range ps {
+		_ = p.Close()
+	}
+}
+
 // Resume continues a suspended instance (SIGCONT).
 func (f *Fleet) Resume(id string) error {
 	f.mu.Lock()
@@ -421,6 +488,7 @@ func (f *Fleet) StopAll(timeout time.Duration) {
 	}
 	wg.Wait()
 	f.wg.Wait()
+	f.closeProxies()
 }
 
 // KillAll SIGKILLs whatever still runs (cleanup after an aborted run).
@@ -432,13 +500,15 @@ func (f *Fleet) KillAll() {
 		_ = f.Kill(id)
 	}
 	f.wg.Wait()
+	f.closeProxies()
 }
 
 // FleetStats is what the fleet saw.
 type FleetStats struct {
 	Kills, Terms, Starts int
-	// Freezes counts the SIGSTOPs (Freeze).
-	Freezes          int
+	// Freezes counts the SIGSTOPs (Suspend), Cuts the partitions from
+	// the broker (Cut).
+	Freezes, Cuts    int
 	Crashes, Unclean []string
 	// CrashReasons counts crashes by the error the instance logged last
 	// (its first line; crashes whose errors differ only in numbers count
@@ -461,7 +531,7 @@ type FleetStats struct {
 func (f *Fleet) Stats() FleetStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := FleetStats{Kills: f.kills, Terms: f.terms, Freezes: f.freezes, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
+	s := FleetStats{Kills: f.kills, Terms: f.terms, Freezes: f.freezes, Cuts: f.cuts, Crashes: append([]string(nil), f.crashes...), Unclean: append([]string(nil), f.unclean...),
 		CrashReasons: map[string]int{}}
 	// Group by the first line with its numbers blanked (partitions,
 	// offsets, ports differ from crash to crash); keep one real example.

@@ -138,7 +138,10 @@ type Scenario struct {
 	About string
 	// BrokerFaults scenarios need a HurtableBroker.
 	BrokerFaults bool
-	schedule     func(ctx context.Context, r *Run) error
+	// Proxied scenarios run every instance behind a Proxy of its own
+	// (ServiceConfig.Proxied), to partition it from the broker.
+	Proxied  bool
+	schedule func(ctx context.Context, r *Run) error
 }
 
 // ScenarioSeed derives a scenario's seed from the campaign seed.
@@ -287,6 +290,21 @@ func (r *Run) Freeze(ctx context.Context, id string, d time.Duration, kill bool)
 	return err
 }
 
+// Partition cuts instance id off the broker for d (its peers still reach
+// it), then heals the partition. A cancelled ctx still heals it.
+func (r *Run) Partition(ctx context.Context, id string, d time.Duration) error {
+	if err := r.Fleet.Cut(id); err != nil {
+		return err
+	}
+	r.Logf("partition %s from the broker for %s", id, d.Round(time.Millisecond))
+	err := sleep(ctx, d)
+	if herr := r.Fleet.Heal(id); herr != nil {
+		return herr
+	}
+	r.Logf("healed %s", id)
+	return err
+}
+
 // damaged counts a damage done to a stopped instance's state.
 func (r *Run) damaged() {
 	r.mu.Lock()
@@ -401,7 +419,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 
 	r.Fleet = NewFleet(ServiceConfig{Bin: o.Bin, Brokers: b.Bootstrap(), App: base, In: in, Out: out, DLQ: dlq, Dir: res.Dir, SessionTimeout: o.SessionTimeout, Guarantee: o.Guarantee, Threads: o.Threads,
 		RestoreModeMinOffsets: max(o.RestoreModeMinOffsets, 0), Standbys: o.Standbys, SnapshotStore: snapStore, ProbingInterval: o.ProbingInterval,
-		CheckpointMaxInterval: o.CheckpointMaxInterval}, r.Logf)
+		CheckpointMaxInterval: o.CheckpointMaxInterval, Proxied: sc.Proxied}, r.Logf)
 	defer r.Fleet.KillAll()
 
 	w, err := NewWatcher(b.Bootstrap(), in, out, dlq, r.start)
@@ -718,16 +736,16 @@ func deleteTopics(ctx context.Context, brokers []string, prefix string) error {
 // Summary formats results as the campaign's table, one line per scenario.
 func Summary(results []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %9s %5s %5s %5s %7s %9s %s\n",
-		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "queries", "kills", "frz", "brk", "crashes", "max-stall", "result")
+	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %9s %5s %5s %5s %5s %7s %9s %s\n",
+		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "queries", "kills", "frz", "cut", "brk", "crashes", "max-stall", "result")
 	for _, r := range results {
 		verdict := "PASS"
 		if !r.Pass() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %9s %5d %5d %5s %7d %9s %s\n",
+		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %9s %5d %5d %5d %5s %7d %9s %s\n",
 			r.Scenario, r.Seed, r.ValidInLog+r.PoisonInLog, r.PoisonInLog, r.Outputs, r.Lost, r.Duplicated, r.Decreases, r.Repeats, r.Gaps,
-			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), fmt.Sprintf("%d/%d", r.Queries.Checked-r.Queries.Wrong, r.Queries.Checked), r.Fleet.Kills, r.Fleet.Freezes,
+			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), fmt.Sprintf("%d/%d", r.Queries.Checked-r.Queries.Wrong, r.Queries.Checked), r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts,
 			fmt.Sprintf("%dk%dp", r.BrokerKills, r.BrokerPauses), len(r.Fleet.Crashes), r.MaxStall.Round(100*time.Millisecond), verdict)
 	}
 	return b.String()
@@ -752,8 +770,8 @@ func (r Result) Details() string {
 	if r.CaughtUpAfter >= 0 {
 		catch = r.CaughtUpAfter.Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
-		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
+	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d partitions, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
+		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	fmt.Fprintf(&b, "  queries: %s\n", r.Queries)
 	for _, e := range r.Queries.Examples {
 		fmt.Fprintf(&b, "    wrong: %s\n", e)
@@ -827,12 +845,12 @@ func RandomSeed() uint64 {
 
 // Total sums results across scenarios.
 type Total struct {
-	Lost, Duplicated, Decreases, Repeats, Gaps int
-	Kills, Freezes, BrokerKills, BrokerPauses  int
-	Crashes                                    int
-	SortedRestores                             int
-	SnapshotLoads, StandbyStarts               int
-	Damages, MovedAside                        int
+	Lost, Duplicated, Decreases, Repeats, Gaps      int
+	Kills, Freezes, Cuts, BrokerKills, BrokerPauses int
+	Crashes                                         int
+	SortedRestores                                  int
+	SnapshotLoads, StandbyStarts                    int
+	Damages, MovedAside                             int
 }
 
 func Totals(results []Result) Total {
@@ -845,6 +863,7 @@ func Totals(results []Result) Total {
 		t.Gaps += r.Gaps
 		t.Kills += r.Fleet.Kills
 		t.Freezes += r.Fleet.Freezes
+		t.Cuts += r.Fleet.Cuts
 		t.BrokerKills += r.BrokerKills
 		t.BrokerPauses += r.BrokerPauses
 		t.Crashes += len(r.Fleet.Crashes)

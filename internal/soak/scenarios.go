@@ -31,10 +31,17 @@ var (
 	// is open, and it resumes as a zombie; past the transaction timeout
 	// the broker has aborted that transaction too.
 	Freezes = Scenario{Name: "freeze", About: "SIGSTOP instances for 0.2-20 s (zombies past the session timeout), then SIGCONT or SIGKILL", schedule: freezes}
+	// Partitions cuts instances off the broker (each instance reaches it
+	// through a Proxy of its own that then drops every packet) for
+	// 0.5-20 s, now and then two at once, while they keep running and
+	// their peers still reach them over HTTP. Unlike a frozen one, a
+	// partitioned instance sees its requests time out, its commit's
+	// outcome unknown, and keeps answering queries from its state.
+	Partitions = Scenario{Name: "partition", About: "cut instances off the broker for 0.5-20 s (requests time out; the group moves on past the session timeout), then heal", Proxied: true, schedule: partitions}
 )
 
 // Scenarios is the whole campaign, in order.
-var Scenarios = []Scenario{KillCampaign, BrokerKills, RebalanceStorm, BrokerPause, Freezes}
+var Scenarios = []Scenario{KillCampaign, BrokerKills, RebalanceStorm, BrokerPause, Freezes, Partitions}
 
 // ScenarioByName finds a scenario.
 func ScenarioByName(name string) (Scenario, bool) {
@@ -243,6 +250,26 @@ func brokerPause(ctx context.Context, r *Run) error {
 }
 
 func freezes(ctx context.Context, r *Run) error {
+	return isolations(ctx, r, "freeze", func(id string, d time.Duration) func() error {
+		kill := r.Rand.Float64() < 0.2
+		return func() error { return r.Freeze(ctx, id, d, kill) }
+	})
+}
+
+func partitions(ctx context.Context, r *Run) error {
+	return isolations(ctx, r, "partition", func(id string, d time.Duration) func() error {
+		return func() error { return r.Partition(ctx, id, d) }
+	})
+}
+
+// isolations runs 2–3 instances and, round after round, isolates one of
+// them (a quarter of the rounds two, overlapping) with fault(id, d),
+// which draws what else it needs from r.Rand and returns the fault to run.
+// The lengths d are a third of each kind: within the session timeout (a
+// stall), the session timeout to 3 s past it (the group moves on while
+// the isolated instance's transaction is open), and past the
+// transaction timeout as well (11–20 s: the broker aborted it too).
+func isolations(ctx context.Context, r *Run, what string, fault func(id string, d time.Duration) func() error) error {
 	for range 2 + r.Rand.IntN(2) {
 		if err := r.Start(r.NewInstanceID()); err != nil {
 			return err
@@ -251,9 +278,6 @@ func freezes(ctx context.Context, r *Run) error {
 	if err := sleep(ctx, r.Between(4*time.Second, 6*time.Second)); err != nil {
 		return err
 	}
-	// One freeze of a third of each kind: a stall within the session
-	// timeout, one past it (the transaction still open when the group has
-	// moved on), one past the transaction timeout too.
 	length := func() time.Duration {
 		switch r.Rand.IntN(3) {
 		case 0:
@@ -278,19 +302,20 @@ func freezes(ctx context.Context, r *Run) error {
 		if len(running) > 1 && r.Rand.Float64() < 0.25 {
 			victims = running[:2]
 		}
-		r.Logf("freeze %d/%d: %v", k+1, rounds, victims)
+		r.Logf("%s %d/%d: %v", what, k+1, rounds, victims)
 		// Each victim on its own clock, started a little apart, so two
-		// freezes overlap without ending together.
+		// faults overlap without ending together. The draws happen here,
+		// in order, so a seed replays the schedule.
 		errs := make(chan error, len(victims))
 		for i, id := range victims {
-			d, kill := length(), r.Rand.Float64() < 0.2
+			run := fault(id, length())
 			lag := time.Duration(i) * r.Between(0, 2*time.Second)
 			go func() {
 				if err := sleep(ctx, lag); err != nil {
 					errs <- err
 					return
 				}
-				errs <- r.Freeze(ctx, id, d, kill)
+				errs <- run()
 			}()
 		}
 		var first error

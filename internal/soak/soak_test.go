@@ -22,6 +22,7 @@ func TestSoakBrokerKills(t *testing.T)    { runShort(t, soak.BrokerKills) }
 func TestSoakRebalanceStorm(t *testing.T) { runShort(t, soak.RebalanceStorm) }
 func TestSoakBrokerPause(t *testing.T)    { runShort(t, soak.BrokerPause) }
 func TestSoakFreezes(t *testing.T)        { runShort(t, soak.Freezes) }
+func TestSoakPartitions(t *testing.T)     { runShort(t, soak.Partitions) }
 
 // The kill campaign again with a standby per task, a shared snapshot store
 // and short probing rebalances: the failovers then go through standbys,

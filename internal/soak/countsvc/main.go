@@ -14,12 +14,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark-streams/tidemark/frontier"
 	"github.com/tidemark-streams/tidemark/processor"
@@ -62,6 +65,7 @@ func run() int {
 		snapStore  = flag.String("snapshot-store", env("COUNTSVC_SNAPSHOT_STORE", ""), "snapshot store URL shared by every instance, e.g. file:///dir (processor.WithSnapshotStore); empty: no snapshots (COUNTSVC_SNAPSHOT_STORE)")
 		probing    = flag.Duration("probing-rebalance-interval", 0, "processor.WithProbingRebalanceInterval: how often an instance warming up tasks forces a probing rebalance; 0: tidemark's default")
 		ckptMax    = flag.Duration("checkpoint-max-interval", 0, "frontier.CheckpointOptions.MaxInterval (processor.WithCheckpointPolicy): the longest time between checkpoints, and so between snapshots; 0: tidemark's default")
+		proxy      = flag.String("broker-proxy", env("COUNTSVC_BROKER_PROXY", ""), "dial this address for every broker connection (the soak harness's per-instance proxy, which can cut this instance off the broker); empty: dial the brokers (COUNTSVC_BROKER_PROXY)")
 		pipelined  = flag.String("pipelined", env("COUNTSVC_PIPELINED", ""), "pipelined commits: on, off, or empty for tidemark's default (COUNTSVC_PIPELINED; the soak harness passes its environment on)")
 	)
 	flag.Parse()
@@ -131,6 +135,12 @@ func run() int {
 	default:
 		log.Error("--pipelined: want on, off or empty", "got", *pipelined)
 		return 2
+	}
+	if *proxy != "" {
+		via := *proxy
+		opts = append(opts, processor.WithClientOpts(kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, via)
+		})))
 	}
 	if *sortedMin > 0 {
 		n := *sortedMin
