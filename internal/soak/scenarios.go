@@ -268,7 +268,8 @@ func partitions(ctx context.Context, r *Run) error {
 // The lengths d are a third of each kind: within the session timeout (a
 // stall), the session timeout to 3 s past it (the group moves on while
 // the isolated instance's transaction is open), and past the
-// transaction timeout as well (11–20 s: the broker aborted it too).
+// transaction timeout as well (11–20 s, 11–13 s in the short runs: the
+// broker aborted it too).
 func isolations(ctx context.Context, r *Run, what string, fault func(id string, d time.Duration) func() error) error {
 	for range 2 + r.Rand.IntN(2) {
 		if err := r.Start(r.NewInstanceID()); err != nil {
@@ -285,7 +286,7 @@ func isolations(ctx context.Context, r *Run, what string, fault func(id string, 
 		case 1:
 			return r.Unscaled(r.Opts.SessionTimeout, r.Opts.SessionTimeout+3*time.Second)
 		default:
-			return r.Unscaled(11*time.Second, 20*time.Second)
+			return r.Unscaled(11*time.Second, time.Duration(r.Pick(13, 20))*time.Second)
 		}
 	}
 	rounds := r.Pick(4, 12)
