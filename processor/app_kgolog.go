@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark-streams/tidemark/internal/retry"
 )
 
 // kgoLogger passes franz-go's warnings and errors to the app's logger, and
@@ -23,8 +25,9 @@ import (
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND): it logs those at debug level only,
 // and none of its hooks sees a produce error.
 //
-// franz-go's errors that only say the group or the transaction moved on
-// without this member are lowered to warnings (see membershipChurn).
+// franz-go's errors that the client or the app recovers from by itself (a
+// connection lost, this member removed from the group) are lowered to
+// warnings (see recoverable).
 //
 // One info message is raised to a warning (see outOfRangeOnResume): an
 // input partition whose committed offset is outside its log.
@@ -38,8 +41,8 @@ func (l *kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
 func (l *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	switch level {
 	case kgo.LogLevelError:
-		if err := membershipChurn(keyvals); err != nil {
-			l.log.Warn("kafka client: "+msg, append(keyvals[:len(keyvals):len(keyvals)], "meaning", churnMeaning)...)
+		if err := recoverable(keyvals); err != nil {
+			l.log.Warn("kafka client: "+msg, append(keyvals[:len(keyvals):len(keyvals)], "meaning", recoverableMeaning)...)
 			return
 		}
 		l.log.Error("kafka client: "+msg, keyvals...)
@@ -73,20 +76,27 @@ const outOfRangeOnResume = "received OFFSET_OUT_OF_RANGE on the first fetch"
 
 const outOfRangeMeaning = "the partition's log no longer holds this offset (records deleted by retention before they were processed, or the topic recreated); consumption resumes at the log start"
 
-// membershipChurn returns the error of a franz-go error message when it
-// is one the app recovers from by itself: this member was removed from the
-// group (its session expired while it was frozen, or a peer removed it) or
-// its producer was fenced or timed out, so its session restarts, rejoins
+// recoverable returns the error of a franz-go error message when it is
+// one the client or the app recovers from by itself: a connection that
+// died or timed out (a network partition, a broker restart: franz-go
+// dials again and retries), or this member removed from the group (its
+// session expired while it was frozen or cut off, or a peer removed it)
+// or its producer fenced or timed out, so its session restarts, rejoins
 // and restores. franz-go logs them at error level ("group manage loop
-// errored", "fatal InitProducerID error"); alerting on them would page
-// someone for a recovery the app's own warnings ("restarting session")
-// already describe. A fence that repeats because two processes share an
-// instance id still stops the app with an error of its own.
-func membershipChurn(keyvals []any) error {
+// errored", "unable to request api versions", "fatal InitProducerID
+// error"); alerting on them would page someone for a recovery the app's
+// own warnings ("restarting session", "retrying after a transient Kafka
+// error") already describe. What does not recover shows as the app's own
+// errors: a fence that repeats because two processes share an instance id
+// stops the app, and Run fails when the brokers stay unreachable at start.
+func recoverable(keyvals []any) error {
 	for i := 1; i < len(keyvals); i += 2 {
 		err, ok := keyvals[i].(error)
 		if !ok {
 			continue
+		}
+		if retry.Transient(err) {
+			return err
 		}
 		for _, churn := range []error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
 			kerr.FencedInstanceID, kerr.ProducerFenced, kerr.InvalidProducerEpoch} {
@@ -98,4 +108,4 @@ func membershipChurn(keyvals []any) error {
 	return nil
 }
 
-const churnMeaning = "this member left the group or its producer was fenced (a session timeout, a freeze, a peer's removal); its session restarts and rejoins"
+const recoverableMeaning = "recovered by itself: a lost or timed-out broker connection is dialled again, and a member removed from the group or a fenced producer restarts its session and rejoins"

@@ -3,7 +3,10 @@ package processor
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -39,10 +42,10 @@ func TestKgoLoggerWarnsOfOutOfRangeResume(t *testing.T) {
 	}
 }
 
-// A member removed from the group or fenced (a zombie after a freeze)
-// recovers by itself: franz-go's error lines for it become warnings; other
-// errors stay errors.
-func TestKgoLoggerLowersMembershipChurnToWarnings(t *testing.T) {
+// A member removed from the group or fenced (a zombie after a freeze) or a
+// connection lost in a partition recovers by itself: franz-go's error
+// lines for them become warnings; other errors stay errors.
+func TestKgoLoggerLowersRecoverableErrorsToWarnings(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	l := &kgoLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -50,17 +53,19 @@ func TestKgoLoggerLowersMembershipChurnToWarnings(t *testing.T) {
 	// The messages as franz-go v1.22.3 logs them (consumer_group.go, producer.go).
 	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", kerr.UnknownMemberID, "consecutive_errors", 1)
 	l.Log(kgo.LogLevelError, "fatal InitProducerID error, failing all buffered records", "broker", "1", "err", fmt.Errorf("init: %w", kerr.ProducerFenced))
+	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", io.EOF, "consecutive_errors", 1)
+	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
 	l.Log(kgo.LogLevelError, "group manage loop errored", "group", "g", "err", kerr.GroupAuthorizationFailed)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want 3 log lines, got %d:\n%s", len(lines), buf.String())
+	if len(lines) != 5 {
+		t.Fatalf("want 5 log lines, got %d:\n%s", len(lines), buf.String())
 	}
-	for _, line := range lines[:2] {
-		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "session restarts") {
-			t.Errorf("churn is not a warning that says what follows: %s", line)
+	for _, line := range lines[:4] {
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "recovered by itself") {
+			t.Errorf("a recoverable error is not a warning that says so: %s", line)
 		}
 	}
-	if !strings.Contains(lines[2], "level=ERROR") {
-		t.Errorf("an authorization failure must stay an error: %s", lines[2])
+	if !strings.Contains(lines[4], "level=ERROR") {
+		t.Errorf("an authorization failure must stay an error: %s", lines[4])
 	}
 }

@@ -299,43 +299,28 @@ func (f *Fleet) Term(id string, timeout time.Duration) error {
 // transaction, so after Resume it comes back as a zombie. Kill ends a
 // suspended instance as it ends a running one.
 func (f *Fleet) Suspend(id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	in := f.instances[id]
-	if in == nil || in.cmd == nil || closed(in.done) {
-		return fmt.Errorf("soak: suspend %s: not running", id)
-	}
-	if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("soak: suspend %s: %w", id, err)
-	}
-	f.freezes++
-	return nil
+	return f.signal(id, "suspend", syscall.SIGSTOP, &f.freezes)
 }
 
 // Cut partitions instance id from the broker (its Proxy drops every
 // packet) while it keeps running and serving HTTP. The fleet must be
 // Proxied.
 func (f *Fleet) Cut(id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	in := f.instances[id]
-	if in == nil || in.proxy == nil {
-		return fmt.Errorf("soak: cut %s: no proxy (ServiceConfig.Proxied)", id)
-	}
-	in.proxy.Cut()
-	f.cuts++
-	return nil
+	return f.withProxy(id, "cut", func(p *Proxy) { p.Cut(); f.cuts++ })
 }
 
 // Heal ends instance id's partition.
-func (f *Fleet) Heal(id string) error {
+func (f *Fleet) Heal(id string) error { return f.withProxy(id, "heal", (*Proxy).Heal) }
+
+// withProxy calls fn with instance id's proxy, f.mu held.
+func (f *Fleet) withProxy(id, what string, fn func(*Proxy)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := f.instances[id]
 	if in == nil || in.proxy == nil {
-		return fmt.Errorf("soak: heal %s: no proxy (ServiceConfig.Proxied)", id)
+		return fmt.Errorf("soak: %s %s: no proxy (ServiceConfig.Proxied)", what, id)
 	}
-	in.proxy.Heal()
+	fn(in.proxy)
 	return nil
 }
 
@@ -356,15 +341,21 @@ func (f *Fleet) closeProxies() {
 }
 
 // Resume continues a suspended instance (SIGCONT).
-func (f *Fleet) Resume(id string) error {
+func (f *Fleet) Resume(id string) error { return f.signal(id, "resume", syscall.SIGCONT, nil) }
+
+// signal sends sig to instance id's process and counts it in n.
+func (f *Fleet) signal(id, what string, sig syscall.Signal, n *int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := f.instances[id]
 	if in == nil || in.cmd == nil || closed(in.done) {
-		return fmt.Errorf("soak: resume %s: not running", id)
+		return fmt.Errorf("soak: %s %s: not running", what, id)
 	}
-	if err := in.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("soak: resume %s: %w", id, err)
+	if err := in.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("soak: %s %s: %w", what, id, err)
+	}
+	if n != nil {
+		*n++
 	}
 	return nil
 }
