@@ -9,6 +9,12 @@
 // of that key; every undecodable input (a poison pill) is in the dead-letter
 // topic exactly once and counted nowhere.
 //
+// The service's interactive queries and frontier are held to the same
+// input: every count a query answers must be the number of the key's valid
+// input records below the position the answer names, and every output a
+// frontier watermark covers must be committed below the offsets it names
+// (querier.go).
+//
 // Ground truth comes from two independent places: the producer records what
 // the broker acknowledged, and after producing stops the checker reads the
 // input topic itself. The input log is what the service could see, so it is
