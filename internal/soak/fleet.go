@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tidemark-streams/tidemark/internal/netfault"
 )
 
 // ServiceConfig is what every instance of the service under test shares.
@@ -52,7 +54,7 @@ type ServiceConfig struct {
 	// set: snapshots are written at checkpoints, which tidemark's default
 	// policy spaces minutes apart, longer than a scenario.
 	CheckpointMaxInterval time.Duration
-	// Proxied gives every instance a Proxy of its own to the broker (one
+	// Proxied gives every instance a netfault.Proxy of its own to the broker (one
 	// broker only), so a scenario can partition it (Fleet.Partition).
 	Proxied bool
 }
@@ -91,8 +93,8 @@ type Instance struct {
 	expected bool // the harness sent the signal it will exit from
 	want     bool // the supervisor keeps it running
 	starts   int
-	logStart int64  // the log's size when the current process started
-	proxy    *Proxy // with ServiceConfig.Proxied, kept across restarts
+	logStart int64           // the log's size when the current process started
+	proxy    *netfault.Proxy // with ServiceConfig.Proxied, kept across restarts
 	// httpAddr is where the process of start number httpStart serves
 	// HTTP (HTTPAddr).
 	httpAddr  string
@@ -145,7 +147,7 @@ func (f *Fleet) startLocked(in *Instance) error {
 				logf.Close()
 				return fmt.Errorf("soak: a proxied fleet needs exactly one broker, got %v", f.cfg.Brokers)
 			}
-			p, err := NewProxy(f.cfg.Brokers[0])
+			p, err := netfault.New(f.cfg.Brokers[0])
 			if err != nil {
 				logf.Close()
 				return fmt.Errorf("soak: proxy for %s: %w", in.ID, err)
@@ -302,18 +304,18 @@ func (f *Fleet) Suspend(id string) error {
 	return f.signal(id, "suspend", syscall.SIGSTOP, &f.freezes)
 }
 
-// Cut partitions instance id from the broker (its Proxy drops every
+// Cut partitions instance id from the broker (its proxy drops every
 // packet) while it keeps running and serving HTTP. The fleet must be
 // Proxied.
 func (f *Fleet) Cut(id string) error {
-	return f.withProxy(id, "cut", func(p *Proxy) { p.Cut(); f.cuts++ })
+	return f.withProxy(id, "cut", func(p *netfault.Proxy) { p.Cut(); f.cuts++ })
 }
 
 // Heal ends instance id's partition.
-func (f *Fleet) Heal(id string) error { return f.withProxy(id, "heal", (*Proxy).Heal) }
+func (f *Fleet) Heal(id string) error { return f.withProxy(id, "heal", (*netfault.Proxy).Heal) }
 
 // withProxy calls fn with instance id's proxy, f.mu held.
-func (f *Fleet) withProxy(id, what string, fn func(*Proxy)) error {
+func (f *Fleet) withProxy(id, what string, fn func(*netfault.Proxy)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := f.instances[id]
@@ -327,7 +329,7 @@ func (f *Fleet) withProxy(id, what string, fn func(*Proxy)) error {
 // closeProxies closes the instances' proxies once no process needs them.
 func (f *Fleet) closeProxies() {
 	f.mu.Lock()
-	var ps []*Proxy
+	var ps []*netfault.Proxy
 	for _, in := range f.instances {
 		if in.proxy != nil {
 			ps = append(ps, in.proxy)

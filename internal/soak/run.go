@@ -138,7 +138,7 @@ type Scenario struct {
 	About string
 	// BrokerFaults scenarios need a HurtableBroker.
 	BrokerFaults bool
-	// Proxied scenarios run every instance behind a Proxy of its own
+	// Proxied scenarios run every instance behind a netfault.Proxy of its own
 	// (ServiceConfig.Proxied), to partition it from the broker.
 	Proxied  bool
 	schedule func(ctx context.Context, r *Run) error

@@ -32,7 +32,7 @@ var (
 	// the broker has aborted that transaction too.
 	Freezes = Scenario{Name: "freeze", About: "SIGSTOP instances for 0.2-20 s (zombies past the session timeout), then SIGCONT or SIGKILL", schedule: freezes}
 	// Partitions cuts instances off the broker (each instance reaches it
-	// through a Proxy of its own that then drops every packet) for
+	// through a netfault.Proxy of its own that then drops every packet) for
 	// 0.5-20 s, now and then two at once, while they keep running and
 	// their peers still reach them over HTTP. Unlike a frozen one, a
 	// partitioned instance sees its requests time out, its commit's

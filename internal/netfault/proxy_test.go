@@ -1,4 +1,4 @@
-package soak
+package netfault
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ func TestProxyCutsAndHeals(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := NewProxy(echo.Addr().String())
+	p, err := New(echo.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

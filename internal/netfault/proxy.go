@@ -1,4 +1,6 @@
-package soak
+// Package netfault injects network faults between a Kafka client and its
+// broker, for the fault campaign (internal/soak) and tests.
+package netfault
 
 import (
 	"context"
@@ -8,10 +10,10 @@ import (
 	"time"
 )
 
-// Proxy stands between one instance and the broker, so that a scenario
-// can cut that instance alone off the broker (a network partition) while
-// it keeps running and its peers still reach it over HTTP. The instance
-// dials the proxy for every broker address (countsvc --broker-proxy).
+// Proxy stands between one client and the broker, so that a test can cut
+// that client alone off the broker (a network partition) while it keeps
+// running and others still reach it. The client dials the proxy for every
+// broker address (kgo.Dialer; countsvc --broker-proxy).
 //
 // Cut drops the traffic of every open connection and of every new one, as
 // a partition drops packets: the instance's requests time out rather than
@@ -34,8 +36,8 @@ type link struct {
 	lost           bool // traffic was dropped during a cut
 }
 
-// NewProxy listens on a free loopback port and forwards to target.
-func NewProxy(target string) (*Proxy, error) {
+// New listens on a free loopback port and forwards to target.
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
