@@ -375,7 +375,7 @@ func (a *App) writeQueryError(w http.ResponseWriter, r *http.Request, res QueryR
 	case errors.Is(err, ErrNotFresh):
 		code = http.StatusServiceUnavailable
 		body["position"], body["changelog"] = res.Position, res.Changelog
-	case errors.Is(err, ErrRestoring), errors.Is(err, ErrNoOwner),
+	case errors.Is(err, ErrRestoring), errors.Is(err, ErrNoOwner), errors.Is(err, ErrOutOfContact),
 		errors.Is(err, store.ErrClosed), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")

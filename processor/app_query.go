@@ -329,6 +329,9 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, i
 		res.Partition = p
 		switch {
 		case slices.Contains(v.queryable, res.Partition):
+			if err := a.outOfContact(v.thread[res.Partition], res.Partition, time.Now()); err != nil {
+				return res, nil, fmt.Errorf("processor: query %q: %w", q.name, err)
+			}
 			parts = []int32{res.Partition}
 		case slices.Contains(v.restoring, res.Partition):
 			return res, nil, fmt.Errorf("%w: store %q partition %d", ErrRestoring, q.name, res.Partition)
@@ -340,6 +343,13 @@ func (a *App) readCommitted(ctx context.Context, q storeQuery, o queryOptions, i
 			// Answering from the other threads' partitions would
 			// leave this thread's out without a word.
 			return res, nil, fmt.Errorf("%w: query %q: a stream thread has no assignment (its session is restarting, or the app is not running)", ErrNoOwner, q.name)
+		}
+		now := time.Now()
+		for _, p := range v.queryable {
+			// As above: its partitions may be others' by now.
+			if err := a.outOfContact(v.thread[p], p, now); err != nil {
+				return res, nil, fmt.Errorf("processor: query %q: %w", q.name, err)
+			}
 		}
 		res.Restoring = v.restoring
 	}

@@ -219,6 +219,9 @@ type queryView struct {
 	restoring  []int32 // partitions, sorted
 	partitions int32   // the sub-topology's partition count
 	live       int     // threads with a published assignment (queryRegistry.live)
+	// thread is the stream thread each queryable partition is assigned
+	// to (queryRegistry.thread).
+	thread map[int32]int
 }
 
 // read takes the registry's read lock, released by done, which the caller
@@ -236,6 +239,10 @@ func (r *queryRegistry) read(sub int) (v queryView, done func()) {
 		}
 		if ok {
 			v.queryable = append(v.queryable, id.Partition)
+			if v.thread == nil {
+				v.thread = map[int32]int{}
+			}
+			v.thread[id.Partition] = r.thread[id]
 		} else {
 			v.restoring = append(v.restoring, id.Partition)
 		}

@@ -180,6 +180,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 	}
 	s.txn = &txnState{}
 	s.txn.reset()
+	th.contact.reset(time.Now())
 	group := a.topo.Application()
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(group),
@@ -195,6 +196,7 @@ func (a *App) newSession(ctx context.Context, th *appThread) (*session, error) {
 			ha: a.haConfig(), lags: a.haLags, ends: a.changelogEnds, onStandby: s.onStandby, onSync: s.onSync, rejoin: &s.rejoin}),
 		kgo.SessionTimeout(a.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.RebalanceTimeout),
+		kgo.WithHooks(&th.contact),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(2*time.Millisecond),
 		// Under transactions v2 a transaction's first produce can be

@@ -136,6 +136,9 @@ type appThread struct {
 	// turned is when the thread's loop last showed it is not stuck (unix
 	// nanoseconds; 0 while no loop runs): app_liveness.go.
 	turned atomic.Int64
+	// contact is when its group client last heard from the coordinator
+	// (app_contact.go).
+	contact groupContact
 
 	ready atomic.Bool  // every task assigned to the thread runs
 	tasks atomic.Int64 // tasks running

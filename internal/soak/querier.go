@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -197,6 +198,9 @@ func (q *Querier) query(ctx context.Context, id, addr, key string, redirected bo
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	status := strconv.Itoa(resp.StatusCode)
+	if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "lost contact") {
+		status += " out of contact" // processor.ErrOutOfContact: cut off or frozen past the session timeout
+	}
 	if resp.StatusCode == http.StatusMisdirectedRequest && !redirected {
 		// Another instance owns the key: ask it, as a client would.
 		var owner struct {
