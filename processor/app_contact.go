@@ -25,7 +25,9 @@ import (
 // response read), and while a join or sync waits for the rebalance the
 // coordinator keeps the member, so that counts as contact too; a query
 // for a partition of a thread that has not heard from it for longer than
-// SessionTimeout answers ErrOutOfContact (HTTP 503) until it does again.
+// SessionTimeout answers ErrOutOfContact (HTTP 503) until it does again,
+// and GET /readyz answers 503 meanwhile, so a load balancer sends the
+// queries elsewhere.
 
 // ErrOutOfContact is returned for a query of a partition whose stream
 // thread has not heard from the group coordinator for longer than the
@@ -95,6 +97,18 @@ func (c *groupContact) silentFor(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(time.Unix(0, heard))
+}
+
+// silentThread returns a stream thread that has not heard from the
+// coordinator for longer than SessionTimeout, and for how long; ok false
+// when every thread is in contact.
+func (a *App) silentThread(now time.Time) (th int, silent time.Duration, ok bool) {
+	for _, t := range a.threads {
+		if d := t.contact.silentFor(now); d > a.cfg.SessionTimeout {
+			return t.index, d, true
+		}
+	}
+	return 0, 0, false
 }
 
 // outOfContact returns ErrOutOfContact, saying for how long, when thread

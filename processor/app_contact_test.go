@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +22,8 @@ import (
 // partitions to others. It answers queries from its state while in
 // contact, answers ErrOutOfContact (HTTP 503) once its group client has
 // not heard from the coordinator for longer than the session timeout, and
-// answers again once the partition heals and it has rejoined.
+// answers again once the partition heals and it has rejoined; GET /readyz
+// says the same.
 func TestQueriesRefuseToAnswerOutOfContact(t *testing.T) {
 	t.Parallel()
 	in, out := kafkatestNewTopic(t, 2), kafkatestNewTopic(t, 2)
@@ -82,8 +86,20 @@ func TestQueriesRefuseToAnswerOutOfContact(t *testing.T) {
 		t.Fatalf("ErrOutOfContact %s after the cut, well within the %s session timeout: %v", since, session, refused)
 	}
 	t.Logf("%s after the cut: %v", time.Since(cut).Round(time.Millisecond), refused)
+	if code, body := readyz(app); code != http.StatusServiceUnavailable || !strings.Contains(body, "has not heard from the group coordinator") {
+		t.Fatalf("GET /readyz out of contact: %d %q; want 503 saying why", code, body)
+	}
 
 	proxy.Heal()
 	waitCount("after the partition healed")
+	if code, body := readyz(app); code != http.StatusOK {
+		t.Fatalf("GET /readyz after the heal: %d %q", code, body)
+	}
 	checkCounts(t, out, want)
+}
+
+func readyz(app *processor.App) (int, string) {
+	rec := httptest.NewRecorder()
+	app.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	return rec.Code, rec.Body.String()
 }

@@ -83,7 +83,7 @@ func advertisedAddr(adv, bound string) string {
 //
 //	GET /metrics                                    Prometheus metrics
 //	GET /healthz                                    200 while every stream thread's loop turns, 503 when one is stuck (LivenessTimeout)
-//	GET /readyz                                     200 once every assigned task is restored
+//	GET /readyz                                     200 once every assigned task is restored, while in contact with the group
 //	GET /peers                                      the peer failure detector: instances watched, removals (app_peers.go)
 //	GET /frontier[?sink=S&covers=T]                 committed output frontier per sink partition
 //	GET /ui                                         the web view: live charts, frontier, topology (app_ui.go)
@@ -123,7 +123,8 @@ func advertisedAddr(adv, bound string) string {
 // kind or a key whose partition a custom partitioner chose (give
 // partition=), 404 for an unknown store or key, 421 for a key another instance
 // owns (with "owner", "owner_http", "partition" and a Location header), 503
-// while the key's partition is restoring here or owned by no one, or
+// while the key's partition is restoring here or owned by no one or this
+// instance is out of contact with its group (ErrOutOfContact), or
 // (range, windows) while a stream thread has no assignment (with
 // Retry-After), when the state is behind min_position (with "position"),
 // and 500 otherwise.
@@ -134,6 +135,11 @@ func (a *App) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !a.Ready() {
 			http.Error(w, "not ready: tasks are being assigned or restored", http.StatusServiceUnavailable)
+			return
+		}
+		if th, silent, lost := a.silentThread(time.Now()); lost {
+			http.Error(w, fmt.Sprintf("not ready: stream thread %d has not heard from the group coordinator for %s (session timeout %s); its partitions may have moved",
+				th, silent.Round(time.Millisecond), a.cfg.SessionTimeout), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
