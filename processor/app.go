@@ -135,6 +135,7 @@ func NewApp(topo *topology.Topology, opts ...Option) (*App, error) {
 	a.thm = newThreadMetrics(a.metrics.reg, topo.Application())
 	a.purge = newPurger(a)
 	a.ha.registerMetrics(a.metrics.reg, topo.Application())
+	a.registerContactMetrics()
 	if ops := topo.OrderNumberedState(); len(ops) > 0 {
 		a.log.Warn("operators whose store or repartition topic name depends on declaration order: declaring another unnamed sibling of their kind before them renames their state; name them with topology.Named",
 			"operators", ops)

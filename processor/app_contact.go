@@ -27,7 +27,7 @@ import (
 // for a partition of a thread that has not heard from it for longer than
 // SessionTimeout answers ErrOutOfContact (HTTP 503) until it does again,
 // and GET /readyz answers 503 meanwhile, so a load balancer sends the
-// queries elsewhere.
+// queries elsewhere; tidemark_out_of_contact_threads counts such threads.
 
 // ErrOutOfContact is returned for a query of a partition whose stream
 // thread has not heard from the group coordinator for longer than the
@@ -97,6 +97,21 @@ func (c *groupContact) silentFor(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(time.Unix(0, heard))
+}
+
+// registerContactMetrics makes tidemark_out_of_contact_threads count this
+// App's threads out of contact, at scrape time.
+func (a *App) registerContactMetrics() {
+	count := func() float64 {
+		n, now := 0, time.Now()
+		for _, t := range a.threads {
+			if t.contact.silentFor(now) > a.cfg.SessionTimeout {
+				n++
+			}
+		}
+		return float64(n)
+	}
+	a.metrics.contactFn.Store(&count)
 }
 
 // silentThread returns a stream thread that has not heard from the

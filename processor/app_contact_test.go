@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,11 +90,17 @@ func TestQueriesRefuseToAnswerOutOfContact(t *testing.T) {
 	if code, body := readyz(app); code != http.StatusServiceUnavailable || !strings.Contains(body, "has not heard from the group coordinator") {
 		t.Fatalf("GET /readyz out of contact: %d %q; want 503 saying why", code, body)
 	}
+	if n := outOfContactThreads(t, app); n != 1 {
+		t.Fatalf("tidemark_out_of_contact_threads = %v out of contact, want 1", n)
+	}
 
 	proxy.Heal()
 	waitCount("after the partition healed")
 	if code, body := readyz(app); code != http.StatusOK {
 		t.Fatalf("GET /readyz after the heal: %d %q", code, body)
+	}
+	if n := outOfContactThreads(t, app); n != 0 {
+		t.Fatalf("tidemark_out_of_contact_threads = %v after the heal, want 0", n)
 	}
 	checkCounts(t, out, want)
 }
@@ -102,4 +109,22 @@ func readyz(app *processor.App) (int, string) {
 	rec := httptest.NewRecorder()
 	app.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	return rec.Code, rec.Body.String()
+}
+
+func outOfContactThreads(t *testing.T, app *processor.App) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	app.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, "tidemark_out_of_contact_threads{") {
+			f := strings.Fields(line)
+			n, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no tidemark_out_of_contact_threads in /metrics")
+	return 0
 }

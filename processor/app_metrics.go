@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,9 @@ type appMetrics struct {
 	peersRemoved          prometheus.Counter
 	stateRebuilds         prometheus.Counter
 	stuckThreads          prometheus.Gauge
+	// outOfContact reads contactFn at scrape time (app_contact.go).
+	outOfContact          prometheus.GaugeFunc
+	contactFn             atomic.Pointer[func() float64]
 	processingErrors      *prometheus.CounterVec
 	productionErrors      *prometheus.CounterVec
 	dropped               *droppedRecords
@@ -137,6 +141,15 @@ func newAppMetrics(app string) *appMetrics {
 	m.tenantOutputs, m.tenantStaleness = newTenantMetrics(labels, staleBuckets)
 	m.fair = newFairMetrics(labels, f)
 	m.pipe = newPipeMetrics(labels, staleBuckets, f)
+	m.outOfContact = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tidemark_out_of_contact_threads",
+		Help:        "Stream threads that have not heard from the group coordinator for longer than the session timeout (a network partition, a freeze): their partitions may have moved, their queries and GET /readyz answer 503.",
+		ConstLabels: labels},
+		func() float64 {
+			if f := m.contactFn.Load(); f != nil {
+				return (*f)()
+			}
+			return 0
+		})
 	m.snap = newSnapshotMetrics(labels)
 	for _, c := range m.snap.collectors() {
 		f(c)
@@ -144,7 +157,7 @@ func newAppMetrics(app string) *appMetrics {
 	m.dropped = newDroppedRecords(reg, labels)
 	m.registered = append(m.registered, m.dropped.total)
 	for _, c := range []prometheus.Collector{m.checkpoints, m.checkpointSeconds, m.recordsIn, m.recordsOut, m.processing, m.commitLatency, m.endLatency,
-		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.stuckThreads, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
+		m.commits, m.aborts, m.taskRecordsIn, m.taskLag, m.sessionRestarts, m.fencedTxns, m.peersRemoved, m.stateRebuilds, m.stuckThreads, m.outOfContact, m.processingErrors, m.productionErrors, m.commitPhase, m.produceRetries, m.reflectedSkipped, m.interval, m.predicted, m.predictedHist, m.observedStaleness,
 		m.utilization, m.lag, m.tasks, m.restoredRecords, m.restoreRemaining, m.deserializationErrors, m.deadLettered,
 		m.repartitionPurged, m.repartitionPurgeErrors, m.tenantOutputs, m.tenantStaleness,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
