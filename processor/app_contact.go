@@ -102,28 +102,24 @@ func (c *groupContact) silentFor(now time.Time) time.Duration {
 // registerContactMetrics makes tidemark_out_of_contact_threads count this
 // App's threads out of contact, at scrape time.
 func (a *App) registerContactMetrics() {
-	count := func() float64 {
-		n, now := 0, time.Now()
-		for _, t := range a.threads {
-			if t.contact.silentFor(now) > a.cfg.SessionTimeout {
-				n++
-			}
-		}
-		return float64(n)
-	}
+	count := func() float64 { return float64(len(a.silentThreads(time.Now()))) }
 	a.metrics.contactFn.Store(&count)
 }
 
-// silentThread returns a stream thread that has not heard from the
-// coordinator for longer than SessionTimeout, and for how long; ok false
-// when every thread is in contact.
-func (a *App) silentThread(now time.Time) (th int, silent time.Duration, ok bool) {
+// silentThreads returns, by thread index, how long each stream thread
+// that has not heard from the coordinator for longer than SessionTimeout
+// has been silent.
+func (a *App) silentThreads(now time.Time) map[int]time.Duration {
+	var out map[int]time.Duration
 	for _, t := range a.threads {
 		if d := t.contact.silentFor(now); d > a.cfg.SessionTimeout {
-			return t.index, d, true
+			if out == nil {
+				out = map[int]time.Duration{}
+			}
+			out[t.index] = d
 		}
 	}
-	return 0, 0, false
+	return out
 }
 
 // outOfContact returns ErrOutOfContact, saying for how long, when thread

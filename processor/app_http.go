@@ -137,9 +137,9 @@ func (a *App) Handler() http.Handler {
 			http.Error(w, "not ready: tasks are being assigned or restored", http.StatusServiceUnavailable)
 			return
 		}
-		if th, silent, lost := a.silentThread(time.Now()); lost {
-			http.Error(w, fmt.Sprintf("not ready: stream thread %d has not heard from the group coordinator for %s (session timeout %s); its partitions may have moved",
-				th, silent.Round(time.Millisecond), a.cfg.SessionTimeout), http.StatusServiceUnavailable)
+		if silent := a.silentThreads(time.Now()); len(silent) > 0 {
+			http.Error(w, fmt.Sprintf("not ready: stream threads have not heard from the group coordinator for longer than the session timeout %s (thread: silent for) %v; their partitions may have moved",
+				a.cfg.SessionTimeout, silent), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -115,25 +115,42 @@ func (q *Querier) Run(ctx context.Context) {
 	}
 }
 
-// frontier asks instance id at addr for the sink's frontier.
-func (q *Querier) frontier(ctx context.Context, id, addr string) {
-	u := fmt.Sprintf("http://%s/frontier?sink=%s", addr, url.QueryEscape(q.sink))
+// get sends a GET to u and returns the answer's status and body; ok false
+// (counted under what, e.g. "frontier ", + "no answer") when there was
+// none: refused while an instance restarts, timed out while it is frozen.
+func (q *Querier) get(ctx context.Context, what, u string) (code int, body []byte, ok bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return
+		q.count(what + "request: " + err.Error())
+		return 0, nil, false
 	}
-	at := time.Since(q.start)
 	resp, err := q.client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			q.count("frontier no answer")
+			q.count(what + "no answer")
 		}
+		return 0, nil, false
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		if ctx.Err() == nil {
+			q.count(what + "no answer")
+		}
+		return 0, nil, false
+	}
+	return resp.StatusCode, body, true
+}
+
+// frontier asks instance id at addr for the sink's frontier.
+func (q *Querier) frontier(ctx context.Context, id, addr string) {
+	at := time.Since(q.start)
+	code, body, ok := q.get(ctx, "frontier ", fmt.Sprintf("http://%s/frontier?sink=%s", addr, url.QueryEscape(q.sink)))
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	resp.Body.Close()
-	status := "frontier " + strconv.Itoa(resp.StatusCode)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	status := "frontier " + strconv.Itoa(code)
+	if code != http.StatusOK {
 		q.count(status)
 		return
 	}
@@ -181,27 +198,16 @@ type queryAnswer struct {
 // query asks instance id at addr for key; redirected says it was sent
 // there by another instance's 421.
 func (q *Querier) query(ctx context.Context, id, addr, key string, redirected bool) {
-	u := fmt.Sprintf("http://%s/stores/%s/keys/%s", addr, url.PathEscape(q.store), url.PathEscape(key))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		q.count("request: " + err.Error())
-		return
-	}
 	at := time.Since(q.start)
-	resp, err := q.client.Do(req)
-	if err != nil {
-		if ctx.Err() == nil {
-			q.count("no answer") // refused (restarting), timed out (frozen)
-		}
+	code, body, ok := q.get(ctx, "", fmt.Sprintf("http://%s/stores/%s/keys/%s", addr, url.PathEscape(q.store), url.PathEscape(key)))
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	status := strconv.Itoa(resp.StatusCode)
-	if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "lost contact") {
+	status := strconv.Itoa(code)
+	if code == http.StatusServiceUnavailable && strings.Contains(string(body), "lost contact") {
 		status += " out of contact" // processor.ErrOutOfContact: cut off or frozen past the session timeout
 	}
-	if resp.StatusCode == http.StatusMisdirectedRequest && !redirected {
+	if code == http.StatusMisdirectedRequest && !redirected {
 		// Another instance owns the key: ask it, as a client would.
 		var owner struct {
 			Instance string `json:"owner"`
@@ -213,11 +219,11 @@ func (q *Querier) query(ctx context.Context, id, addr, key string, redirected bo
 			return
 		}
 	}
-	if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound) {
+	if code != http.StatusOK && code != http.StatusNotFound {
 		q.count(status)
 		return
 	}
-	a, err := decodeAnswer(body, resp.StatusCode == http.StatusOK, q.input)
+	a, err := decodeAnswer(body, code == http.StatusOK, q.input)
 	if err != nil {
 		q.count(status + " undecodable: " + err.Error())
 		return
