@@ -21,8 +21,10 @@ import (
 // …/00000001.backup: no such file or directory"), and so does reading a
 // manifest the listing named. Listing again sees the bucket without it;
 // a chain deleted meanwhile is then simply absent, or incomplete, which
-// the callers already handle.
-const listAttempts = 5
+// the callers already handle. A prune deletes file after file, so under
+// load several listings in a row can each meet one (CI saw five): the
+// attempts cover a prune of a long chain, about 1.5 s in all.
+const listAttempts = 20
 
 // listAgainOnNotFound runs list, again while it fails with NotFound, at
 // most listAttempts times, with a short pause that lets a delete in
@@ -33,7 +35,7 @@ func listAgainOnNotFound(ctx context.Context, list func() error) error {
 		if err = list(); gcerrors.Code(err) != gcerrors.NotFound {
 			return err
 		}
-		t := time.NewTimer(time.Duration(i+1) * 10 * time.Millisecond)
+		t := time.NewTimer(min(time.Duration(i+1)*10*time.Millisecond, 100*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
