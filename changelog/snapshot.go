@@ -290,6 +290,18 @@ func (st *snapState) endChain() {
 	st.pin, st.chain, st.seq, st.keys, st.pinned = nil, "", 0, snapKeys{}, time.Time{}
 }
 
+// snapState returns the snapshot chain state of tdb's current Badger
+// DB, a new one when the DB was reopened since (a new DB starts a new
+// chain).
+func (tdb *taskDB) snapState() *snapState {
+	tdb.db.mu.Lock()
+	defer tdb.db.mu.Unlock()
+	if tdb.snap == nil || tdb.snap.bdb != tdb.bdb {
+		tdb.snap = &snapState{bdb: tdb.bdb}
+	}
+	return tdb.snap
+}
+
 // endChainAround runs drop, which removes data of tdb without writing
 // delete markers (Badger's DropPrefix), and ends tdb's snapshot chain.
 // An incremental backup holds the versions written since the previous
@@ -299,14 +311,7 @@ func (st *snapState) endChain() {
 // or starts a chain before the drop that an incremental would continue
 // after it.
 func (tdb *taskDB) endChainAround(drop func() error) error {
-	db := tdb.db
-	db.mu.Lock()
-	st := tdb.snap
-	if st == nil || st.bdb != tdb.bdb {
-		st = &snapState{bdb: tdb.bdb}
-		tdb.snap = st
-	}
-	db.mu.Unlock()
+	st := tdb.snapState()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	defer st.endChain()
@@ -372,13 +377,7 @@ func (db *DB) WriteSnapshotsOf(ctx context.Context, s *SnapshotStore, keep func(
 // reader.
 func (db *DB) snapshotTask(ctx context.Context, s *SnapshotStore, tdb *taskDB) (res SnapshotResult, err error) {
 	res.Task = tdb.id
-	db.mu.Lock()
-	st := tdb.snap
-	if st == nil || st.bdb != tdb.bdb {
-		st = &snapState{bdb: tdb.bdb}
-		tdb.snap = st
-	}
-	db.mu.Unlock()
+	st := tdb.snapState()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	bdb := st.bdb

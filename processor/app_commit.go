@@ -41,8 +41,20 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	// it instead.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.app.cfg.TransactionTimeout)
 	defer cancel()
-	if err := s.begin(); err != nil {
+	start, err := s.startCommit()
+	if err != nil {
 		return err
+	}
+	st, err := s.committer.Commit(ctx)
+	return s.committed(reason, start, s.txn, st, err, s.now().Sub(start), 0)
+}
+
+// startCommit opens the transaction if nothing has yet, stages the
+// tasks' input positions in it and tells the controller and the
+// checkpoint policy a commit starts now.
+func (s *session) startCommit() (time.Time, error) {
+	if err := s.begin(); err != nil {
+		return time.Time{}, err
 	}
 	start := s.now()
 	s.ctrl.ObserveCommitStarted(start)
@@ -50,8 +62,7 @@ func (s *session) commit(ctx context.Context, reason string) error {
 	for _, lt := range s.tasks {
 		s.ckpt.ObserveChangelogWrites(start, lt.state.Pending())
 	}
-	st, err := s.committer.Commit(ctx)
-	return s.committed(reason, start, s.txn, st, err, s.now().Sub(start), 0)
+	return start, nil
 }
 
 // committed handles the end of a commit that started at start: a

@@ -154,14 +154,9 @@ func (s *session) canPipeline() bool {
 // hands its End to a goroutine. A prepare failure aborts at once, as a
 // blocking commit's does.
 func (s *session) commitPipelined(ctx context.Context, reason string) error {
-	if err := s.begin(); err != nil {
+	start, err := s.startCommit()
+	if err != nil {
 		return err
-	}
-	start := s.now()
-	s.ctrl.ObserveCommitStarted(start)
-	s.stagePositions()
-	for _, lt := range s.tasks {
-		s.ckpt.ObserveChangelogWrites(start, lt.state.Pending())
 	}
 	// Pinned on the loop, before anything of N+1 is processed.
 	lim := s.fair.limit()

@@ -163,24 +163,55 @@ func (c *Committer) Begin() error {
 // aborted); after any other error the transaction was aborted and inputs
 // must be rewound.
 func (c *Committer) Commit(ctx context.Context) (Stats, error) {
-	if _, err := c.m.Commit(); err != nil {
-		return Stats{}, err
-	}
-	started := c.now()
-	c.fault(BeforeFlush)
-	parts := c.participants()
-	md, perr := prepare(ctx, parts)
-	prepared := c.now().Sub(started)
-	act, err := c.m.Prepared(perr)
+	p, err := c.prepareAll(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
-	st, err := c.finish(ctx, act, parts, md)
-	st.Started, st.Prepare = started, prepared
-	if perr != nil {
-		return st, &PrepareError{Err: perr, AbortErr: err}
+	if p.err != nil {
+		return p.abort(ctx)
 	}
+	st, err := c.finish(ctx, p.act, p.parts, p.md)
+	st.Started, st.Prepare = p.started, p.took
 	return st, err
+}
+
+// prepared is a transaction whose participants have prepared, or failed
+// to (err), and what the state machine says to do next (act).
+type prepared struct {
+	c       *Committer
+	parts   []Participant
+	md      Metadata
+	err     error
+	act     Action
+	started time.Time
+	took    time.Duration
+}
+
+// prepareAll moves the state machine to committing and prepares every
+// participant of the open transaction.
+func (c *Committer) prepareAll(ctx context.Context) (prepared, error) {
+	if _, err := c.m.Commit(); err != nil {
+		return prepared{}, err
+	}
+	p := prepared{c: c, started: c.now()}
+	c.fault(BeforeFlush)
+	p.parts = c.participants()
+	p.md, p.err = prepare(ctx, p.parts)
+	p.took = c.now().Sub(p.started)
+	act, err := c.m.Prepared(p.err)
+	if err != nil {
+		return prepared{}, err
+	}
+	p.act = act
+	return p, nil
+}
+
+// abort ends a transaction whose prepare failed (the state machine says
+// abort) and returns the *PrepareError.
+func (p prepared) abort(ctx context.Context) (Stats, error) {
+	st, err := p.c.finish(ctx, p.act, p.parts, nil)
+	st.Started, st.Prepare = p.started, p.took
+	return st, &PrepareError{Err: p.err, AbortErr: err}
 }
 
 // prepare runs every participant's Prepare side by side (each waits for

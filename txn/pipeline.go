@@ -47,24 +47,15 @@ type Ending struct {
 // the error is a *PrepareError (Stats describe the abort), as from
 // Commit; the Ending is nil then.
 func (c *Committer) Seal(ctx context.Context) (*Ending, Stats, error) {
-	if _, err := c.m.Commit(); err != nil {
-		return nil, Stats{}, err
-	}
-	started := c.now()
-	c.fault(BeforeFlush)
-	parts := c.participants()
-	md, perr := prepare(ctx, parts)
-	prepared := c.now().Sub(started)
-	act, err := c.m.Prepared(perr)
+	p, err := c.prepareAll(ctx)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	if perr != nil {
-		st, err := c.finish(ctx, act, parts, nil)
-		st.Started, st.Prepare = started, prepared
-		return nil, st, &PrepareError{Err: perr, AbortErr: err}
+	if p.err != nil {
+		st, err := p.abort(ctx)
+		return nil, st, err
 	}
-	return &Ending{c: c, parts: parts, md: md, pending: c.sess.Pending(), started: started, prepare: prepared}, Stats{}, nil
+	return &Ending{c: c, parts: p.parts, md: p.md, pending: c.sess.Pending(), started: p.started, prepare: p.took}, Stats{}, nil
 }
 
 // End ends the sealed transaction with a commit: flush, offset commit
