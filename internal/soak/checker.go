@@ -405,22 +405,23 @@ type Barriers struct {
 	want  map[string]map[int32]bool
 }
 
-// WriteBarriers writes a barrier record to every partition of the output
-// and dead-letter topics. Call it only once the service is stopped: a
-// reader that has reached all of them has read every committed record.
-func WriteBarriers(ctx context.Context, brokers []string, out, dlq string) (Barriers, error) {
+// WriteBarriers writes a barrier record to every partition of topics (the
+// output, dead-letter and changelog topics). Call it only once the service
+// is stopped: a reader that has reached all of them has read every
+// committed record.
+func WriteBarriers(ctx context.Context, brokers []string, topics ...string) (Barriers, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return Barriers{}, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, out, dlq)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return Barriers{}, fmt.Errorf("soak: partitions of %s and %s: %w", out, dlq, err)
+		return Barriers{}, fmt.Errorf("soak: partitions of %s: %w", strings.Join(topics, ", "), err)
 	}
 	b := Barriers{nonce: strconv.FormatInt(time.Now().UnixNano(), 36), want: map[string]map[int32]bool{}}
 	var recs []*kgo.Record
@@ -455,6 +456,9 @@ func (w *Watcher) Reach(ctx context.Context, b Barriers) error {
 		var pending []string
 		w.mu.Lock()
 		for t, ps := range b.want {
+			if t != w.out && t != w.dlq {
+				continue // a topic the watcher does not read
+			}
 			for p := range ps {
 				if !w.barriers[t][p] {
 					pending = append(pending, fmt.Sprintf("%s/%d", t, p))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -349,6 +350,7 @@ type Result struct {
 	Report
 	Fleet          FleetStats
 	Queries        QueryReport
+	State          StateReport // the changelog held to the input (statecheck.go); zero unless Drained
 	BrokerKills    int
 	BrokerPauses   int
 	Damages        int           // stopped instances' states damaged (Fleet.Damage)
@@ -404,6 +406,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	_, _ = rand.Read(suffix[:])
 	base := fmt.Sprintf("soak-%s-%x", sc.Name, suffix)
 	in, out, dlq := base+"-in", base+"-out", base+"-dlq"
+	changelogTopic := base + "-" + queryStore + "-changelog" // countsvc's count store, app base
 	res.ScenarioTopics = [3]string{in, out, dlq}
 	res.Dir = filepath.Join(o.Dir, sc.Name)
 	if err := os.MkdirAll(res.Dir, 0o755); err != nil {
@@ -507,7 +510,7 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	dctx, dcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer dcancel()
 	final := w
-	bar, err := WriteBarriers(dctx, b.Bootstrap(), out, dlq)
+	bar, err := WriteBarriers(dctx, b.Bootstrap(), out, dlq, changelogTopic)
 	if err != nil {
 		return res, err
 	}
@@ -541,6 +544,18 @@ func RunScenario(ctx context.Context, sc Scenario, b Broker, o Options) (Result,
 	<-wdone
 
 	res.Report = final.Report(log)
+	if res.Drained {
+		cl, err := ReadChangelog(dctx, b.Bootstrap(), changelogTopic, bar)
+		if err != nil {
+			return res, fmt.Errorf("soak: state check: %w", err)
+		}
+		committed, err := committedOffsets(dctx, b.Bootstrap(), base, in)
+		if err != nil {
+			return res, fmt.Errorf("soak: state check: %w", err)
+		}
+		res.State = CheckState(cl, log, in, committed)
+		r.Logf("state check: %s", res.State)
+	}
 	qAnswers, qFrontiers, qStatuses := qr.Answers()
 	res.Queries = CheckQueries(qAnswers, qStatuses, log)
 	if res.Drained {
@@ -608,6 +623,8 @@ func (res *Result) judge() {
 	fail(res.Queries.Checked == 0, "no interactive query was answered (%s)", res.Queries)
 	fail(res.Queries.FrontierWrong > 0, "frontier answers that claimed outputs committed before they were: %d of %d", res.Queries.FrontierWrong, res.Queries.Frontiers)
 	fail(res.Drained && res.Queries.FrontierCounts == 0, "no frontier query was answered with a watermark that covers an output (%s)", res.Queries)
+	fail(!res.State.Clean(), "the changelog's state is not the input's below its positions: %s", res.State)
+	fail(res.Drained && res.State.Positions == 0, "no changelog position record was checked (%s)", res.State)
 	fail(len(res.Fleet.Crashes) > 0, "instances exited by themselves: %d", len(res.Fleet.Crashes))
 	fail(len(res.Fleet.Unclean) > 0, "unclean stops on SIGTERM: %d", len(res.Fleet.Unclean))
 	fail(res.AckedMissing > 0, "the broker lost %d acknowledged input records (not the service's fault)", res.AckedMissing)
@@ -736,16 +753,20 @@ func deleteTopics(ctx context.Context, brokers []string, prefix string) error {
 // Summary formats results as the campaign's table, one line per scenario.
 func Summary(results []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %9s %5s %5s %5s %5s %7s %9s %s\n",
-		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "queries", "kills", "frz", "cut", "brk", "crashes", "max-stall", "result")
+	fmt.Fprintf(&b, "%-14s %20s %8s %6s %8s %5s %5s %5s %5s %5s %9s %9s %7s %5s %5s %5s %5s %7s %9s %s\n",
+		"scenario", "seed", "produced", "poison", "outputs", "lost", "dup", "decr", "rep", "gaps", "dlq", "queries", "states", "kills", "frz", "cut", "brk", "crashes", "max-stall", "result")
 	for _, r := range results {
 		verdict := "PASS"
 		if !r.Pass() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %9s %5d %5d %5d %5s %7d %9s %s\n",
+		states := strconv.Itoa(r.State.Positions) // position records whose state matched the input
+		if !r.State.Clean() {
+			states = "WRONG"
+		}
+		fmt.Fprintf(&b, "%-14s %20d %8d %6d %8d %5d %5d %5d %5d %5d %9s %9s %7s %5d %5d %5d %5s %7d %9s %s\n",
 			r.Scenario, r.Seed, r.ValidInLog+r.PoisonInLog, r.PoisonInLog, r.Outputs, r.Lost, r.Duplicated, r.Decreases, r.Repeats, r.Gaps,
-			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), fmt.Sprintf("%d/%d", r.Queries.Checked-r.Queries.Wrong, r.Queries.Checked), r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts,
+			fmt.Sprintf("%d/%d", r.PoisonDeadLettered, r.PoisonInLog), fmt.Sprintf("%d/%d", r.Queries.Checked-r.Queries.Wrong, r.Queries.Checked), states, r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts,
 			fmt.Sprintf("%dk%dp", r.BrokerKills, r.BrokerPauses), len(r.Fleet.Crashes), r.MaxStall.Round(100*time.Millisecond), verdict)
 	}
 	return b.String()
@@ -773,6 +794,10 @@ func (r Result) Details() string {
 	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d partitions, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
 		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	fmt.Fprintf(&b, "  queries: %s\n", r.Queries)
+	fmt.Fprintf(&b, "  state: %s\n", r.State)
+	for _, e := range r.State.Examples {
+		fmt.Fprintf(&b, "    wrong: %s\n", e)
+	}
 	for _, e := range r.Queries.Examples {
 		fmt.Fprintf(&b, "    wrong: %s\n", e)
 	}
@@ -851,6 +876,9 @@ type Total struct {
 	SortedRestores                                  int
 	SnapshotLoads, StandbyStarts                    int
 	Damages, MovedAside                             int
+	// StatePositions counts the changelog position records checked,
+	// StateWrong the state check's findings (StateReport).
+	StatePositions, StateWrong int
 }
 
 func Totals(results []Result) Total {
@@ -872,6 +900,8 @@ func Totals(results []Result) Total {
 		t.StandbyStarts += r.Fleet.StandbyStarts
 		t.Damages += r.Damages
 		t.MovedAside += r.Fleet.MovedAside
+		t.StatePositions += r.State.Positions
+		t.StateWrong += r.State.Findings()
 	}
 	return t
 }

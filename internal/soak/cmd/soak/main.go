@@ -146,8 +146,8 @@ func run() int {
 	fmt.Printf("soak campaign seed %d (replay: %s)\n", *seed, replay)
 	fmt.Print(soak.Summary(results))
 	total := soak.Totals(results)
-	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d SIGSTOPs, %d partitions, %d broker kills, %d broker pauses, %d crashes; %d sorted restores, %d snapshot loads, %d standby/warm-up starts; %d states damaged, %d moved aside\n",
-		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.Freezes, total.Cuts, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores, total.SnapshotLoads, total.StandbyStarts, total.Damages, total.MovedAside)
+	fmt.Printf("total: %d lost, %d duplicated, %d decreasing, %d repeated, %d gaps; %d SIGKILLs, %d SIGSTOPs, %d partitions, %d broker kills, %d broker pauses, %d crashes; %d sorted restores, %d snapshot loads, %d standby/warm-up starts; %d states damaged, %d moved aside; %d changelog positions checked against the input, %d wrong\n",
+		total.Lost, total.Duplicated, total.Decreases, total.Repeats, total.Gaps, total.Kills, total.Freezes, total.Cuts, total.BrokerKills, total.BrokerPauses, total.Crashes, total.SortedRestores, total.SnapshotLoads, total.StandbyStarts, total.Damages, total.MovedAside, total.StatePositions, total.StateWrong)
 	if failed {
 		fmt.Printf("FAIL; work directory kept: %s (service logs per instance, broker log %s)\n", work, br.LogFile())
 		return 1
