@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tidemark-streams/tidemark/internal/retry"
 )
 
 // removeFormerThreads removes from the group the static members that a
@@ -19,12 +22,18 @@ import (
 // without the removal their partitions would wait for their session
 // timeout, and their open transactions would outlive it too (fenceDeparted
 // spares group members). Each is named by member id, so a member that
-// rejoined meanwhile is not removed. Errors are logged: the session timeout
-// remains.
+// rejoined meanwhile is not removed. Transient errors (a broker that has
+// just started answers COORDINATOR_NOT_AVAILABLE while it creates its
+// offsets topic) are retried for up to formerThreadsWait; other errors are
+// logged: the session timeout remains.
 func (a *App) removeFormerThreads(appCtx context.Context) {
-	ctx, cancel := context.WithTimeout(appCtx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(appCtx, formerThreadsWait)
 	defer cancel()
-	g, err := a.describeGroup(ctx)
+	var g kadm.DescribedGroup
+	err := retry.Do(ctx, nil, "describe group", func(ctx context.Context) (err error) {
+		g, err = a.describeGroup(ctx)
+		return err
+	})
 	if err != nil {
 		if appCtx.Err() != nil || errors.Is(err, kerr.GroupIDNotFound) {
 			return // shut down, or a new group: no former members
@@ -52,7 +61,11 @@ func (a *App) removeFormerThreads(appCtx context.Context) {
 		members = append(members, rm)
 	}
 	reason := fmt.Sprintf("tidemark: instance %s restarted with %d stream threads", a.cfg.InstanceID, len(a.threads))
-	removed, err := a.leaveMembers(ctx, g.Group, a.cfg.InstanceID, members, reason)
+	var removed int
+	err = retry.Do(ctx, nil, "remove former stream threads", func(ctx context.Context) (err error) {
+		removed, err = a.leaveMembers(ctx, g.Group, a.cfg.InstanceID, members, reason)
+		return err
+	})
 	if err != nil {
 		a.log.Warn("could not remove the former stream threads of this instance from the group; their session timeout will", "err", err)
 	}
@@ -60,6 +73,10 @@ func (a *App) removeFormerThreads(appCtx context.Context) {
 		a.log.Info("removed the former stream threads of this instance from the group", "members", removed, "threads", len(a.threads))
 	}
 }
+
+// formerThreadsWait bounds removeFormerThreads, retries included: Run
+// waits for it before it joins the group.
+const formerThreadsWait = 10 * time.Second
 
 // isThreadInstanceOf reports whether id is a group instance id some thread
 // count gives a thread of instance (threadInstanceID).
