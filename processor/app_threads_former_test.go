@@ -19,24 +19,6 @@ import (
 	"github.com/tidemark-streams/tidemark/processor"
 )
 
-// formerThreadBalancer joins a group as tidemark's protocol does, so that
-// a plain client can stand in for a stream thread of a former run.
-type formerThreadBalancer struct{}
-
-func (formerThreadBalancer) ProtocolName() string { return "tidemark-copartition" }
-func (formerThreadBalancer) IsCooperative() bool  { return true }
-func (formerThreadBalancer) JoinGroupMetadata(topics []string, _ map[string][]int32, _ int32) []byte {
-	m := kmsg.NewConsumerMemberMetadata()
-	m.Topics = topics
-	return m.AppendTo(nil)
-}
-func (formerThreadBalancer) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(b)
-}
-func (formerThreadBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
-	return kgo.CooperativeStickyBalancer().MemberBalancer(members)
-}
-
 // TestFormerThreadsRemovedThroughACoordinatorBlip: a former run of
 // instance "x" left a stream thread member "x-t1" in the group (killed:
 // a static member does not leave). The restart, with one thread, must
@@ -54,7 +36,7 @@ func TestFormerThreadsRemovedThroughACoordinatorBlip(t *testing.T) {
 	t.Cleanup(c.Close)
 	const group = "former-threads"
 	former, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
-		kgo.InstanceID("x-t1"), kgo.Balancers(formerThreadBalancer{}), kgo.SessionTimeout(60*time.Second))
+		kgo.InstanceID("x-t1"), kgo.Balancers(holeBalancer{}), kgo.SessionTimeout(60*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
