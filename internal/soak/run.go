@@ -794,11 +794,11 @@ func (r Result) Details() string {
 	fmt.Fprintf(&b, "  faults: %d SIGKILLs, %d SIGSTOPs, %d partitions, %d SIGTERMs, %d states damaged (%d task DBs or state dirs moved aside), %d starts (%d sorted restores, %d snapshot loads, %d standby/warm-up starts), %d broker kills, %d broker pauses; max output stall %s (ended at +%s); caught up after input stopped: %s; drained: %v\n",
 		r.Fleet.Kills, r.Fleet.Freezes, r.Fleet.Cuts, r.Fleet.Terms, r.Damages, r.Fleet.MovedAside, r.Fleet.Starts, r.Fleet.SortedRestores, r.Fleet.SnapshotLoads, r.Fleet.StandbyStarts, r.BrokerKills, r.BrokerPauses, r.MaxStall.Round(time.Millisecond), r.MaxStallAt.Round(100*time.Millisecond), catch, r.Drained)
 	fmt.Fprintf(&b, "  queries: %s\n", r.Queries)
-	fmt.Fprintf(&b, "  state: %s\n", r.State)
-	for _, e := range r.State.Examples {
+	for _, e := range r.Queries.Examples {
 		fmt.Fprintf(&b, "    wrong: %s\n", e)
 	}
-	for _, e := range r.Queries.Examples {
+	fmt.Fprintf(&b, "  state: %s\n", r.State)
+	for _, e := range r.State.Examples {
 		fmt.Fprintf(&b, "    wrong: %s\n", e)
 	}
 	for e, n := range r.Produced.Failures {
