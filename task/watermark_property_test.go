@@ -121,9 +121,10 @@ func (g wmGen) upTo(x int64) int64 { return g.Int64N(max(x, 0) + 1) }
 // each draw operator parameters, an allowed lateness and a few hundred
 // records (several keys, one or two input topics, timestamps advancing with
 // disorder and skew between inputs, occasional tombstones and null keys).
-// Every record is within the allowed lateness of its input: above that
-// input's stream time minus the lateness (an input's first record can be
-// anything). The records go to a
+// Every record is within the allowed lateness of its input: at or above
+// that input's stream time minus the lateness (an input's first record can
+// be anything; with no lateness, records share a millisecond, as a
+// producer's do). The records go to a
 // task one by one, and the sink's watermark is read after each: every
 // output written later must have a timestamp above every watermark read
 // before it. A failing run is shrunk (records dropped while it still fails;
@@ -201,7 +202,7 @@ func genWMRun(c wmCase, seed uint64) wmRun {
 			ts -= gen.upTo(run.lateness + m/30)
 		}
 		if st[topic] >= 0 {
-			ts = max(ts, st[topic]-run.lateness+1)
+			ts = max(ts, st[topic]-run.lateness)
 		}
 		ts = max(ts, 0)
 		st[topic] = max(st[topic], ts)

@@ -109,9 +109,9 @@ func TestSuppressOutputBound(t *testing.T) {
 		want     int64
 		wantIdle bool
 	}{
-		{"nothing buffered: the input's", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": math.MaxInt64}}, 8000, false},
+		{"nothing buffered: the input's", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": math.MaxInt64}}, 7999, false},
 		{"a buffered timestamp below it holds it back", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": 5000}}, 4999, false},
-		{"a buffered timestamp above it does not", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": 8500}}, 8000, false},
+		{"a buffered timestamp above it does not", env{inputs: map[string]int64{"in": 9000}, clocks: map[string]int64{"s/held": 8500}}, 7999, false},
 		{"buffer not counted yet (after a restore): no claim", env{inputs: map[string]int64{"in": 9000}}, math.MinInt64, false},
 		{"idle input, nothing buffered: idle, the input's", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s/held": math.MaxInt64}}, 8000, true},
 		{"idle input, something buffered: held", env{inputs: map[string]int64{"in": 9000}, idle: map[string]bool{"in": true}, clocks: map[string]int64{"s/held": 3000}}, 2999, false},

@@ -21,10 +21,13 @@ import (
 // as a lower bound on the timestamps of the records a node can still emit
 // (W is that bound minus one):
 //
-//	source (input topic i)          stream time of i − allowed lateness; ⊤ (no constraint) when the
-//	                                runtime declares i idle; no bound (math.MinInt64) before i's
-//	                                first record. Records later than the allowed lateness are
-//	                                outside the claim: they are the declared disorder bound.
+//	source (input topic i)          stream time of i − allowed lateness (a record yet to come may
+//	                                still carry exactly that: W is one below it); ⊤ (no constraint)
+//	                                when the runtime declares i idle (and the bound itself, not one
+//	                                below, where an idle input's own reach is asked: it is caught
+//	                                up); no bound (math.MinInt64) before i's first record. Records
+//	                                below it are outside the claim: they are the declared disorder
+//	                                bound.
 //	stateless or non-windowed node  min over its parents (a filter, map, flatMap, branch, merge,
 //	                                stream-table and table-table join, non-windowed aggregation,
 //	                                toStream, repartition, deduplicate: each output's timestamp is
@@ -273,8 +276,15 @@ func (e *boundExpr) eval(env BoundEnv, lateness int64, mode int, follow int64) (
 			return follow, false
 		case st < 0:
 			return math.MinInt64, false
+		case idle:
+			// Caught up and quiet: a record yet to come at the stream
+			// time itself is late, as any below the published mark is.
+			return st - lateness, false
 		}
-		return st - lateness, false
+		// A record yet to come may carry the stream time itself (a
+		// producer stamps many records in one millisecond): the bound is
+		// st − lateness, so the watermark is one below it.
+		return st - lateness - 1, false
 	case boundMin:
 		v, top = math.MaxInt64, true
 		for _, a := range e.args {

@@ -51,6 +51,10 @@ type FrontierAnswer struct {
 	Watermark int64
 	Offsets   []int64
 	At        time.Duration
+	// Tasks and Publishers, as the answer gave them: what a wrong answer
+	// is explained by (which task's mark, published by whom).
+	Tasks      json.RawMessage
+	Publishers []string
 }
 
 // frontierEvery is how many key queries the querier sends per frontier
@@ -159,7 +163,9 @@ func (q *Querier) frontier(ctx context.Context, id, addr string) {
 			Partitions []struct {
 				Offset int64 `json:"offset"`
 			} `json:"partitions"`
-			Watermark int64 `json:"watermark_ms"`
+			Watermark  int64           `json:"watermark_ms"`
+			Tasks      json.RawMessage `json:"tasks"`
+			Publishers []string        `json:"publishers"`
 		} `json:"sinks"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
@@ -171,7 +177,7 @@ func (q *Querier) frontier(ctx context.Context, id, addr string) {
 		q.count(status + " without the sink")
 		return
 	}
-	a := FrontierAnswer{Instance: id, Watermark: sk.Watermark, At: at}
+	a := FrontierAnswer{Instance: id, Watermark: sk.Watermark, At: at, Tasks: sk.Tasks, Publishers: sk.Publishers}
 	for _, p := range sk.Partitions {
 		a.Offsets = append(a.Offsets, p.Offset)
 	}
@@ -389,7 +395,7 @@ func (rp *QueryReport) CheckFrontiers(answers []FrontierAnswer, log InputLog, ou
 				wrong(a, "key %s's count %d is in partition %d, the answer names %d partitions", key, n, c.Partition, len(a.Offsets))
 				break keys
 			case c.Offset >= a.Offsets[c.Partition]:
-				wrong(a, "key %s's count %d (stamped %d) is at offset %d of partition %d, not below the committed offset %d the answer names", key, n, run[n-1], c.Offset, c.Partition, a.Offsets[c.Partition])
+				wrong(a, "key %s's count %d (stamped %d) is at offset %d of partition %d, not below the committed offset %d the answer names (offsets %v, tasks %s, publishers %v)", key, n, run[n-1], c.Offset, c.Partition, a.Offsets[c.Partition], a.Offsets, a.Tasks, a.Publishers)
 				break keys
 			}
 		}

@@ -182,15 +182,16 @@ func (m *suppressModel) emit(k string) {
 }
 
 // watermark is the task's output watermark for the suppressed table's
-// sink (no allowed lateness): the input's stream time, held back below the
-// smallest timestamp still buffered; none before the first record, nor
+// sink (no allowed lateness): one below the input's stream time (the next
+// record may carry it), held back below the smallest timestamp still
+// buffered; none before the first record, nor
 // until an update reached the operator after a restart (it has not counted
 // its restored buffer yet).
 func (m *suppressModel) watermark() int64 {
 	if m.inputTime < 0 || !m.reached {
 		return math.MinInt64
 	}
-	w := m.inputTime
+	w := m.inputTime - 1
 	for _, p := range m.buf {
 		w = min(w, p.ts-1)
 	}
