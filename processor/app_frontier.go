@@ -181,7 +181,7 @@ func (a *App) startFrontier(ctx context.Context) (stop func(), err error) {
 // under fs.mu; the loop picks them up.
 func (fs *frontierService) background(ctx context.Context) {
 	a := fs.app
-	probe := min(max(a.frontierIdleTimeout()/4, 50*time.Millisecond), time.Second)
+	probe := idleProbeEvery(a.frontierIdleTimeout())
 	t := time.NewTicker(probe)
 	defer t.Stop()
 	var lastMembers time.Time

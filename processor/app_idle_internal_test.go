@@ -42,7 +42,8 @@ func TestIdleTrackerRules(t *testing.T) {
 			{at: 3 * time.Second, lso: i(10)},
 			{at: 4 * time.Second, pos: i(11)},
 			{at: 6 * time.Second, lso: i(11)},
-			{at: 8 * time.Second, idle: false},
+			{at: 7 * time.Second, lso: i(11)},
+			{at: 8 * time.Second, lso: i(11), idle: false},
 			{at: 9 * time.Second, idle: true},
 		}},
 		{"not caught up: a backlog is never idle while the end moves", []ev{
@@ -54,8 +55,21 @@ func TestIdleTrackerRules(t *testing.T) {
 		{"transaction markers: an end offset that stood still for the timeout", []ev{
 			{at: 0, pos: i(10)}, // the last record was 9; a commit marker sits at 10
 			{at: 3 * time.Second, lso: i(11)},
+			{at: 5 * time.Second, lso: i(11)},
 			{at: 7 * time.Second, lso: i(11), idle: false},
 			{at: 8 * time.Second, idle: true},
+		}},
+		{"end offsets that cannot be read: not idle, and the quiet starts over once they can", []ev{
+			{at: 0, pos: i(10)},
+			{at: 3 * time.Second, lso: i(10)},
+			{at: 5 * time.Second, lso: i(10), idle: true},
+			{at: 7 * time.Second, idle: true},
+			{at: 7501 * time.Millisecond, idle: false}, // the last read is over 2.5 s old: stale
+			{at: 20 * time.Second, lso: i(10), idle: false},
+			{at: 22 * time.Second, lso: i(10)},
+			{at: 24 * time.Second, lso: i(10), idle: false},
+			{at: 24999 * time.Millisecond, idle: false},
+			{at: 25 * time.Second, idle: true},
 		}},
 		{"end offsets read before the last record say nothing", []ev{
 			{at: 0, pos: i(10)},
