@@ -348,12 +348,19 @@ func (db *DB) planRestore(ctx context.Context, adm *kadm.Client, tts []taskTarge
 	}
 	var starts kadm.ListedOffsets
 	var configs kadm.ResourceConfigs
+	appearBy := time.Now().Add(topicAppearWait)
 	err := retry.Do(ctx, opts.Logger, "list changelog start offsets", func(ctx context.Context) error {
 		var err error
 		if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
 			return err
 		}
-		return transientPartitionErr(starts)
+		if err := transientPartitionErr(starts); err != nil {
+			return err
+		}
+		if err := unknownTarget(starts, targets); err != nil && time.Now().Before(appearBy) {
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("changelog: restore: list start offsets of %v: %w", topics, err)
@@ -538,6 +545,24 @@ func endOffsets(ctx context.Context, adm *kadm.Client, topics []string, targets 
 
 // transientPartitionErr returns the first per-partition error of a listing
 // that a retry may fix (LEADER_NOT_AVAILABLE after a broker restart, ...).
+// topicAppearWait is how long a restore takes UNKNOWN_TOPIC_OR_PARTITION
+// for a topic that is still appearing before it says ErrTopicNotFound: a
+// broker answers that for a moment after CreateTopics returned (the
+// application creates its changelog topics just before it restores them).
+const topicAppearWait = 10 * time.Second
+
+// unknownTarget is an UNKNOWN_TOPIC_OR_PARTITION error if offs lacks a
+// target's partition or says it does not exist.
+func unknownTarget(offs kadm.ListedOffsets, targets []RestoreTarget) error {
+	for _, t := range targets {
+		o, ok := offs.Lookup(t.Topic, t.Partition)
+		if !ok || errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("%s/%d: %w", t.Topic, t.Partition, kerr.UnknownTopicOrPartition)
+		}
+	}
+	return nil
+}
+
 func transientPartitionErr(offs kadm.ListedOffsets) error {
 	var err error
 	offs.Each(func(o kadm.ListedOffset) {
