@@ -543,8 +543,6 @@ func endOffsets(ctx context.Context, adm *kadm.Client, topics []string, targets 
 	}
 }
 
-// transientPartitionErr returns the first per-partition error of a listing
-// that a retry may fix (LEADER_NOT_AVAILABLE after a broker restart, ...).
 // topicAppearWait is how long a restore takes UNKNOWN_TOPIC_OR_PARTITION
 // for a topic that is still appearing before it says ErrTopicNotFound: a
 // broker answers that for a moment after CreateTopics returned (the
@@ -563,6 +561,8 @@ func unknownTarget(offs kadm.ListedOffsets, targets []RestoreTarget) error {
 	return nil
 }
 
+// transientPartitionErr returns the first per-partition error of a listing
+// that a retry may fix (LEADER_NOT_AVAILABLE after a broker restart, ...).
 func transientPartitionErr(offs kadm.ListedOffsets) error {
 	var err error
 	offs.Each(func(o kadm.ListedOffset) {
