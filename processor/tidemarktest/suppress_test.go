@@ -184,9 +184,8 @@ func (m *suppressModel) emit(k string) {
 // watermark is the task's output watermark for the suppressed table's
 // sink (no allowed lateness): one below the input's stream time (the next
 // record may carry it), held back below the smallest timestamp still
-// buffered; none before the first record, nor
-// until an update reached the operator after a restart (it has not counted
-// its restored buffer yet).
+// buffered; none before the first record, nor until an update reached the
+// operator after a restart (it has not counted its restored buffer yet).
 func (m *suppressModel) watermark() int64 {
 	if m.inputTime < 0 || !m.reached {
 		return math.MinInt64
